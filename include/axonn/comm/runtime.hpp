@@ -1,0 +1,39 @@
+// comm/runtime.hpp — the MPI process lifetime.
+//
+// Every axonn program runs under MPI, even on one rank: started by mpirun/srun, or alone (MPI's
+// singleton init). Construct one Runtime at the top of main(); it initialises MPI and finalises it
+// when destroyed. Nothing here exposes <mpi.h>.
+//
+//   int main(int argc, char** argv) {
+//     axonn::comm::Runtime mpi(&argc, &argv);
+//     ...
+//   }
+#pragma once
+
+namespace axonn::comm {
+
+class Runtime {
+ public:
+  Runtime(int* argc, char*** argv);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int world_rank() const { return rank_; }
+  int world_size() const { return size_; }
+  // The thread level MPI granted (MPI_THREAD_* value).
+  int thread_level() const { return thread_level_; }
+
+  // Brings every rank down (MPI_Abort on the world) after a fatal error on any one of them.
+  [[noreturn]] static void abort(int exit_code);
+  // Ends this rank normally with exit_code; for errors that every rank detects alike (bad flags),
+  // so each rank leaves on its own without MPI_Abort.
+  [[noreturn]] static void exit(int exit_code);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int thread_level_ = 0;
+};
+
+}  // namespace axonn::comm

@@ -1,0 +1,33 @@
+// core/log.hpp — a small rank-aware logger.
+//
+// Level from AXONN_LOG_LEVEL (error, warn, info, debug, trace) or set_log_level(). By default only
+// rank 0 prints; AXONN_LOG_RANKS=all makes every rank print with a "[rank r/N]" prefix. Errors are
+// printed by every rank. printf-style: g++ 12 has no <format>.
+//
+//   axonn::log_info("step %d loss %.6f", step, loss);
+#pragma once
+
+#include <cstdarg>
+
+namespace axonn {
+
+enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3, kTrace = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+// Called once the rank is known (after MPI init); before that every message is printed as rank 0.
+void set_log_rank(int rank, int world_size);
+
+void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+#define AXONN_LOG_FN(name, level)                                                  \
+  template <typename... Args>                                                      \
+  void name(const char* fmt, Args... args) {                                       \
+    if (static_cast<int>(level) <= static_cast<int>(log_level())) log_message(level, fmt, args...); \
+  }
+AXONN_LOG_FN(log_error, LogLevel::kError)
+AXONN_LOG_FN(log_warn, LogLevel::kWarn)
+AXONN_LOG_FN(log_info, LogLevel::kInfo)
+AXONN_LOG_FN(log_debug, LogLevel::kDebug)
+#undef AXONN_LOG_FN
+
+}  // namespace axonn

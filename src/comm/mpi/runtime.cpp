@@ -1,0 +1,52 @@
+#include "axonn/comm/runtime.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+
+namespace axonn::comm {
+
+Runtime::Runtime(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  AXONN_CHECK(!initialized, "MPI is already initialised: construct one comm::Runtime per process");
+  // MPI_THREAD_MULTIPLE lets a communication thread progress collectives while OpenMP threads run
+  // GEMMs; we record what the library granted.
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  set_log_rank(rank_, size_);
+}
+
+Runtime::~Runtime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void Runtime::abort(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int size = 1;
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // One rank alone exits normally, so its exit code is the process's; with several ranks
+  // MPI_Abort is what brings down the peers that may be blocked in a collective.
+  if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (initialized && !finalized) MPI_Finalize();
+  std::exit(exit_code);
+}
+
+void Runtime::exit(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+  std::exit(exit_code);
+}
+
+}  // namespace axonn::comm

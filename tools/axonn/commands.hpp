@@ -1,0 +1,19 @@
+// tools/axonn/commands.hpp — how subcommands plug into the axonn binary.
+//
+// Each cmd_<name>.cpp defines add_<name>_command(app, action): it adds a CLI11 subcommand with its
+// flags and, when that subcommand is parsed, stores in *action the function that runs it. main()
+// parses, then runs the action inside the one top-level error handler. The action returns the exit
+// code; library errors are exceptions.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace axonn::tools {
+
+using Action = std::function<int()>;
+
+void add_train_command(CLI::App& app, Action* action);
+
+}  // namespace axonn::tools
