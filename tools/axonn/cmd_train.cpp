@@ -1,7 +1,55 @@
+// axonn train — flags to TrainConfig, then train::train().
+#include <memory>
+#include <string>
+
+#include "axonn/model/gpt_config.hpp"
+#include "axonn/train/trainer.hpp"
 #include "commands.hpp"
+
 namespace axonn::tools {
+
 void add_train_command(CLI::App& app, Action* action) {
-  auto* sub = app.add_subcommand("train", "train a GPT model");
-  sub->callback([action] { *action = [] { return 0; }; });
+  auto c = std::make_shared<train::TrainConfig>();
+  auto* sub = app.add_subcommand("train", "train a GPT model (llm.c checkpoints and token shards)");
+  sub->option_defaults()->always_capture_default();
+  std::string models;
+  for (const auto& n : model::gpt_preset_names()) models += (models.empty() ? "" : "|") + n;
+
+  sub->add_option("--init", c->init, "llm.c checkpoint to start from (version 3 fp32 or 5 bf16)");
+  sub->add_option("--model", c->model, "model shape for random init: " + models + " (default gpt2-tiny)");
+  sub->add_option("--layers", c->layers, "override the number of layers (0: from --model)");
+  sub->add_option("--heads", c->heads, "override the number of attention heads");
+  sub->add_option("--channels", c->channels, "override the hidden size");
+  sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
+  sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
+  sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
+  sub->add_option("--batch-size", c->batch_size, "global batch, in sequences");
+  sub->add_option("--seq-len", c->seq_len, "tokens per sequence");
+  sub->add_option("--steps", c->steps, "training steps");
+  sub->add_option("--lr", c->lr, "peak learning rate");
+  sub->add_option("--lr-schedule", c->lr_schedule, "constant|cosine");
+  sub->add_option("--warmup-steps", c->warmup_steps, "linear warmup steps");
+  sub->add_option("--min-lr-frac", c->min_lr_frac, "cosine decays to this fraction of --lr");
+  sub->add_option("--weight-decay", c->weight_decay, "AdamW weight decay (matrices only, unless --decay-all)");
+  sub->add_flag("--decay-all", c->decay_all, "decay every tensor, as llm.c's CPU trainer does");
+  sub->add_option("--beta1", c->beta1, "AdamW beta1");
+  sub->add_option("--beta2", c->beta2, "AdamW beta2");
+  sub->add_option("--eps", c->eps, "AdamW epsilon");
+  sub->add_option("--grad-clip", c->grad_clip, "clip the global gradient norm to this (0 = off)");
+  sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)");
+  sub->add_option("--metrics", c->metrics, "write one JSON object per step to this file (JSON Lines)");
+  sub->add_option("--save", c->save, "write the final weights as an llm.c checkpoint (version 3)");
+  sub->add_option("--kernels", c->kernels, "cpu|ref (ref: the naive test-oracle kernels)");
+  sub->add_option("--gemm", c->gemm, "CPU GEMM backend: onednn|openblas");
+  sub->add_option("--peak-gflops", c->peak_gflops, "peak for MFU (0: measure sgemm at start)");
+  sub->add_option("--synthetic-tokens", c->synthetic_tokens, "length of the built-in synthetic corpus");
+  sub->add_flag("--quiet", c->quiet, "no per-step progress lines");
+  sub->callback([c, action] {
+    *action = [c] {
+      train::train(*c);
+      return 0;
+    };
+  });
 }
+
 }  // namespace axonn::tools

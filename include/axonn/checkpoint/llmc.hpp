@@ -1,0 +1,30 @@
+// checkpoint/llmc.hpp — llm.c's model checkpoint format (spec/formats.md).
+//
+// A 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; maxT, V, L, NH, C, Vp) and
+// then llm.c's 16 parameter tensors in order. Both versions load into fp32 parameters; saving
+// writes version 3 (or 5), to a temporary file renamed into place, so a crash never leaves a
+// half-written checkpoint under the final name.
+//
+//   model::GptConfig cfg = checkpoint::read_llmc_config(path);
+//   model::Gpt gpt(cfg, B, T, backend);
+//   checkpoint::load_llmc_params(path, cfg, gpt.params());
+#pragma once
+
+#include <string>
+
+#include "axonn/model/gpt_config.hpp"
+#include "axonn/tensor/arena.hpp"
+
+namespace axonn::checkpoint {
+
+constexpr int kLlmcModelMagic = 20240326;
+
+// Reads and validates the header; throws IoError (missing, truncated, wrong magic or version, bad
+// sizes) naming the file and the problem.
+model::GptConfig read_llmc_config(const std::string& path);
+// Reads the parameters into an arena laid out by model::reserve_gpt_params for `config`.
+void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params);
+// Writes a checkpoint (version 3 fp32, or 5 bf16) atomically: temporary file, fsync, rename.
+void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version = 3);
+
+}  // namespace axonn::checkpoint

@@ -1,0 +1,106 @@
+// kernels/ops.hpp — the op list of the GPT, forward and backward, on raw fp32 buffers.
+//
+// Every op exists twice: `ref` (naive loops, always built; the test oracle) and `cpu` (BLAS GEMMs
+// and OpenMP loops; the default). A model picks one implementation once, as an `Ops` table
+// (ops_for()), and calls through it. Conventions, as in llm.c:
+//   - arguments: outputs first, then inputs, then weights, then dimensions;
+//   - backward ops ACCUMULATE (+=) into every gradient they produce, so callers zero them once;
+//   - dimension letters: B batch, T sequence, C channels, NH heads, HS = C/NH head size,
+//     V vocabulary, Vp padded vocabulary, N = B*T rows, OC output channels.
+//   - matrices are row-major; weights use the nn.Linear layout [OC, C] (y = x W^T + b).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace axonn::kernels {
+
+enum class Backend { kRef, kCpu };
+std::string_view backend_name(Backend b);
+Backend parse_backend(std::string_view name);  // "ref" | "cpu"; throws InvalidArgument
+
+// The op list. Each line of the table names the shapes of its arguments.
+struct Ops {
+  // out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
+  void (*encoder_forward)(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C);
+  // dwte[Vp,C], dwpe[maxT,C] += scatter of dout[B,T,C]
+  void (*encoder_backward)(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C);
+  // out[N,C] = (inp - mean) * rstd * weight + bias, over the last dimension; eps = 1e-5
+  void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                            const float* bias, int64_t N, int C);
+  void (*layernorm_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                             const float* weight, const float* mean, const float* rstd, int64_t N, int C);
+  // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)
+  void (*matmul_forward)(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
+                         int OC);
+  // dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums (dinp/dbias may be null)
+  void (*matmul_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, int64_t N, int C, int OC);
+  // Causal self-attention. qkv[B,T,3C] holds q|k|v; out[B,T,C]; att[B,NH,T,T] keeps the softmax
+  // probabilities (row t valid for t2 <= t) for the backward pass. Scale 1/sqrt(HS).
+  void (*attention_forward)(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+  // dqkv[B,T,3C] += ...; scratch[B,NH,T,T] is overwritten.
+  void (*attention_backward)(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att,
+                             int B, int T, int C, int NH);
+  // GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  void (*gelu_forward)(float* out, const float* inp, int64_t N);
+  void (*gelu_backward)(float* dinp, const float* inp, const float* dout, int64_t N);
+  // out[N] = a + b
+  void (*residual_forward)(float* out, const float* a, const float* b, int64_t N);
+  // da += dout; db += dout
+  void (*residual_backward)(float* da, float* db, const float* dout, int64_t N);
+  // Softmax over the first V of Vp logits per row, and the cross-entropy of the target:
+  // probs[N,Vp] (padded columns set to 0; may alias logits), losses[N] = -log probs[target].
+  void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const int* targets,
+                                       int64_t N, int V, int Vp);
+  // dlogits[N,Vp] += (probs - onehot(target)) * dloss over the first V columns (may alias probs:
+  // then it is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N.
+  void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, float dloss,
+                                        int64_t N, int V, int Vp);
+  // AdamW (Loshchilov & Hutter), as llm.c: g = grad * grad_scale; m = b1 m + (1-b1) g;
+  // v = b2 v + (1-b2) g^2; p -= lr (m_hat / (sqrt(v_hat) + eps) + weight_decay p), with
+  // m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), t >= 1.
+  void (*adamw_update)(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, float grad_scale, int t);
+  // sum of squares, accumulated in double (gradient-norm clipping)
+  double (*sum_squares)(const float* x, int64_t n);
+};
+
+const Ops& ops_for(Backend backend);
+
+// The implementations, callable directly (tests compare them). Same signatures as the table.
+#define AXONN_DECLARE_OPS                                                                                    \
+  void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C);  \
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C);    \
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,         \
+                         const float* bias, int64_t N, int C);                                                \
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,     \
+                          const float* weight, const float* mean, const float* rstd, int64_t N, int C);       \
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C, \
+                      int OC);                                                                                \
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,        \
+                       const float* weight, int64_t N, int C, int OC);                                        \
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);              \
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, \
+                          int B, int T, int C, int NH);                                                       \
+  void gelu_forward(float* out, const float* inp, int64_t N);                                                 \
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N);                            \
+  void residual_forward(float* out, const float* a, const float* b, int64_t N);                               \
+  void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,     \
+                                    int64_t N, int V, int Vp);                                                \
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,     \
+                                     int64_t N, int V, int Vp);                                               \
+  void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,  \
+                    float beta2, float eps, float weight_decay, float grad_scale, int t);                     \
+  double sum_squares(const float* x, int64_t n);
+
+namespace ref {
+AXONN_DECLARE_OPS
+}
+namespace cpu {
+AXONN_DECLARE_OPS
+}
+#undef AXONN_DECLARE_OPS
+
+}  // namespace axonn::kernels

@@ -1,0 +1,58 @@
+// optim/adamw.hpp — AdamW over a parameter arena, the learning-rate schedule, and gradient-norm
+// clipping.
+//
+//   optim::AdamW opt(gpt.params(), hp, decay_mask, ops);
+//   double norm = optim::grad_norm(gpt.grads(), ops);
+//   opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, hp.grad_clip));
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "axonn/kernels/ops.hpp"
+#include "axonn/tensor/arena.hpp"
+
+namespace axonn::optim {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+class AdamW {
+ public:
+  // First and second moments mirror `params`' layout. decay[i] says whether slot i takes weight
+  // decay (empty: every slot does, as llm.c's CPU trainer).
+  AdamW(const Arena& params, AdamWConfig config, std::vector<bool> decay, const kernels::Ops& ops);
+
+  // One update with step count t = steps() + 1; gradients are multiplied by grad_scale first.
+  void step(Arena& params, const Arena& grads, float lr, float grad_scale = 1.0f);
+  int steps() const { return t_; }
+  const Arena& m() const { return m_; }
+  const Arena& v() const { return v_; }
+  size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
+
+ private:
+  AdamWConfig config_;
+  std::vector<bool> decay_;
+  const kernels::Ops* ops_;
+  Arena m_, v_;
+  int t_ = 0;
+};
+
+// L2 norm of all gradients.
+double grad_norm(const Arena& grads, const kernels::Ops& ops);
+// The factor that brings the norm down to max_norm when it is above (1 otherwise; max_norm <= 0
+// disables clipping).
+float clip_scale(double norm, float max_norm);
+
+enum class LrSchedule { kConstant, kCosine };
+LrSchedule parse_lr_schedule(std::string_view name);  // "constant" | "cosine"
+
+// Learning rate at step (0-based): linear warmup over warmup_steps ((step+1)/warmup of the peak),
+// then constant, or cosine decay to min_lr_frac * lr at total_steps (llm.c's schedule).
+float learning_rate(LrSchedule schedule, float lr, int step, int warmup_steps, int total_steps, float min_lr_frac);
+
+}  // namespace axonn::optim

@@ -1,0 +1,59 @@
+// train/trainer.hpp — the training loop: data, model, optimizer, metrics and progress.
+//
+//   train::TrainConfig cfg;           // every field has the default `axonn train --help` shows
+//   cfg.init = "model.bin"; cfg.data = "tokens.bin";
+//   auto history = train::train(cfg); // one StepMetrics per step
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace axonn::train {
+
+struct TrainConfig {
+  // model: an llm.c checkpoint, or a named shape (random init) with optional overrides
+  std::string init;                 // --init FILE
+  std::string model;                // --model NAME (default gpt2-tiny when no --init)
+  int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
+  // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
+  std::string data;                 // --data FILE
+  int64_t synthetic_tokens = 200000;
+  // batch
+  int batch_size = 4;               // --batch-size B: global, in sequences
+  int seq_len = 64;                 // --seq-len T
+  int steps = 50;                   // --steps N
+  // optimizer
+  float lr = 3e-4f;
+  std::string lr_schedule = "cosine";
+  int warmup_steps = 0;
+  float min_lr_frac = 0.0f;
+  float weight_decay = 0.0f;
+  bool decay_all = false;           // decay every tensor (llm.c's CPU trainer), not only matrices
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float grad_clip = 1.0f;           // 0 = off
+  uint64_t seed = 1337;
+  // run
+  std::string kernels = "cpu";      // cpu | ref
+  std::string gemm = "onednn";      // onednn | openblas
+  double peak_gflops = 0.0;         // MFU denominator; 0 = measure sgemm at start
+  std::string metrics;              // JSON Lines file, one object per step
+  std::string save;                 // llm.c checkpoint written at the end (empty: none)
+  bool quiet = false;               // no per-step progress lines
+};
+
+struct StepMetrics {
+  int step = 0;           // 0-based
+  float loss = 0.0f;      // mean loss of this step's forward, before its update
+  float lr = 0.0f;
+  double grad_norm = 0.0; // before clipping
+  double step_ms = 0.0;
+  double tokens_per_s = 0.0;
+  double mfu = 0.0;       // model FLOPs / step time / peak
+};
+
+// Validates the configuration (InvalidArgument with what to change), builds everything, trains,
+// and returns the per-step metrics. Progress goes to the log (rank 0).
+std::vector<StepMetrics> train(const TrainConfig& config);
+
+}  // namespace axonn::train

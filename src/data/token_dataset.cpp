@@ -1,0 +1,124 @@
+#include "axonn/data/token_dataset.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "axonn/core/error.hpp"
+
+namespace axonn::data {
+
+namespace {
+constexpr size_t kHeaderBytes = 256 * sizeof(int32_t);
+}
+
+TokenShard::TokenShard(const std::string& path, int vocab_size) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  AXONN_CHECK_IO(fd >= 0, "cannot open token shard '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw IoError("cannot stat token shard '" + path + "': " + std::strerror(err));
+  }
+  map_bytes_ = static_cast<size_t>(st.st_size);
+  if (map_bytes_ < kHeaderBytes) {
+    ::close(fd);
+    throw IoError("token shard '" + path + "' is " + std::to_string(map_bytes_) +
+                  " bytes, shorter than the 1024-byte llm.c header");
+  }
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  AXONN_CHECK_IO(map_ != MAP_FAILED, "cannot map token shard '", path, "': ", std::strerror(errno));
+  try {
+    const auto* h = static_cast<const int32_t*>(map_);
+    if (h[0] == kGpt2TokensMagic) {
+      AXONN_CHECK_IO(h[1] == 1, "token shard '", path, "' has version ", h[1], "; GPT-2 shards are version 1");
+      token_bytes_ = 2;
+    } else if (h[0] == kLlama3TokensMagic) {
+      AXONN_CHECK_IO(h[1] == 7, "token shard '", path, "' has version ", h[1], "; Llama-3 shards are version 7");
+      token_bytes_ = 4;
+    } else {
+      throw IoError("token shard '" + path + "' has magic " + std::to_string(h[0]) + ", not llm.c's " +
+                    std::to_string(kGpt2TokensMagic) + " (GPT-2) or " + std::to_string(kLlama3TokensMagic) +
+                    " (Llama-3); is it a token file written by llm.c's data scripts or `axonn prepare`?");
+    }
+    num_tokens_ = h[2];
+    AXONN_CHECK_IO(num_tokens_ > 0, "token shard '", path, "' declares ", num_tokens_, " tokens");
+    size_t expected = kHeaderBytes + static_cast<size_t>(num_tokens_) * static_cast<size_t>(token_bytes_);
+    AXONN_CHECK_IO(map_bytes_ == expected, "token shard '", path, "' is ", map_bytes_, " bytes but its header says ",
+                   num_tokens_, " tokens (", expected, " bytes): the file is ",
+                   map_bytes_ < expected ? "truncated" : "longer than its header says");
+    tokens_ = static_cast<const char*>(map_) + kHeaderBytes;
+    if (vocab_size > 0) {
+      for (int64_t i = 0; i < num_tokens_; i++) {
+        int t = token(i);
+        AXONN_CHECK_IO(t < vocab_size, "token shard '", path, "' holds token id ", t, " at position ", i,
+                       ", outside the model's vocabulary of ", vocab_size,
+                       "; was it tokenised for another model?");
+      }
+    }
+  } catch (...) {
+    ::munmap(map_, map_bytes_);
+    throw;
+  }
+}
+
+TokenShard::TokenShard(std::vector<uint32_t> tokens)
+    : path_("<in memory>"), num_tokens_(static_cast<int64_t>(tokens.size())), token_bytes_(4),
+      owned_(std::move(tokens)) {
+  tokens_ = owned_.data();
+}
+
+std::vector<uint32_t> synthetic_markov_tokens(int vocab, int64_t n, uint64_t seed) {
+  AXONN_CHECK_ARG(vocab > 0 && n > 0, "synthetic corpus needs a vocabulary and a length");
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&s] {  // xorshift64*
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return static_cast<uint32_t>((s * 0x2545F4914F6CDD1Dull) >> 32);
+  };
+  auto V = static_cast<uint32_t>(vocab);
+  std::vector<uint32_t> succ(static_cast<size_t>(V) * 4);
+  for (auto& x : succ) x = next() % V;
+  std::vector<uint32_t> tokens(static_cast<size_t>(n));
+  uint32_t t = 0;
+  for (auto& x : tokens) {
+    x = t;
+    uint32_t r = next();
+    t = (r % 10 < 9) ? succ[t * 4 + (r >> 8) % 4] : (r >> 8) % V;
+  }
+  return tokens;
+}
+
+TokenShard::~TokenShard() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+BatchLoader::BatchLoader(const TokenShard& shard, int B, int T) : shard_(shard), window_((int64_t)B * T) {
+  AXONN_CHECK_ARG(B > 0 && T > 0, "batch size and sequence length must be positive, got B=", B, " T=", T);
+  AXONN_CHECK_ARG(shard.size() >= window_ + 1, "token shard '", shard.path(), "' has ", shard.size(),
+                  " tokens, fewer than one batch needs (B*T+1 = ", window_ + 1,
+                  "); use a smaller --batch-size or --seq-len, or more data");
+}
+
+void BatchLoader::set_position(int64_t p) {
+  AXONN_CHECK_ARG(p >= 0 && p < shard_.size(), "loader position ", p, " is outside the shard");
+  position_ = p;
+}
+
+void BatchLoader::next(int* inputs, int* targets) {
+  if (position_ + window_ + 1 > shard_.size()) position_ = 0;
+  for (int64_t i = 0; i < window_; i++) {
+    inputs[i] = shard_.token(position_ + i);
+    targets[i] = shard_.token(position_ + i + 1);
+  }
+  position_ += window_;
+}
+
+}  // namespace axonn::data

@@ -1,0 +1,333 @@
+// kernels/cpu — the fast CPU implementations: GEMMs through the GEMM backend (gemm.hpp), the
+// memory-bound ops as OpenMP loops over rows with SIMD inner loops. Compiled with -ffast-math so
+// that expf/tanhf vectorise (glibc's libmvec); results agree with `ref` to fp32 rounding, which
+// tests/unit/kernels checks.
+//
+// Reductions across rows (LayerNorm's weight and bias gradients) use per-thread partial sums added
+// in thread order, and scatters (embedding gradients) are split by channel, so every op is
+// deterministic for a given thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/ops.hpp"
+
+namespace axonn::kernels::cpu {
+
+namespace {
+constexpr float kLayerNormEps = 1e-5f;
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+
+// Range [begin, end) of `n` items owned by thread `tid` of `nthr` (static split).
+inline void split_range(int64_t n, int tid, int nthr, int64_t* begin, int64_t* end) {
+  int64_t chunk = (n + nthr - 1) / nthr;
+  *begin = std::min<int64_t>(n, chunk * tid);
+  *end = std::min<int64_t>(n, *begin + chunk);
+}
+}  // namespace
+
+void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
+  // out [B,T,C], inp [B,T], wte [Vp,C], wpe [maxT,C]
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
+    float* o = out + bt * C;
+    const float* e = wte + (int64_t)inp[bt] * C;
+    const float* p = wpe + (bt % T) * C;
+#pragma omp simd
+    for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
+  }
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C) {
+  // dwte [Vp,C], dwpe [maxT,C], dout [B,T,C], inp [B,T]. Split by channel: no two threads touch
+  // the same gradient element, whatever tokens repeat.
+#pragma omp parallel
+  {
+    int64_t c0, c1;
+    split_range(C, omp_get_thread_num(), omp_get_num_threads(), &c0, &c1);
+    for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
+      const float* d = dout + bt * C;
+      float* de = dwte + (int64_t)inp[bt] * C;
+      float* dp = dwpe + (bt % T) * C;
+#pragma omp simd
+      for (int64_t i = c0; i < c1; i++) {
+        de[i] += d[i];
+        dp[i] += d[i];
+      }
+    }
+  }
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C) {
+  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float m = 0.0f;
+#pragma omp simd reduction(+ : m)
+    for (int i = 0; i < C; i++) m += x[i];
+    m /= (float)C;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
+    v /= (float)C;
+    float s = 1.0f / std::sqrt(v + kLayerNormEps);
+    float* o = out + n * C;
+#pragma omp simd
+    for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C) {
+  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+  int nthr = omp_get_max_threads();
+  std::vector<float> partial((size_t)nthr * 2 * C, 0.0f);  // per thread: dweight | dbias
+#pragma omp parallel num_threads(nthr)
+  {
+    int tid = omp_get_thread_num();
+    float* pw = partial.data() + (size_t)tid * 2 * C;
+    float* pb = pw + C;
+    int64_t n0, n1;
+    split_range(N, tid, omp_get_num_threads(), &n0, &n1);
+    for (int64_t n = n0; n < n1; n++) {
+      const float* dy = dout + n * C;
+      const float* x = inp + n * C;
+      float* dx = dinp + n * C;
+      float m = mean[n], s = rstd[n];
+      float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+      for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - m) * s;
+        float dnorm = weight[i] * dy[i];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * xhat;
+      }
+      dnorm_mean /= (float)C;
+      dnorm_norm_mean /= (float)C;
+#pragma omp simd
+      for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - m) * s;
+        float dnorm = weight[i] * dy[i];
+        pb[i] += dy[i];
+        pw[i] += xhat * dy[i];
+        dx[i] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * s;
+      }
+    }
+  }
+  for (int t = 0; t < nthr; t++) {
+    const float* pw = partial.data() + (size_t)t * 2 * C;
+    for (int i = 0; i < C; i++) {
+      dweight[i] += pw[i];
+      dbias[i] += pw[C + i];
+    }
+  }
+}
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
+                    int OC) {
+  // out [N,OC], inp [N,C], weight [OC,C], bias [OC]: out = bias (broadcast) + inp @ weight^T
+  if (bias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
+  }
+  sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int C, int OC) {
+  // dinp [N,C], dweight [OC,C], dbias [OC], dout [N,OC], inp [N,C], weight [OC,C]
+  if (dinp) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);  // dout @ W
+  sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);            // dout^T @ inp
+  if (dbias) {
+    // column sums, split by column so each thread owns its outputs
+#pragma omp parallel
+    {
+      int64_t o0, o1;
+      split_range(OC, omp_get_thread_num(), omp_get_num_threads(), &o0, &o1);
+      for (int64_t n = 0; n < N; n++) {
+        const float* d = dout + n * OC;
+#pragma omp simd
+        for (int64_t o = o0; o < o1; o++) dbias[o] += d[o];
+      }
+    }
+  }
+}
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+  // out [B,T,C], att [B,NH,T,T], qkv [B,T,3C]. One (b, h) per task; two GEMMs each (the GEMMs
+  // run single-threaded inside the parallel region). The upper triangle is computed and then
+  // masked: simpler than a blocked causal GEMM, and attention is a small share of the FLOPs.
+  int HS = C / NH;
+  float scale = 1.0f / std::sqrt((float)HS);
+  int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const float* q = qkv + (int64_t)b * T * C3 + h * HS;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* a = att + ((int64_t)b * NH + h) * T * T;
+      sgemm(false, true, T, T, HS, scale, q, C3, k, C3, 0.0f, a, T);  // a = scale q k^T
+      for (int t = 0; t < T; t++) {
+        float* row = a + (int64_t)t * T;
+        float maxv = -1e30f;
+        for (int t2 = 0; t2 <= t; t2++) maxv = std::max(maxv, row[t2]);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int t2 = 0; t2 <= t; t2++) {
+          row[t2] = std::exp(row[t2] - maxv);
+          sum += row[t2];
+        }
+        float inv = 1.0f / sum;
+#pragma omp simd
+        for (int t2 = 0; t2 <= t; t2++) row[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; t2++) row[t2] = 0.0f;
+      }
+      sgemm(false, false, T, HS, T, 1.0f, a, T, v, C3, 0.0f, out + (int64_t)b * T * C + h * HS, C);  // a @ v
+    }
+}
+
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att,
+                        int B, int T, int C, int NH) {
+  // dqkv [B,T,3C], scratch [B,NH,T,T], dout [B,T,C], qkv [B,T,3C], att [B,NH,T,T]
+  int HS = C / NH;
+  float scale = 1.0f / std::sqrt((float)HS);
+  int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const float* q = qkv + (int64_t)b * T * C3 + h * HS;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* dq = dqkv + (int64_t)b * T * C3 + h * HS;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* dy = dout + (int64_t)b * T * C + h * HS;
+      const float* a = att + ((int64_t)b * NH + h) * T * T;
+      float* ds = scratch + ((int64_t)b * NH + h) * T * T;
+      sgemm(false, true, T, T, HS, 1.0f, dy, C, v, C3, 0.0f, ds, T);   // d att = dy v^T
+      sgemm(true, false, T, HS, T, 1.0f, a, T, dy, C, 1.0f, dv, C3);   // dv += att^T dy
+      for (int t = 0; t < T; t++) {                                    // softmax backward, in place
+        const float* arow = a + (int64_t)t * T;
+        float* drow = ds + (int64_t)t * T;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int t2 = 0; t2 <= t; t2++) dot += arow[t2] * drow[t2];
+#pragma omp simd
+        for (int t2 = 0; t2 <= t; t2++) drow[t2] = arow[t2] * (drow[t2] - dot) * scale;
+        for (int t2 = t + 1; t2 < T; t2++) drow[t2] = 0.0f;
+      }
+      sgemm(false, false, T, HS, T, 1.0f, ds, T, k, C3, 1.0f, dq, C3);  // dq += ds k
+      sgemm(true, false, T, HS, T, 1.0f, ds, T, q, C3, 1.0f, dk, C3);   // dk += ds^T q
+    }
+}
+
+void gelu_forward(float* out, const float* inp, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < N; i++) {
+    float x = inp[i];
+    float cube = 0.044715f * x * x * x;
+    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + cube)));
+  }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < N; i++) {
+    float x = inp[i];
+    float cube = 0.044715f * x * x * x;
+    float th = std::tanh(kGeluScale * (x + cube));
+    float sech2 = 1.0f - th * th;
+    float local = 0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] += local * dout[i];
+  }
+}
+
+void residual_forward(float* out, const float* a, const float* b, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+void residual_backward(float* da, float* db, const float* dout, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < N; i++) {
+    da[i] += dout[i];
+    db[i] += dout[i];
+  }
+}
+
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
+                                  int64_t N, int V, int Vp) {
+  // losses [N], probs [N,Vp], logits [N,Vp], targets [N]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* z = logits + n * Vp;
+    float* p = probs + n * Vp;
+    float maxv = -1e30f;
+#pragma omp simd reduction(max : maxv)
+    for (int i = 0; i < V; i++) maxv = std::max(maxv, z[i]);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < V; i++) {
+      p[i] = std::exp(z[i] - maxv);
+      sum += p[i];
+    }
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int i = 0; i < V; i++) p[i] *= inv;
+    for (int i = V; i < Vp; i++) p[i] = 0.0f;
+    losses[n] = -std::log(p[targets[n]]);
+  }
+}
+
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
+                                   int64_t N, int V, int Vp) {
+  // dlogits [N,Vp], probs [N,Vp], targets [N]
+  bool in_place = dlogits == probs;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    float* dz = dlogits + n * Vp;
+    const float* p = probs + n * Vp;
+    if (in_place) {
+#pragma omp simd
+      for (int i = 0; i < V; i++) dz[i] = dz[i] * dloss;
+      for (int i = V; i < Vp; i++) dz[i] = 0.0f;
+    } else {
+#pragma omp simd
+      for (int i = 0; i < V; i++) dz[i] += p[i] * dloss;
+    }
+    dz[targets[n]] -= dloss;
+  }
+}
+
+void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  float c1 = 1.0f - std::pow(beta1, (float)t);
+  float c2 = 1.0f - std::pow(beta2, (float)t);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    float g = grads[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    params[i] -= lr * ((mi / c1) / (std::sqrt(vi / c2) + eps) + weight_decay * params[i]);
+  }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double s = 0.0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+  for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+  return s;
+}
+
+}  // namespace axonn::kernels::cpu

@@ -1,0 +1,64 @@
+#include "axonn/optim/adamw.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "axonn/core/error.hpp"
+
+namespace axonn::optim {
+
+AdamW::AdamW(const Arena& params, AdamWConfig config, std::vector<bool> decay, const kernels::Ops& ops)
+    : config_(config), decay_(std::move(decay)), ops_(&ops), m_(params.clone_layout("adamw m")),
+      v_(params.clone_layout("adamw v")) {
+  AXONN_CHECK_ARG(config.beta1 >= 0 && config.beta1 < 1, "--beta1 must be in [0, 1), got ", config.beta1);
+  AXONN_CHECK_ARG(config.beta2 >= 0 && config.beta2 < 1, "--beta2 must be in [0, 1), got ", config.beta2);
+  AXONN_CHECK_ARG(config.eps > 0, "--eps must be positive, got ", config.eps);
+  AXONN_CHECK_ARG(config.weight_decay >= 0, "--weight-decay must be >= 0, got ", config.weight_decay);
+  AXONN_CHECK(decay_.empty() || decay_.size() == params.size(), "decay mask has ", decay_.size(),
+              " entries for ", params.size(), " tensors");
+  m_.allocate();
+  v_.allocate();
+}
+
+void AdamW::step(Arena& params, const Arena& grads, float lr, float grad_scale) {
+  t_++;
+  for (size_t i = 0; i < params.size(); i++) {
+    Tensor p = params.tensor(i);
+    float wd = (decay_.empty() || decay_[i]) ? config_.weight_decay : 0.0f;
+    ops_->adamw_update(p.f32(), m_.tensor(i).f32(), v_.tensor(i).f32(), grads.tensor(i).f32(), p.numel(), lr,
+                       config_.beta1, config_.beta2, config_.eps, wd, grad_scale, t_);
+  }
+}
+
+double grad_norm(const Arena& grads, const kernels::Ops& ops) {
+  double s = 0.0;
+  for (size_t i = 0; i < grads.size(); i++) {
+    Tensor g = grads.tensor(i);
+    s += ops.sum_squares(g.f32(), g.numel());
+  }
+  return std::sqrt(s);
+}
+
+float clip_scale(double norm, float max_norm) {
+  if (max_norm <= 0.0f || norm <= max_norm) return 1.0f;
+  return static_cast<float>(max_norm / norm);
+}
+
+LrSchedule parse_lr_schedule(std::string_view name) {
+  if (name == "constant") return LrSchedule::kConstant;
+  if (name == "cosine") return LrSchedule::kCosine;
+  throw InvalidArgument("unknown --lr-schedule '" + std::string(name) + "'; use constant or cosine");
+}
+
+float learning_rate(LrSchedule schedule, float lr, int step, int warmup_steps, int total_steps, float min_lr_frac) {
+  if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  if (schedule == LrSchedule::kConstant) return lr;
+  int decay_steps = total_steps - warmup_steps;
+  if (decay_steps <= 0) return lr;
+  double ratio = static_cast<double>(step - warmup_steps) / decay_steps;
+  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  double min_lr = lr * static_cast<double>(min_lr_frac);
+  return static_cast<float>(min_lr + coeff * (lr - min_lr));
+}
+
+}  // namespace axonn::optim

@@ -1,0 +1,157 @@
+#include "axonn/train/trainer.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/core/timer.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/kernels/gemm.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+
+namespace axonn::train {
+
+namespace {
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+void validate(const TrainConfig& c) {
+  AXONN_CHECK_ARG(c.batch_size > 0, "--batch-size must be positive, got ", c.batch_size);
+  AXONN_CHECK_ARG(c.seq_len > 0, "--seq-len must be positive, got ", c.seq_len);
+  AXONN_CHECK_ARG(c.steps > 0, "--steps must be positive, got ", c.steps);
+  AXONN_CHECK_ARG(c.lr >= 0 && std::isfinite(c.lr), "--lr must be a finite value >= 0, got ", c.lr);
+  AXONN_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", c.warmup_steps);
+  AXONN_CHECK_ARG(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1], got ", c.min_lr_frac);
+  AXONN_CHECK_ARG(c.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off), got ", c.grad_clip);
+  AXONN_CHECK_ARG(c.layers >= 0 && c.heads >= 0 && c.channels >= 0 && c.vocab >= 0 && c.max_seq_len >= 0,
+                  "--layers, --heads, --channels, --vocab and --max-seq-len must be positive");
+  AXONN_CHECK_ARG(c.peak_gflops >= 0, "--peak-gflops must be >= 0 (0 = measure), got ", c.peak_gflops);
+  bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
+  AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
+                  "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
+                  "(--layers --heads --channels --vocab --max-seq-len)");
+}
+
+model::GptConfig resolve_model(const TrainConfig& c) {
+  if (!c.init.empty()) return checkpoint::read_llmc_config(c.init);
+  model::GptConfig m = model::gpt_preset(c.model.empty() ? "gpt2-tiny" : c.model);
+  if (c.layers) m.num_layers = c.layers;
+  if (c.heads) m.num_heads = c.heads;
+  if (c.channels) m.channels = c.channels;
+  if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
+  if (c.vocab) {
+    m.vocab_size = c.vocab;
+    m.padded_vocab_size = model::pad_vocab(c.vocab);
+  }
+  m.validate();
+  return m;
+}
+
+}  // namespace
+
+std::vector<StepMetrics> train(const TrainConfig& c) {
+  validate(c);
+  const kernels::Backend backend = kernels::parse_backend(c.kernels);
+  kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
+  const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
+  const model::GptConfig mc = resolve_model(c);
+  AXONN_CHECK_ARG(c.seq_len <= mc.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
+                  mc.max_seq_len, "; use --seq-len <= ", mc.max_seq_len);
+
+  // data
+  std::unique_ptr<data::TokenShard> shard;
+  if (!c.data.empty()) {
+    shard = std::make_unique<data::TokenShard>(c.data, mc.vocab_size);
+  } else {
+    shard = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc.vocab_size, c.synthetic_tokens, c.seed));
+  }
+  data::BatchLoader loader(*shard, c.batch_size, c.seq_len);
+
+  // model and optimizer
+  model::Gpt gpt(mc, c.batch_size, c.seq_len, backend);
+  if (c.init.empty()) {
+    gpt.init_random(c.seed);
+  } else {
+    checkpoint::load_llmc_params(c.init, mc, gpt.params());
+  }
+  std::vector<bool> decay(model::kNumParamTensors);
+  for (int i = 0; i < model::kNumParamTensors; i++)
+    decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
+  optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
+
+  const double peak = c.peak_gflops > 0 ? c.peak_gflops : kernels::measure_sgemm_gflops(1536, 3);
+  log_info("model     %s, %.2fM parameters, %s", mc.str().c_str(), static_cast<double>(mc.num_parameters()) / 1e6,
+           c.init.empty() ? ("random init (seed " + std::to_string(c.seed) + ")").c_str() : c.init.c_str());
+  log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
+           static_cast<long long>(shard->size()));
+  log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
+  log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
+           c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
+           c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
+  log_info("grid      1 rank (Gx=1 Gy=1 Gz=1 Gdata=1)");
+  log_info("memory    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, total %.1f MiB",
+           mib(gpt.param_bytes()), mib(gpt.grad_bytes()), mib(opt.state_bytes()), mib(gpt.activation_bytes()),
+           mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes()));
+  log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
+           std::string(kernels::backend_name(backend)).c_str(),
+           std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
+           c.peak_gflops > 0 ? "given" : "sgemm measured now");
+
+  std::optional<std::ofstream> metrics;
+  if (!c.metrics.empty()) {
+    metrics.emplace(c.metrics, std::ios::trunc);
+    AXONN_CHECK_IO(metrics->good(), "cannot write metrics file '", c.metrics, "'");
+  }
+
+  const int64_t tokens_per_step = static_cast<int64_t>(c.batch_size) * c.seq_len;
+  std::vector<int> inputs(static_cast<size_t>(tokens_per_step)), targets(inputs.size());
+  std::vector<StepMetrics> history;
+  for (int step = 0; step < c.steps; step++) {
+    Timer timer;
+    loader.next(inputs.data(), targets.data());
+    float loss = gpt.forward(inputs.data(), targets.data());
+    AXONN_CHECK(std::isfinite(loss), "the loss is ", loss, " at step ", step,
+                "; training diverged: lower --lr or enable --grad-clip");
+    gpt.zero_grad();
+    gpt.backward();
+    double norm = optim::grad_norm(gpt.grads(), kernels::ops_for(backend));
+    float lr = optim::learning_rate(schedule, c.lr, step, c.warmup_steps, c.steps, c.min_lr_frac);
+    opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
+    double seconds = timer.seconds();
+
+    StepMetrics m;
+    m.step = step;
+    m.loss = loss;
+    m.lr = lr;
+    m.grad_norm = norm;
+    m.step_ms = seconds * 1e3;
+    m.tokens_per_s = static_cast<double>(tokens_per_step) / seconds;
+    m.mfu = gpt.flops_per_step() / seconds / (peak * 1e9);
+    history.push_back(m);
+    if (!c.quiet)
+      log_info("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", step + 1,
+               c.steps, loss, lr, norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+    if (metrics) {
+      nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},
+                          {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
+                          {"mfu", m.mfu}};
+      *metrics << j.dump() << '\n';
+      metrics->flush();
+    }
+  }
+  if (!c.save.empty()) {
+    checkpoint::save_llmc(c.save, mc, gpt.params());
+    log_info("saved     %s", c.save.c_str());
+  }
+  return history;
+}
+
+}  // namespace axonn::train
