@@ -51,7 +51,7 @@ void log_message(LogLevel level, const char* fmt, ...) {
   if (level != LogLevel::kError && s.rank != 0 && !s.all_ranks) return;
   FILE* out = level <= LogLevel::kWarn ? stderr : stdout;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.world > 1 || level == LogLevel::kError) std::fprintf(out, "[rank %d/%d] ", s.rank, s.world);
+  if (s.world > 1) std::fprintf(out, "[rank %d/%d] ", s.rank, s.world);
   if (level == LogLevel::kError) std::fputs("error: ", out);
   if (level == LogLevel::kWarn) std::fputs("warning: ", out);
   va_list ap;

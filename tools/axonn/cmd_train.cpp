@@ -2,6 +2,8 @@
 #include <memory>
 #include <string>
 
+#include "axonn/comm/runtime.hpp"
+#include "axonn/core/error.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/train/trainer.hpp"
 #include "commands.hpp"
@@ -46,6 +48,10 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_flag("--quiet", c->quiet, "no per-step progress lines");
   sub->callback([c, action] {
     *action = [c] {
+      int world = comm::Runtime::process_world_size();
+      if (world > 1)
+        throw InvalidArgument("axonn train runs on one rank for now (the job has " + std::to_string(world) +
+                              "); the 4D-parallel trainer (--grid) is not built yet: run without mpirun -n");
       train::train(*c);
       return 0;
     };

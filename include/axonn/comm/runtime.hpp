@@ -24,6 +24,9 @@ class Runtime {
   // The thread level MPI granted (MPI_THREAD_* value).
   int thread_level() const { return thread_level_; }
 
+  // Size of MPI_COMM_WORLD (1 before MPI is initialised).
+  static int process_world_size();
+
   // Brings every rank down (MPI_Abort on the world) after a fatal error on any one of them.
   [[noreturn]] static void abort(int exit_code);
   // Ends this rank normally with exit_code; for errors that every rank detects alike (bad flags),

@@ -28,6 +28,14 @@ Runtime::~Runtime() {
   if (!finalized) MPI_Finalize();
 }
 
+int Runtime::process_world_size() {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
 void Runtime::abort(int exit_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

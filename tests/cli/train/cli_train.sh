@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# CLI tests of `axonn train`: bad input gets a clear error and a non-zero exit (never a crash or a
+# hang), and the reference run reproduces llm.c's losses through the command line.
+# Usage: cli_train.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
+set -u
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
+ref_flags=(--batch-size 4 --seq-len 32 --steps 30 --lr 3e-3 --lr-schedule constant --weight-decay 0 --grad-clip 0)
+
+# expect_error REGEX CMD...: the command must exit 1..127 (not a signal) and print REGEX.
+expect_error() {
+  local regex=$1
+  shift
+  timeout 60 "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
+    echo "FAIL: exit code $rc (want 1..123) for: $*"
+    cat "$tmp/out"
+    return 1
+  fi
+  if ! grep -Eq -- "$regex" "$tmp/out"; then
+    echo "FAIL: output lacks /$regex/ for: $*"
+    cat "$tmp/out"
+    return 1
+  fi
+  echo "ok: exit $rc, $(grep -Em1 -- "$regex" "$tmp/out")"
+}
+
+# shard FILE MAGIC VERSION DECLARED TOKEN...: writes a uint16 token shard
+shard() {
+  local f=$1 magic=$2 version=$3 n=$4
+  shift 4
+  python3 - "$f" "$magic" "$version" "$n" "$@" <<'PY'
+import struct, sys
+f, magic, version, n = sys.argv[1], *map(int, sys.argv[2:5])
+toks = [int(t) for t in sys.argv[5:]]
+with open(f, "wb") as out:
+    out.write(struct.pack("256i", magic, version, n, *([0] * 253)))
+    out.write(struct.pack(f"{len(toks)}H", *toks))
+PY
+}
+
+case $case_name in
+  missing_checkpoint) expect_error "cannot open checkpoint '/nonexistent.bin'" "$axonn" train --init /nonexistent.bin ;;
+  truncated_checkpoint)
+    head -c 5000 "$model" >"$tmp/m.bin"
+    expect_error "is truncated" "$axonn" train --init "$tmp/m.bin" --data "$tokens" ;;
+  wrong_magic)
+    expect_error "has magic 20240520, not llm.c's 20240326" "$axonn" train --init "$tokens" --data "$tokens" ;;
+  wrong_version)
+    python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[4] = 2; open(sys.argv[2], 'wb').write(b)" \
+      "$model" "$tmp/m.bin"
+    expect_error "has version 2; supported: 3 \(fp32\) and 5 \(bf16\)" "$axonn" train --init "$tmp/m.bin" ;;
+  shard_bad_magic)
+    expect_error "token shard .* has magic 20240326" "$axonn" train --init "$model" --data "$model" ;;
+  shard_truncated)
+    shard "$tmp/t.bin" 20240520 1 1000 1 2 3
+    expect_error "header says 1000 tokens .* truncated" "$axonn" train --data "$tmp/t.bin" ;;
+  shard_token_out_of_vocab)
+    shard "$tmp/t.bin" 20240520 1 4 1 2 500 3
+    expect_error "token id 500 at position 2, outside the model's vocabulary of 500" \
+      "$axonn" train --init "$model" --data "$tmp/t.bin" ;;
+  seq_len_too_long)
+    expect_error "--seq-len 65 exceeds the model's max_seq_len 64" "$axonn" train --init "$model" --seq-len 65 ;;
+  zero_batch) expect_error "--batch-size must be positive, got 0" "$axonn" train --batch-size 0 ;;
+  negative_steps) expect_error "--steps must be positive, got -5" "$axonn" train --steps -5 ;;
+  negative_channels) expect_error "must be positive" "$axonn" train --channels -64 ;;
+  unknown_flag) expect_error "--frobnicate" "$axonn" train --frobnicate 3 ;;
+  bad_number) expect_error "Could not convert: --lr = abc" "$axonn" train --lr abc ;;
+  init_with_shape) expect_error "drop --model and the shape flags" "$axonn" train --init "$model" --layers 3 ;;
+  mpi_bad_input_every_rank)
+    # two ranks: the error is printed once and every rank exits non-zero, without a hang
+    expect_error "runs on one rank for now" "$mpiexec" -n 2 "$axonn" train --batch-size 0 || exit 1
+    n=$(grep -c "runs on one rank for now" "$tmp/out")
+    [ "$n" -eq 1 ] || { echo "FAIL: error printed $n times"; exit 1; } ;;
+  reference_losses)
+    # the README's reference run, through the CLI and mpiexec -n 1, against llm.c's losses
+    "$mpiexec" -n 1 "$axonn" train --init "$model" --data "$tokens" "${ref_flags[@]}" --metrics "$tmp/m.jsonl" \
+      >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    python3 - "$tmp/m.jsonl" "$ref/gpt2-tiny/losses.txt" <<'PY'
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = [float(l.split()[1]) for l in open(sys.argv[2])]
+assert len(got) == len(want) == 30, (len(got), len(want))
+for i, (g, w) in enumerate(zip(got, want)):
+    assert g["step"] == i, g
+    for k in ("loss", "lr", "step_ms", "tokens_per_s", "mfu"):
+        assert k in g, (k, g)
+    assert abs(g["loss"] - w) <= 1e-3, (i, g["loss"], w)
+print("ok: 30 steps, max |loss - llm.c| = %.3g" % max(abs(g["loss"] - w) for g, w in zip(got, want)))
+PY
+    ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac

@@ -1,0 +1,63 @@
+// Test helpers: deterministic random buffers and allclose with a useful failure message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace axonn::test {
+
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<int> randint(size_t n, int hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(0, hi - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// |a - b| <= atol + rtol * |b| elementwise; on failure reports the count, the worst element and
+// the first few mismatches.
+inline ::testing::AssertionResult allclose(const float* a, const float* b, size_t n, float atol, float rtol) {
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  std::ostringstream first;
+  for (size_t i = 0; i < n; i++) {
+    double d = std::fabs((double)a[i] - (double)b[i]);
+    double tol = atol + rtol * std::fabs((double)b[i]);
+    if (!(d <= tol)) {
+      if (bad < 5) first << "  [" << i << "] " << a[i] << " vs " << b[i] << "\n";
+      bad++;
+      if (d - tol > worst_excess) {
+        worst_excess = d - tol;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << n << " elements differ (atol " << atol << ", rtol "
+                                       << rtol << "); worst [" << worst << "] " << a[worst] << " vs " << b[worst]
+                                       << "\n"
+                                       << first.str();
+}
+
+inline ::testing::AssertionResult allclose(const std::vector<float>& a, const std::vector<float>& b, float atol,
+                                           float rtol) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  return allclose(a.data(), b.data(), a.size(), atol, rtol);
+}
+
+}  // namespace axonn::test

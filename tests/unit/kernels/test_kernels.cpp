@@ -1,0 +1,307 @@
+// Every fast CPU kernel against the naive `ref` one, on awkward shapes; every ref backward against
+// finite differences of its forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+#include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/ops.hpp"
+#include "tensor_expect.hpp"
+
+namespace k = axonn::kernels;
+using axonn::test::allclose;
+using axonn::test::randint;
+using axonn::test::randn;
+using Vec = std::vector<float>;
+
+namespace {
+
+// Shapes that are multiples of nothing nice.
+constexpr int B = 3, T = 7, C = 12, NH = 3, V = 37, Vp = 40, OC = 10;
+constexpr int64_t N = B * T;
+
+class GemmBackends : public ::testing::TestWithParam<k::GemmBackend> {
+ protected:
+  void SetUp() override { k::set_gemm_backend(GetParam()); }
+  void TearDown() override { k::set_gemm_backend(k::GemmBackend::kOneDnn); }
+};
+
+// Central finite difference of a scalar function of x, at every element of x.
+Vec finite_diff(Vec& x, const std::function<double()>& f, float h = 1e-2f) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); i++) {
+    float x0 = x[i];
+    x[i] = x0 + h;
+    double fp = f();
+    x[i] = x0 - h;
+    double fm = f();
+    x[i] = x0;
+    g[i] = static_cast<float>((fp - fm) / (2.0 * h));
+  }
+  return g;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); i++) s += (double)a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
+  const int M = 5, Nn = 7, K = 9, lda = 11, ldb = 13, ldc = 8;
+  for (auto be : {k::GemmBackend::kOneDnn, k::GemmBackend::kOpenBlas})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        k::set_gemm_backend(be);
+        Vec A = randn(20 * lda, 1), Bm = randn(20 * ldb, 2), Cm = randn(M * ldc, 3), ref = Cm;
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < Nn; j++) {
+            double acc = 0;
+            for (int p = 0; p < K; p++)
+              acc += (double)(ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? Bm[j * ldb + p] : Bm[p * ldb + j]);
+            ref[i * ldc + j] = (float)(0.5 * acc + 2.0 * Cm[i * ldc + j]);
+          }
+        k::sgemm(ta, tb, M, Nn, K, 0.5f, A.data(), lda, Bm.data(), ldb, 2.0f, Cm.data(), ldc);
+        EXPECT_TRUE(allclose(Cm, ref, 1e-4f, 1e-4f)) << k::gemm_backend_name(be) << " ta=" << ta << " tb=" << tb;
+      }
+  k::set_gemm_backend(k::GemmBackend::kOneDnn);
+}
+
+TEST(Gemm, MeasuredRateIsPositive) { EXPECT_GT(k::measure_sgemm_gflops(128, 2), 0.1); }
+
+TEST(Encoder, CpuMatchesRef) {
+  Vec wte = randn(Vp * C, 1), wpe = randn(T * C, 2), dout = randn(N * C, 3);
+  auto inp = randint(N, V, 4);
+  inp[5] = inp[6] = inp[0];  // repeated tokens: the scatter must accumulate
+  Vec o1(N * C), o2(N * C);
+  k::ref::encoder_forward(o1.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+  k::cpu::encoder_forward(o2.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+  EXPECT_TRUE(allclose(o2, o1, 0, 0));
+  Vec dwte1(Vp * C, 0.5f), dwpe1(T * C, 0.25f), dwte2 = dwte1, dwpe2 = dwpe1;
+  k::ref::encoder_backward(dwte1.data(), dwpe1.data(), dout.data(), inp.data(), B, T, C);
+  k::cpu::encoder_backward(dwte2.data(), dwpe2.data(), dout.data(), inp.data(), B, T, C);
+  EXPECT_TRUE(allclose(dwte2, dwte1, 1e-6f, 1e-6f));
+  EXPECT_TRUE(allclose(dwpe2, dwpe1, 1e-6f, 1e-6f));
+}
+
+TEST(LayerNorm, CpuMatchesRef) {
+  Vec x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+  Vec o1(N * C), o2(N * C), m1(N), m2(N), r1(N), r2(N);
+  k::ref::layernorm_forward(o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C);
+  k::cpu::layernorm_forward(o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C);
+  EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(r2, r1, 1e-5f, 1e-5f));
+  Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(C, 0.2f), dw2 = dw1, db1(C, 0.3f), db2 = db1;
+  k::ref::layernorm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m1.data(),
+                             r1.data(), N, C);
+  k::cpu::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), m1.data(),
+                             r1.data(), N, C);
+  EXPECT_TRUE(allclose(dx2, dx1, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(dw2, dw1, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(db2, db1, 1e-4f, 1e-4f));
+}
+
+TEST(LayerNorm, RefBackwardMatchesFiniteDifferences) {
+  const int n = 4, c = 6;
+  Vec x = randn(n * c, 1), w = randn(c, 2), b = randn(c, 3), proj = randn(n * c, 4);
+  Vec out(n * c), mean(n), rstd(n);
+  auto f = [&] {
+    k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c);
+    return dot(out, proj);
+  };
+  f();
+  Vec dx(n * c, 0), dw(c, 0), db(c, 0);
+  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), n, c);
+  EXPECT_TRUE(allclose(dx, finite_diff(x, f, 1e-3f), 5e-3f, 1e-2f));
+  EXPECT_TRUE(allclose(dw, finite_diff(w, f), 2e-3f, 1e-2f));
+  EXPECT_TRUE(allclose(db, finite_diff(b, f), 2e-3f, 1e-2f));
+}
+
+TEST_P(GemmBackends, MatmulCpuMatchesRef) {
+  Vec x = randn(N * C, 1), w = randn(OC * C, 2), b = randn(OC, 3), dy = randn(N * OC, 4);
+  Vec o1(N * OC), o2(N * OC);
+  k::ref::matmul_forward(o1.data(), x.data(), w.data(), b.data(), N, C, OC);
+  k::cpu::matmul_forward(o2.data(), x.data(), w.data(), b.data(), N, C, OC);
+  EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
+  k::cpu::matmul_forward(o2.data(), x.data(), w.data(), nullptr, N, C, OC);
+  k::ref::matmul_forward(o1.data(), x.data(), w.data(), nullptr, N, C, OC);
+  EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
+  Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(OC * C, 0.2f), dw2 = dw1, db1(OC, 0.3f), db2 = db1;
+  k::ref::matmul_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  k::cpu::matmul_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  EXPECT_TRUE(allclose(dx2, dx1, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(dw2, dw1, 1e-4f, 1e-5f));
+  EXPECT_TRUE(allclose(db2, db1, 1e-5f, 1e-5f));
+}
+
+TEST(Matmul, RefBackwardMatchesFiniteDifferences) {
+  const int n = 3, c = 4, oc = 5;
+  Vec x = randn(n * c, 1), w = randn(oc * c, 2), b = randn(oc, 3), proj = randn(n * oc, 4), out(n * oc);
+  auto f = [&] {
+    k::ref::matmul_forward(out.data(), x.data(), w.data(), b.data(), n, c, oc);
+    return dot(out, proj);
+  };
+  Vec dx(n * c, 0), dw(oc * c, 0), db(oc, 0);
+  k::ref::matmul_backward(dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), n, c, oc);
+  EXPECT_TRUE(allclose(dx, finite_diff(x, f), 1e-3f, 1e-3f));
+  EXPECT_TRUE(allclose(dw, finite_diff(w, f), 1e-3f, 1e-3f));
+  EXPECT_TRUE(allclose(db, finite_diff(b, f), 1e-3f, 1e-3f));
+}
+
+TEST_P(GemmBackends, AttentionCpuMatchesRef) {
+  Vec qkv = randn(N * 3 * C, 1), dy = randn(N * C, 2);
+  Vec o1(N * C), o2(N * C), a1(B * NH * T * T), a2(a1.size()), s1(a1.size()), s2(a1.size());
+  k::ref::attention_forward(o1.data(), a1.data(), qkv.data(), B, T, C, NH);
+  k::cpu::attention_forward(o2.data(), a2.data(), qkv.data(), B, T, C, NH);
+  EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(a2, a1, 1e-6f, 1e-5f));
+  Vec d1(N * 3 * C, 0.1f), d2 = d1;
+  k::ref::attention_backward(d1.data(), s1.data(), dy.data(), qkv.data(), a1.data(), B, T, C, NH);
+  k::cpu::attention_backward(d2.data(), s2.data(), dy.data(), qkv.data(), a1.data(), B, T, C, NH);
+  EXPECT_TRUE(allclose(d2, d1, 1e-5f, 1e-4f));
+}
+
+TEST(Attention, IsCausal) {
+  // Changing the last position's q, k, v must not change any earlier output.
+  Vec qkv = randn(N * 3 * C, 1), o1(N * C), o2(N * C), att(B * NH * T * T);
+  k::cpu::attention_forward(o1.data(), att.data(), qkv.data(), B, T, C, NH);
+  for (int i = 0; i < 3 * C; i++) qkv[(T - 1) * 3 * C + i] += 1.0f;  // batch 0, last position
+  k::cpu::attention_forward(o2.data(), att.data(), qkv.data(), B, T, C, NH);
+  EXPECT_TRUE(allclose(o2.data(), o1.data(), (T - 1) * C, 0, 0));
+}
+
+TEST(Attention, RefBackwardMatchesFiniteDifferences) {
+  const int b = 1, t = 4, c = 6, nh = 2;
+  Vec qkv = randn(b * t * 3 * c, 1), proj = randn(b * t * c, 2), out(b * t * c), att(b * nh * t * t),
+      scratch(att.size());
+  auto f = [&] {
+    k::ref::attention_forward(out.data(), att.data(), qkv.data(), b, t, c, nh);
+    return dot(out, proj);
+  };
+  f();
+  Vec d(qkv.size(), 0);
+  k::ref::attention_backward(d.data(), scratch.data(), proj.data(), qkv.data(), att.data(), b, t, c, nh);
+  EXPECT_TRUE(allclose(d, finite_diff(qkv, f, 1e-3f), 2e-3f, 1e-2f));
+}
+
+TEST(Gelu, CpuMatchesRefAndFiniteDifferences) {
+  Vec x = randn(N * C, 1, 2.0f), dy = randn(N * C, 2), o1(N * C), o2(N * C);
+  k::ref::gelu_forward(o1.data(), x.data(), N * C);
+  k::cpu::gelu_forward(o2.data(), x.data(), N * C);
+  EXPECT_TRUE(allclose(o2, o1, 1e-6f, 1e-5f));
+  Vec d1(N * C, 0.1f), d2 = d1;
+  k::ref::gelu_backward(d1.data(), x.data(), dy.data(), N * C);
+  k::cpu::gelu_backward(d2.data(), x.data(), dy.data(), N * C);
+  EXPECT_TRUE(allclose(d2, d1, 1e-5f, 1e-5f));
+  // tanh-approximation values: gelu(1) = 0.841192, gelu(-1) = -0.158808
+  float in[2] = {1.0f, -1.0f}, out[2];
+  k::ref::gelu_forward(out, in, 2);
+  EXPECT_NEAR(out[0], 0.841192f, 1e-5f);
+  EXPECT_NEAR(out[1], -0.158808f, 1e-5f);
+  Vec xs = randn(20, 3, 2.0f), proj = randn(20, 4), o(20);
+  auto f = [&] {
+    k::ref::gelu_forward(o.data(), xs.data(), 20);
+    return dot(o, proj);
+  };
+  Vec d(20, 0);
+  k::ref::gelu_backward(d.data(), xs.data(), proj.data(), 20);
+  EXPECT_TRUE(allclose(d, finite_diff(xs, f, 1e-3f), 2e-3f, 1e-2f));
+}
+
+TEST(Residual, ForwardAndBackward) {
+  Vec a = randn(N, 1), b = randn(N, 2), dy = randn(N, 3), o1(N), o2(N);
+  k::ref::residual_forward(o1.data(), a.data(), b.data(), N);
+  k::cpu::residual_forward(o2.data(), a.data(), b.data(), N);
+  for (int i = 0; i < N; i++) ASSERT_EQ(o1[i], a[i] + b[i]);
+  EXPECT_TRUE(allclose(o2, o1, 0, 0));
+  Vec da1(N, 1.0f), db1(N, 2.0f), da2 = da1, db2 = db1;
+  k::ref::residual_backward(da1.data(), db1.data(), dy.data(), N);
+  k::cpu::residual_backward(da2.data(), db2.data(), dy.data(), N);
+  EXPECT_TRUE(allclose(da2, da1, 0, 0));
+  EXPECT_TRUE(allclose(db2, db1, 0, 0));
+  EXPECT_FLOAT_EQ(da1[3], 1.0f + dy[3]);
+}
+
+TEST(SoftmaxCrossEntropy, CpuMatchesRefAndIgnoresPadding) {
+  Vec z = randn(N * Vp, 1, 3.0f);
+  for (int64_t n = 0; n < N; n++)
+    for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
+  auto tg = randint(N, V, 2);
+  Vec l1(N), l2(N), p1(N * Vp), p2(N * Vp);
+  k::ref::softmax_crossentropy_forward(l1.data(), p1.data(), z.data(), tg.data(), N, V, Vp);
+  k::cpu::softmax_crossentropy_forward(l2.data(), p2.data(), z.data(), tg.data(), N, V, Vp);
+  EXPECT_TRUE(allclose(l2, l1, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(p2, p1, 1e-7f, 1e-5f));
+  for (int64_t n = 0; n < N; n++) {
+    double s = 0;
+    for (int i = 0; i < V; i++) s += p1[n * Vp + i];
+    EXPECT_NEAR(s, 1.0, 1e-5);
+    EXPECT_EQ(p1[n * Vp + V], 0.0f);
+  }
+  // backward, accumulating and in place
+  Vec d1(N * Vp, 0.5f), d2 = d1;
+  k::ref::softmax_crossentropy_backward(d1.data(), p1.data(), tg.data(), 0.25f, N, V, Vp);
+  k::cpu::softmax_crossentropy_backward(d2.data(), p1.data(), tg.data(), 0.25f, N, V, Vp);
+  EXPECT_TRUE(allclose(d2, d1, 1e-6f, 1e-6f));
+  Vec q1 = p1, q2 = p1;
+  k::ref::softmax_crossentropy_backward(q1.data(), q1.data(), tg.data(), 0.25f, N, V, Vp);
+  k::cpu::softmax_crossentropy_backward(q2.data(), q2.data(), tg.data(), 0.25f, N, V, Vp);
+  EXPECT_TRUE(allclose(q2, q1, 1e-7f, 1e-6f));
+  EXPECT_EQ(q1[V], 0.0f);
+}
+
+TEST(SoftmaxCrossEntropy, RefBackwardMatchesFiniteDifferences) {
+  const int n = 3, v = 5, vp = 8;
+  Vec z = randn(n * vp, 1), l(n), p(n * vp);
+  std::vector<int> tg = {1, 4, 0};
+  auto f = [&] {
+    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp);
+    return (l[0] + l[1] + l[2]) / 3.0;
+  };
+  f();
+  Vec d(n * vp, 0);
+  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), 1.0f / 3, n, v, vp);
+  EXPECT_TRUE(allclose(d, finite_diff(z, f, 1e-3f), 1e-3f, 1e-2f));
+}
+
+TEST(AdamW, MatchesClosedFormAndRef) {
+  // one step from zero moments: m_hat = g, v_hat = g^2, so p -= lr (g/(|g|+eps) + wd p)
+  Vec p = {1.0f, -2.0f, 0.5f}, g = {0.1f, -0.3f, 0.0f}, m(3, 0), v(3, 0);
+  Vec p2 = p, m2 = m, v2 = v;
+  k::ref::adamw_update(p.data(), m.data(), v.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
+  EXPECT_NEAR(p[0], 1.0f - 0.01f * (1.0f + 0.1f * 1.0f), 1e-6f);
+  EXPECT_NEAR(p[1], -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6f);
+  EXPECT_NEAR(p[2], 0.5f - 0.01f * (0.0f + 0.1f * 0.5f), 1e-6f);
+  k::cpu::adamw_update(p2.data(), m2.data(), v2.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
+  EXPECT_TRUE(allclose(p2, p, 1e-7f, 1e-6f));
+  // several steps with a gradient scale, on a long vector
+  Vec P = randn(1001, 1), G = randn(1001, 2), M(1001, 0), Vv(1001, 0), P2 = P, M2 = M, V2 = Vv;
+  for (int t = 1; t <= 5; t++) {
+    k::ref::adamw_update(P.data(), M.data(), Vv.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
+    k::cpu::adamw_update(P2.data(), M2.data(), V2.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
+  }
+  EXPECT_TRUE(allclose(P2, P, 1e-6f, 1e-5f));
+  EXPECT_TRUE(allclose(V2, Vv, 1e-9f, 1e-5f));
+}
+
+TEST(SumSquares, CpuMatchesRef) {
+  Vec x = randn(12345, 1);
+  EXPECT_NEAR(k::cpu::sum_squares(x.data(), 12345), k::ref::sum_squares(x.data(), 12345), 1e-6);
+}
+
+TEST(Dispatch, TablesAndNames) {
+  EXPECT_EQ(k::ops_for(k::Backend::kCpu).matmul_forward, &k::cpu::matmul_forward);
+  EXPECT_EQ(k::ops_for(k::Backend::kRef).matmul_forward, &k::ref::matmul_forward);
+  EXPECT_EQ(k::parse_backend("ref"), k::Backend::kRef);
+  EXPECT_THROW(k::parse_backend("gpu"), axonn::InvalidArgument);
+  EXPECT_THROW(k::parse_gemm_backend("mkl"), axonn::InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmBackends, ::testing::Values(k::GemmBackend::kOneDnn, k::GemmBackend::kOpenBlas),
+                         [](const auto& info) { return std::string(k::gemm_backend_name(info.param)); });

@@ -1,0 +1,160 @@
+// The GPT-2 model: cpu kernels against ref kernels end to end, finite-difference gradients of the
+// whole model, initialisation, shapes and configuration errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+#include "axonn/model/gpt.hpp"
+#include "tensor_expect.hpp"
+
+using namespace axonn;
+using model::Gpt;
+using model::GptConfig;
+using model::Param;
+
+namespace {
+
+GptConfig odd_config() {
+  GptConfig c;
+  c.max_seq_len = 16;
+  c.vocab_size = 61;
+  c.padded_vocab_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 3;
+  c.channels = 18;
+  return c;
+}
+
+double stddev(const float* x, int64_t n) {
+  double s = 0, s2 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    s += x[i];
+    s2 += (double)x[i] * x[i];
+  }
+  double m = s / n;
+  return std::sqrt(s2 / n - m * m);
+}
+
+}  // namespace
+
+TEST(GptConfig, ParameterCountOfGpt2Small) {
+  EXPECT_EQ(model::gpt_preset("gpt2-124m").num_parameters(), 124475904);
+  EXPECT_EQ(model::gpt_preset("gpt2-124m").padded_vocab_size, 50304);
+}
+
+TEST(GptConfig, RejectsBadShapes) {
+  GptConfig c = odd_config();
+  c.num_heads = 4;  // 18 % 4 != 0
+  EXPECT_THROW(c.validate(), InvalidArgument);
+  c = odd_config();
+  c.num_layers = 0;
+  EXPECT_THROW(c.validate(), InvalidArgument);
+  EXPECT_THROW(model::gpt_preset("gpt5"), InvalidArgument);
+  EXPECT_THROW(Gpt(odd_config(), 2, 17, kernels::Backend::kCpu), InvalidArgument);  // T > maxT
+  EXPECT_THROW(Gpt(odd_config(), 0, 4, kernels::Backend::kCpu), InvalidArgument);
+}
+
+TEST(Gpt, RejectsTokensOutsideVocabulary) {
+  Gpt g(odd_config(), 1, 4, kernels::Backend::kCpu);
+  g.init_random(1);
+  std::vector<int> in = {1, 2, 61, 3}, tg = {2, 3, 4, 5};
+  EXPECT_THROW(g.forward(in.data(), tg.data()), InvalidArgument);
+}
+
+TEST(Gpt, InitialisationFollowsGpt2AndIsCounterBased) {
+  GptConfig c = odd_config();
+  c.channels = 96;
+  c.num_heads = 4;
+  Gpt g(c, 1, 4, kernels::Backend::kRef);
+  g.init_random(42);
+  Tensor wte = g.param(Param::kWte);
+  EXPECT_NEAR(stddev(wte.f32(), (int64_t)c.vocab_size * c.channels), 0.02, 0.002);
+  for (int64_t i = (int64_t)c.vocab_size * c.channels; i < wte.numel(); i++) ASSERT_EQ(wte.f32()[i], 0.0f);
+  Tensor ap = g.param(Param::kAttprojw);
+  EXPECT_NEAR(stddev(ap.f32(), ap.numel()), 0.02 / std::sqrt(2.0 * c.num_layers), 0.001);
+  EXPECT_EQ(g.param(Param::kLn1w).f32()[5], 1.0f);
+  EXPECT_EQ(g.param(Param::kLnfb).f32()[5], 0.0f);
+  EXPECT_EQ(g.param(Param::kQkvb).f32()[7], 0.0f);
+  // the same seed gives the same weights; another seed others; and an element's value does not
+  // depend on the rest of the model (layer 0 of qkvw is the same with one more layer)
+  Gpt g2(c, 1, 4, kernels::Backend::kRef);
+  g2.init_random(42);
+  EXPECT_TRUE(test::allclose(g2.param(Param::kQkvw).f32(), g.param(Param::kQkvw).f32(),
+                             g.param(Param::kQkvw).numel(), 0, 0));
+  GptConfig c3 = c;
+  c3.num_layers = 3;
+  Gpt g3(c3, 1, 4, kernels::Backend::kRef);
+  g3.init_random(42);
+  EXPECT_TRUE(test::allclose(g3.param(Param::kQkvw)[0].f32(), g.param(Param::kQkvw)[0].f32(),
+                             g.param(Param::kQkvw)[0].numel(), 0, 0));
+  g3.init_random(43);
+  EXPECT_NE(g3.param(Param::kQkvw).f32()[0], g.param(Param::kQkvw).f32()[0]);
+}
+
+TEST(Gpt, CpuKernelsMatchRefKernelsEndToEnd) {
+  const int B = 3, T = 11;
+  GptConfig c = odd_config();
+  Gpt fast(c, B, T, kernels::Backend::kCpu), slow(c, B, T, kernels::Backend::kRef);
+  fast.init_random(7);
+  slow.init_random(7);
+  auto in = test::randint(B * T, c.vocab_size, 1), tg = test::randint(B * T, c.vocab_size, 2);
+  float lf = fast.forward(in.data(), tg.data()), ls = slow.forward(in.data(), tg.data());
+  EXPECT_NEAR(lf, ls, 1e-5f);
+  EXPECT_NEAR(lf, std::log((float)c.vocab_size), 0.1f);  // near-uniform predictions at init
+  fast.zero_grad();
+  slow.zero_grad();
+  fast.backward();
+  slow.backward();
+  for (int i = 0; i < model::kNumParamTensors; i++) {
+    auto p = static_cast<Param>(i);
+    EXPECT_TRUE(test::allclose(fast.grad(p).f32(), slow.grad(p).f32(), fast.grad(p).numel(), 1e-6f, 1e-3f))
+        << model::param_name(p);
+  }
+}
+
+TEST(Gpt, BackwardMatchesFiniteDifferencesOfTheLoss) {
+  const int B = 2, T = 5;
+  GptConfig c = odd_config();
+  Gpt g(c, B, T, kernels::Backend::kRef);
+  g.init_random(3);
+  // larger weights than GPT-2's init, so that every gradient is well above fp32 noise
+  for (size_t s = 0; s < g.params().size(); s++) {
+    Tensor t = g.params().tensor(s);
+    auto noise = test::randn(t.numel(), 100 + (uint32_t)s, 0.3f);
+    for (int64_t j = 0; j < t.numel(); j++) t.f32()[j] += noise[j];
+  }
+  auto in = test::randint(B * T, c.vocab_size, 1), tg = test::randint(B * T, c.vocab_size, 2);
+  g.forward(in.data(), tg.data());
+  g.zero_grad();
+  g.backward();
+  int checked = 0;
+  for (int i = 0; i < model::kNumParamTensors; i++) {
+    auto p = static_cast<Param>(i);
+    float* w = g.param(p).f32();
+    const float* dw = g.grad(p).f32();
+    // the element with the largest gradient in each tensor
+    int64_t best = 0;
+    for (int64_t j = 0; j < g.param(p).numel(); j++)
+      if (std::fabs(dw[j]) > std::fabs(dw[best])) best = j;
+    const float h = 1e-2f;
+    float w0 = w[best];
+    w[best] = w0 + h;
+    double lp = g.forward(in.data(), tg.data());
+    w[best] = w0 - h;
+    double lm = g.forward(in.data(), tg.data());
+    w[best] = w0;
+    double fd = (lp - lm) / (2 * h);
+    EXPECT_NEAR(dw[best], fd, 2e-3 + 3e-2 * std::fabs(fd)) << model::param_name(p) << "[" << best << "]";
+    checked++;
+  }
+  EXPECT_EQ(checked, model::kNumParamTensors);
+}
+
+TEST(Gpt, FlopsOfGpt2Small) {
+  // 3 x (2 x (12 C^2 L + C Vp) + 4 T C L) per token
+  Gpt g(model::gpt_preset("gpt2-tiny"), 1, 8, kernels::Backend::kRef);
+  double C = 64, L = 2, Vp = 512, T = 8;
+  EXPECT_DOUBLE_EQ(g.flops_per_step(), 3 * (2 * (12 * C * C * L + C * Vp) + 4 * T * C * L) * T);
+}

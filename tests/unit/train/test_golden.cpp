@@ -1,0 +1,154 @@
+// End-to-end: `axonn train`'s loop reproduces llm.c's own loss trajectory on the shared reference,
+// and an independent PyTorch GPT-2's on odd shapes (tests/golden), within 1e-3 at every step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+#include "axonn/train/trainer.hpp"
+
+using namespace axonn;
+
+namespace {
+
+std::vector<double> read_losses(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path;
+  std::vector<double> v;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    int step;
+    double loss;
+    is >> step >> loss;
+    EXPECT_EQ(step, (int)v.size());
+    v.push_back(loss);
+  }
+  return v;
+}
+
+// Trains and returns the largest per-step difference to the expected losses.
+double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& expected) {
+  auto history = train::train(c);
+  EXPECT_EQ(history.size(), expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < history.size() && i < expected.size(); i++) {
+    EXPECT_EQ(history[i].step, (int)i);
+    EXPECT_NEAR(history[i].loss, expected[i], 1e-3) << "step " << i;
+    worst = std::max(worst, std::fabs(history[i].loss - expected[i]));
+  }
+  return worst;
+}
+
+train::TrainConfig reference_config(const std::string& kernels) {
+  train::TrainConfig c;
+  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.batch_size = 4;
+  c.seq_len = 32;
+  c.steps = 30;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.weight_decay = 0.0f;
+  c.grad_clip = 0.0f;
+  c.peak_gflops = 100;  // skip the sgemm measurement
+  c.quiet = true;
+  c.kernels = kernels;
+  return c;
+}
+
+}  // namespace
+
+class ReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceTrajectory, ReproducesLlmcLosses) {
+  auto expected = read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  ASSERT_EQ(expected.size(), 30u);
+  double worst = max_loss_diff(reference_config(GetParam()), expected);
+  RecordProperty("max_abs_diff", std::to_string(worst));
+  std::printf("max |loss - llm.c| over 30 steps (%s kernels): %.3g\n", GetParam().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTrajectory, ::testing::Values("cpu", "ref"));
+
+TEST(GoldenTrajectory, OddShapesMatchPyTorch) {
+  // L=2 NH=3 C=48 V=397 (padded 512) maxT=32; B=3 T=13
+  train::TrainConfig c;
+  c.init = AXONN_GOLDEN_DIR "/odd-shapes/model.bin";
+  c.data = AXONN_GOLDEN_DIR "/odd-shapes/tokens.bin";
+  c.batch_size = 3;
+  c.seq_len = 13;
+  c.steps = 20;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.grad_clip = 0;
+  c.peak_gflops = 100;
+  c.quiet = true;
+  double worst = max_loss_diff(c, read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"));
+  std::printf("odd shapes: max |loss - pytorch| = %.3g\n", worst);
+}
+
+TEST(GoldenTrajectory, WeightDecayClippingCosineWarmupMatchPyTorch) {
+  // L=3 NH=5 C=40 V=203 (padded 256) maxT=24; B=5 T=11; decay on matrices only
+  train::TrainConfig c;
+  c.init = AXONN_GOLDEN_DIR "/decay-clip-cosine/model.bin";
+  c.data = AXONN_GOLDEN_DIR "/decay-clip-cosine/tokens.bin";
+  c.batch_size = 5;
+  c.seq_len = 11;
+  c.steps = 15;
+  c.lr = 2e-3f;
+  c.lr_schedule = "cosine";
+  c.warmup_steps = 3;
+  c.weight_decay = 0.1f;
+  c.grad_clip = 0.5f;
+  c.peak_gflops = 100;
+  c.quiet = true;
+  double worst = max_loss_diff(c, read_losses(AXONN_GOLDEN_DIR "/decay-clip-cosine/losses.txt"));
+  std::printf("decay+clip+cosine: max |loss - pytorch| = %.3g\n", worst);
+}
+
+TEST(Train, BuiltInDefaultLearns) {
+  train::TrainConfig c;  // gpt2-tiny shape, synthetic corpus
+  c.steps = 100;
+  c.batch_size = 8;
+  c.lr = 1e-2f;
+  c.warmup_steps = 10;
+  c.peak_gflops = 100;
+  c.quiet = true;
+  auto h = train::train(c);
+  ASSERT_EQ(h.size(), 100u);
+  EXPECT_GT(h.front().loss, 6.0f);  // ln(500) = 6.2 at init
+  EXPECT_LT(h.back().loss, 3.5f) << "the loss did not fall";
+  EXPECT_GT(h.front().tokens_per_s, 0);
+  EXPECT_GT(h.front().mfu, 0);
+}
+
+TEST(Train, RejectsBadConfiguration) {
+  auto bad = [](auto mutate) {
+    train::TrainConfig c;
+    c.peak_gflops = 100;
+    c.quiet = true;
+    c.steps = 1;
+    mutate(c);
+    EXPECT_THROW(train::train(c), InvalidArgument);
+  };
+  bad([](auto& c) { c.batch_size = 0; });
+  bad([](auto& c) { c.seq_len = -3; });
+  bad([](auto& c) { c.steps = 0; });
+  bad([](auto& c) { c.seq_len = 65; });  // gpt2-tiny has maxT 64
+  bad([](auto& c) { c.grad_clip = -1; });
+  bad([](auto& c) { c.lr_schedule = "linear"; });
+  bad([](auto& c) { c.kernels = "tpu"; });
+  bad([](auto& c) { c.gemm = "mkl"; });
+  bad([](auto& c) { c.model = "gpt9"; });
+  bad([](auto& c) { c.channels = 66; });  // not divisible by 4 heads
+  bad([](auto& c) {
+    c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+    c.layers = 3;
+  });
+}
