@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/profiler.hpp"
 
 namespace axonn::model {
 
@@ -39,6 +40,13 @@ enum Act : size_t {
 enum Scratch : size_t { kDResidual, kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt };
 
 }  // namespace
+
+// Each kernel call is timed under its op name when profiling is on.
+#define AXONN_OP(op, ...)                      \
+  do {                                         \
+    ProfileScope scope_(profiler_, #op);       \
+    ops_->op(__VA_ARGS__);                     \
+  } while (0)
 
 const char* param_name(Param p) { return kParamNames[static_cast<int>(p)]; }
 
@@ -153,7 +161,6 @@ Gpt::Gpt(GptConfig config, int B, int T, kernels::Backend backend)
 }
 
 float Gpt::forward(const int* inputs, const int* targets) {
-  const kernels::Ops& k = *ops_;
   const int B = B_, T = T_, C = config_.channels, NH = config_.num_heads, L = config_.num_layers;
   const int V = config_.vocab_size, Vp = config_.padded_vocab_size;
   const int64_t N = (int64_t)B * T;
@@ -176,7 +183,7 @@ float Gpt::forward(const int* inputs, const int* targets) {
     }
   }
 
-  k.encoder_forward(A(kEncoded).f32(), in, P(Param::kWte).f32(), P(Param::kWpe).f32(), B, T, C);
+  AXONN_OP(encoder_forward, A(kEncoded).f32(), in, P(Param::kWte).f32(), P(Param::kWpe).f32(), B, T, C);
   for (int l = 0; l < L; l++) {
     const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
     float* ln1 = A(kLn1)[l].f32();
@@ -189,29 +196,29 @@ float Gpt::forward(const int* inputs, const int* targets) {
     float* fch_gelu = A(kFchGelu)[l].f32();
     float* fcproj = A(kFcproj)[l].f32();
     // attention block
-    k.layernorm_forward(ln1, A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), residual, P(Param::kLn1w)[l].f32(),
+    AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), residual, P(Param::kLn1w)[l].f32(),
                         P(Param::kLn1b)[l].f32(), N, C);
-    k.matmul_forward(qkv, ln1, P(Param::kQkvw)[l].f32(), P(Param::kQkvb)[l].f32(), N, C, 3 * C);
-    k.attention_forward(atty, A(kAtt)[l].f32(), qkv, B, T, C, NH);
-    k.matmul_forward(attproj, atty, P(Param::kAttprojw)[l].f32(), P(Param::kAttprojb)[l].f32(), N, C, C);
-    k.residual_forward(residual2, residual, attproj, N * C);
+    AXONN_OP(matmul_forward, qkv, ln1, P(Param::kQkvw)[l].f32(), P(Param::kQkvb)[l].f32(), N, C, 3 * C);
+    AXONN_OP(attention_forward, atty, A(kAtt)[l].f32(), qkv, B, T, C, NH);
+    AXONN_OP(matmul_forward, attproj, atty, P(Param::kAttprojw)[l].f32(), P(Param::kAttprojb)[l].f32(), N, C, C);
+    AXONN_OP(residual_forward, residual2, residual, attproj, N * C);
     // MLP block
-    k.layernorm_forward(ln2, A(kLn2Mean)[l].f32(), A(kLn2Rstd)[l].f32(), residual2, P(Param::kLn2w)[l].f32(),
+    AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[l].f32(), A(kLn2Rstd)[l].f32(), residual2, P(Param::kLn2w)[l].f32(),
                         P(Param::kLn2b)[l].f32(), N, C);
-    k.matmul_forward(fch, ln2, P(Param::kFcw)[l].f32(), P(Param::kFcb)[l].f32(), N, C, 4 * C);
-    k.gelu_forward(fch_gelu, fch, N * 4 * C);
-    k.matmul_forward(fcproj, fch_gelu, P(Param::kFcprojw)[l].f32(), P(Param::kFcprojb)[l].f32(), N, 4 * C, C);
-    k.residual_forward(A(kResidual3)[l].f32(), residual2, fcproj, N * C);
+    AXONN_OP(matmul_forward, fch, ln2, P(Param::kFcw)[l].f32(), P(Param::kFcb)[l].f32(), N, C, 4 * C);
+    AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * C);
+    AXONN_OP(matmul_forward, fcproj, fch_gelu, P(Param::kFcprojw)[l].f32(), P(Param::kFcprojb)[l].f32(), N, 4 * C, C);
+    AXONN_OP(residual_forward, A(kResidual3)[l].f32(), residual2, fcproj, N * C);
   }
-  k.layernorm_forward(A(kLnf).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), A(kResidual3)[L - 1].f32(),
+  AXONN_OP(layernorm_forward, A(kLnf).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), A(kResidual3)[L - 1].f32(),
                       P(Param::kLnfw).f32(), P(Param::kLnfb).f32(), N, C);
   // LM head, tied to the token embedding: logits over the padded vocabulary
   float* logits = A(kLogits).f32();
-  k.matmul_forward(logits, A(kLnf).f32(), P(Param::kWte).f32(), nullptr, N, C, Vp);
+  AXONN_OP(matmul_forward, logits, A(kLnf).f32(), P(Param::kWte).f32(), nullptr, N, C, Vp);
   if (!have_targets_) return std::numeric_limits<float>::quiet_NaN();
   // softmax + cross-entropy over the first V logits; probabilities overwrite the logits
   float* losses = A(kLosses).f32();
-  k.softmax_crossentropy_forward(losses, logits, logits, static_cast<int*>(A(kTargets).data()), N, V, Vp);
+  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, static_cast<int*>(A(kTargets).data()), N, V, Vp);
   double sum = 0.0;
   for (int64_t i = 0; i < N; i++) sum += losses[i];
   return static_cast<float>(sum / static_cast<double>(N));
@@ -219,7 +226,6 @@ float Gpt::forward(const int* inputs, const int* targets) {
 
 void Gpt::backward() {
   AXONN_CHECK(have_targets_, "backward() needs a forward() with targets");
-  const kernels::Ops& k = *ops_;
   const int B = B_, T = T_, C = config_.channels, NH = config_.num_heads, L = config_.num_layers;
   const int V = config_.vocab_size, Vp = config_.padded_vocab_size;
   const int64_t N = (int64_t)B * T;
@@ -238,10 +244,10 @@ void Gpt::backward() {
 
   // d logits, in place over the probabilities: the loss is the mean over the B*T positions
   float* dlogits = A(kLogits).f32();
-  k.softmax_crossentropy_backward(dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
+  AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
                                   1.0f / static_cast<float>(N), N, V, Vp);
-  k.matmul_backward(dln, G(Param::kWte).f32(), nullptr, dlogits, A(kLnf).f32(), P(Param::kWte).f32(), N, C, Vp);
-  k.layernorm_backward(dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln, A(kResidual3)[L - 1].f32(),
+  AXONN_OP(matmul_backward, dln, G(Param::kWte).f32(), nullptr, dlogits, A(kLnf).f32(), P(Param::kWte).f32(), N, C, Vp);
+  AXONN_OP(layernorm_backward, dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln, A(kResidual3)[L - 1].f32(),
                        P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, C);
 
   for (int l = L - 1; l >= 0; l--) {
@@ -250,27 +256,27 @@ void Gpt::backward() {
     std::memset(S(kDFchGelu), 0, sizeof(float) * N * 4 * C);
     std::memset(S(kDFch), 0, sizeof(float) * N * 4 * C);
     std::memset(dln, 0, sizeof(float) * N * C);
-    k.matmul_backward(S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(), dresidual,
+    AXONN_OP(matmul_backward, S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(), dresidual,
                       A(kFchGelu)[l].f32(), P(Param::kFcprojw)[l].f32(), N, 4 * C, C);
-    k.gelu_backward(S(kDFch), A(kFch)[l].f32(), S(kDFchGelu), N * 4 * C);
-    k.matmul_backward(dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), A(kLn2)[l].f32(),
+    AXONN_OP(gelu_backward, S(kDFch), A(kFch)[l].f32(), S(kDFchGelu), N * 4 * C);
+    AXONN_OP(matmul_backward, dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), A(kLn2)[l].f32(),
                       P(Param::kFcw)[l].f32(), N, C, 4 * C);
-    k.layernorm_backward(dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
+    AXONN_OP(layernorm_backward, dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
                          A(kResidual2)[l].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[l].f32(),
                          A(kLn2Rstd)[l].f32(), N, C);
     // attention block, reversed
     std::memset(S(kDAtty), 0, sizeof(float) * N * C);
     std::memset(S(kDQkv), 0, sizeof(float) * N * 3 * C);
     std::memset(dln, 0, sizeof(float) * N * C);
-    k.matmul_backward(S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(), dresidual,
+    AXONN_OP(matmul_backward, S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(), dresidual,
                       A(kAtty)[l].f32(), P(Param::kAttprojw)[l].f32(), N, C, C);
-    k.attention_backward(S(kDQkv), S(kDAtt), S(kDAtty), A(kQkv)[l].f32(), A(kAtt)[l].f32(), B, T, C, NH);
-    k.matmul_backward(dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[l].f32(),
+    AXONN_OP(attention_backward, S(kDQkv), S(kDAtt), S(kDAtty), A(kQkv)[l].f32(), A(kAtt)[l].f32(), B, T, C, NH);
+    AXONN_OP(matmul_backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[l].f32(),
                       P(Param::kQkvw)[l].f32(), N, C, 3 * C);
-    k.layernorm_backward(dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
+    AXONN_OP(layernorm_backward, dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
                          P(Param::kLn1w)[l].f32(), A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), N, C);
   }
-  k.encoder_backward(G(Param::kWte).f32(), G(Param::kWpe).f32(), dresidual, in, B, T, C);
+  AXONN_OP(encoder_backward, G(Param::kWte).f32(), G(Param::kWpe).f32(), dresidual, in, B, T, C);
   // the probabilities were overwritten by their gradient: another backward needs another forward
   have_targets_ = false;
 }

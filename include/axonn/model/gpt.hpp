@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 
+#include "axonn/core/profiler.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/tensor/arena.hpp"
@@ -79,12 +80,16 @@ class Gpt {
   // the numerator of MFU.
   double flops_per_step() const;
 
+  // Time every kernel call into `profiler` (null: off).
+  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
+
  private:
   GptConfig config_;
   int B_, T_;
   const kernels::Ops* ops_;
   Arena params_, grads_, acts_, scratch_;
   bool have_targets_ = false;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace axonn::model
