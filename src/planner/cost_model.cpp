@@ -14,9 +14,7 @@ std::string to_string(const GridShape& g) {
   return detail::concat("(Gx,Gy,Gz,Gdata)=(", g.gx, ",", g.gy, ",", g.gz, ",", g.gdata, ")");
 }
 
-std::string_view to_string(ModelVariant v) {
-  return v == ModelVariant::kAsCoded ? "as-coded" : "corrected";
-}
+std::string_view to_string(ModelVariant v) { return v == ModelVariant::kAsCoded ? "as-coded" : "corrected"; }
 
 ModelVariant parse_model_variant(std::string_view text) {
   if (text == "corrected") return ModelVariant::kCorrected;
@@ -26,21 +24,30 @@ ModelVariant parse_model_variant(std::string_view text) {
 
 std::string_view to_string(CommGroup g) {
   switch (g) {
-    case CommGroup::kX: return "X";
-    case CommGroup::kY: return "Y";
-    case CommGroup::kZ: return "Z";
-    case CommGroup::kData: return "data";
-    case CommGroup::kXY: return "X*Y";
-    case CommGroup::kZData: return "Z*data";
+    case CommGroup::kX:
+      return "X";
+    case CommGroup::kY:
+      return "Y";
+    case CommGroup::kZ:
+      return "Z";
+    case CommGroup::kData:
+      return "data";
+    case CommGroup::kXY:
+      return "X*Y";
+    case CommGroup::kZData:
+      return "Z*data";
   }
   return "?";
 }
 
 std::string_view to_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kAllGather: return "all-gather";
-    case CollectiveKind::kReduceScatter: return "reduce-scatter";
-    case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
   }
   return "?";
 }
@@ -54,24 +61,36 @@ double d(long v) { return static_cast<double>(v); }
 // Position of each group in the rank order (X fastest): ip = product of the faster axes.
 long group_ip(CommGroup grp, const GridShape& g) {
   switch (grp) {
-    case CommGroup::kX: return 1;
-    case CommGroup::kY: return g.gx;
-    case CommGroup::kZ: return g.gx * g.gy;
-    case CommGroup::kData: return g.gx * g.gy * g.gz;
-    case CommGroup::kXY: return 1;
-    case CommGroup::kZData: return g.gx * g.gy;
+    case CommGroup::kX:
+      return 1;
+    case CommGroup::kY:
+      return g.gx;
+    case CommGroup::kZ:
+      return g.gx * g.gy;
+    case CommGroup::kData:
+      return g.gx * g.gy * g.gz;
+    case CommGroup::kXY:
+      return 1;
+    case CommGroup::kZData:
+      return g.gx * g.gy;
   }
   return 1;
 }
 
 long group_size(CommGroup grp, const GridShape& g) {
   switch (grp) {
-    case CommGroup::kX: return g.gx;
-    case CommGroup::kY: return g.gy;
-    case CommGroup::kZ: return g.gz;
-    case CommGroup::kData: return g.gdata;
-    case CommGroup::kXY: return g.gx * g.gy;
-    case CommGroup::kZData: return g.gz * g.gdata;
+    case CommGroup::kX:
+      return g.gx;
+    case CommGroup::kY:
+      return g.gy;
+    case CommGroup::kZ:
+      return g.gz;
+    case CommGroup::kData:
+      return g.gdata;
+    case CommGroup::kXY:
+      return g.gx * g.gy;
+    case CommGroup::kZData:
+      return g.gz * g.gdata;
   }
   return 1;
 }
@@ -81,9 +100,8 @@ long group_size(CommGroup grp, const GridShape& g) {
 //   time = calls·(c·(p−1)/p·M / (β·unit) + c·(p−1)·α).
 // The as-coded variant divides bytes by 2^30 for β "in GB/s" (comm_model.py's /1024/1024/1024) and
 // has no α; the corrected one reads β as 10^9 bytes/s.
-void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s,
-         const GridShape& g, std::string what, CommGroup grp, CollectiveKind kind, double message_bytes,
-         double calls, Hiding hiding) {
+void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s, const GridShape& g,
+         std::string what, CommGroup grp, CollectiveKind kind, double message_bytes, double calls, Hiding hiding) {
   const long p = group_size(grp, g);
   if (p <= 1 || calls <= 0) return;
   const bool as_coded = s.variant == ModelVariant::kAsCoded;
@@ -114,9 +132,9 @@ double total_seconds(const std::vector<CollectiveCost>& c) {
   return t;
 }
 
-std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, const LinearLayer& layer,
-                                                     double tokens, long grad_accumulation,
-                                                     const GridShape& g, const CostSettings& s) {
+std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, const LinearLayer& layer, double tokens,
+                                                     long grad_accumulation, const GridShape& g,
+                                                     const CostSettings& s) {
   AXONN_CHECK(grad_accumulation >= 1, "grad_accumulation ", grad_accumulation);
   const bool as_coded = s.variant == ModelVariant::kAsCoded;
   const double micro = d(grad_accumulation);
@@ -148,16 +166,16 @@ std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, co
 
   std::vector<CollectiveCost> out;
   const std::string& n = layer.name;
-  add(&out, m, s, g, n + " fwd all-reduce", in_grp, CollectiveKind::kAllReduce,
-      fwd_elems / micro * ab, fwd_repeats * micro, Hiding::kNone);
-  add(&out, m, s, g, n + " bwd all-reduce (dX)", out_grp, CollectiveKind::kAllReduce,
-      bwd_elems / micro * ab, micro, Hiding::kUnderDataGrad);
-  add(&out, m, s, g, n + " weight all-gather", CommGroup::kZ, CollectiveKind::kAllGather,
-      block * ab, gathers * micro, Hiding::kUnderLayer);
-  add(&out, m, s, g, n + " weight-grad reduce-scatter", CommGroup::kZ, CollectiveKind::kReduceScatter,
-      block * ab, micro, Hiding::kUnderLayer);
-  add(&out, m, s, g, n + " weight-grad all-reduce", CommGroup::kData, CollectiveKind::kAllReduce,
-      block / d(g.gz) * gb, 1.0, Hiding::kNone);
+  add(&out, m, s, g, n + " fwd all-reduce", in_grp, CollectiveKind::kAllReduce, fwd_elems / micro * ab,
+      fwd_repeats * micro, Hiding::kNone);
+  add(&out, m, s, g, n + " bwd all-reduce (dX)", out_grp, CollectiveKind::kAllReduce, bwd_elems / micro * ab, micro,
+      Hiding::kUnderDataGrad);
+  add(&out, m, s, g, n + " weight all-gather", CommGroup::kZ, CollectiveKind::kAllGather, block * ab, gathers * micro,
+      Hiding::kUnderLayer);
+  add(&out, m, s, g, n + " weight-grad reduce-scatter", CommGroup::kZ, CollectiveKind::kReduceScatter, block * ab,
+      micro, Hiding::kUnderLayer);
+  add(&out, m, s, g, n + " weight-grad all-reduce", CommGroup::kData, CollectiveKind::kAllReduce, block / d(g.gz) * gb,
+      1.0, Hiding::kNone);
   return out;
 }
 
@@ -184,8 +202,8 @@ double tp_params_per_rank(const Workload& w, const GridShape& g) {
 
 }  // namespace
 
-std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const Workload& w,
-                                                  const GridShape& g, const CostSettings& s) {
+std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const Workload& w, const GridShape& g,
+                                                  const CostSettings& s) {
   std::vector<CollectiveCost> out;
   if (s.variant == ModelVariant::kAsCoded || !s.embedding) return out;
   const double micro = d(w.grad_accumulation);
@@ -193,16 +211,16 @@ std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const
   const double hidden_msg = T_mb * d(w.model.hidden) * s.comm_bytes;
   // Megatron-AxoNN entry/exit (spec §3.4): vocab-parallel embedding over X·Y, then drop to h/Gx;
   // after the final norm gather h over X; vocab-parallel LM head and cross-entropy over X·Y.
-  add(&out, m, s, g, "embedding fwd all-reduce", CommGroup::kXY, CollectiveKind::kAllReduce, hidden_msg,
-      micro, Hiding::kNone);
-  add(&out, m, s, g, "final hidden all-gather", CommGroup::kX, CollectiveKind::kAllGather, hidden_msg,
-      micro, Hiding::kNone);
-  add(&out, m, s, g, "cross-entropy max/sum all-reduce", CommGroup::kXY, CollectiveKind::kAllReduce,
-      T_mb * 4.0, 2 * micro, Hiding::kNone);
-  add(&out, m, s, g, "LM head bwd all-reduce (dX)", CommGroup::kXY, CollectiveKind::kAllReduce, hidden_msg,
-      micro, Hiding::kNone);
-  add(&out, m, s, g, "embedding bwd all-gather", CommGroup::kX, CollectiveKind::kAllGather, hidden_msg,
-      micro, Hiding::kNone);
+  add(&out, m, s, g, "embedding fwd all-reduce", CommGroup::kXY, CollectiveKind::kAllReduce, hidden_msg, micro,
+      Hiding::kNone);
+  add(&out, m, s, g, "final hidden all-gather", CommGroup::kX, CollectiveKind::kAllGather, hidden_msg, micro,
+      Hiding::kNone);
+  add(&out, m, s, g, "cross-entropy max/sum all-reduce", CommGroup::kXY, CollectiveKind::kAllReduce, T_mb * 4.0,
+      2 * micro, Hiding::kNone);
+  add(&out, m, s, g, "LM head bwd all-reduce (dX)", CommGroup::kXY, CollectiveKind::kAllReduce, hidden_msg, micro,
+      Hiding::kNone);
+  add(&out, m, s, g, "embedding bwd all-gather", CommGroup::kX, CollectiveKind::kAllGather, hidden_msg, micro,
+      Hiding::kNone);
   // Parameters replicated over Z: their gradients are summed over Z and data in one all-reduce.
   const double replicated = embedding_params_per_rank(w, g) + small_params_per_rank(w, g);
   add(&out, m, s, g, "embedding + norm/bias grad all-reduce", CommGroup::kZData, CollectiveKind::kAllReduce,
@@ -221,12 +239,11 @@ MemoryEstimate estimate_memory(const Workload& w, const GridShape& g, const Cost
   // One layer's activations (bf16): residual-stream tensors [T, H/Gx] (two norm inputs, QKV and FC1
   // inputs) and intermediates [T, ·/Gy] (Q, K, V, attention output, FC1 output, GeLU output), plus
   // flash-attention softmax statistics (fp32 per head).
-  const double layer_acts = s.comm_bytes * T_mb * (4 * H / d(g.gx) + 12 * H / d(g.gy)) +
-                            4.0 * T_mb * d(w.model.heads) / d(g.gy);
+  const double layer_acts =
+      s.comm_bytes * T_mb * (4 * H / d(g.gx) + 12 * H / d(g.gy)) + 4.0 * T_mb * d(w.model.heads) / d(g.gy);
   // With recompute only each layer's input survives the forward; the layer being recomputed and its
   // gradients form the working set. Without, every layer's activations are kept.
-  mem.activations = s.recompute ? L * s.comm_bytes * T_mb * H / d(g.gx) + 2 * layer_acts
-                                : (L + 1) * layer_acts;
+  mem.activations = s.recompute ? L * s.comm_bytes * T_mb * H / d(g.gx) + 2 * layer_acts : (L + 1) * layer_acts;
   mem.logits = 4.0 * T_mb * d(w.model.vocab) / d(g.gx * g.gy);
   double max_block = 0;
   for (const auto& l : block_linear_layers(w.model.hidden))
@@ -244,7 +261,7 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
   const double L = d(w.model.layers), H = d(w.model.hidden), S = d(w.seq_len), V = d(w.model.vocab);
   const double T = w.tokens() / d(g.gdata * g.gz);  // tokens per rank per step
   const double fwd_passes = s.recompute ? 2.0 : 1.0;
-  const double passes = fwd_passes + 2.0;            // + backward dX and dW
+  const double passes = fwd_passes + 2.0;  // + backward dX and dW
   const double rate = m.peak_tflops * 1e12 * m.gemm_efficiency;
   const double hbm = m.hbm_gbs * 1e9;
 
@@ -257,14 +274,25 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
     double blocking = 0, oar = 0, async = 0;
     for (const auto& c : coll) {
       switch (c.group) {
-        case CommGroup::kX: e.comm.x += L * c.seconds; break;
-        case CommGroup::kY: e.comm.y += L * c.seconds; break;
-        case CommGroup::kZ: e.comm.z += L * c.seconds; break;
-        default: e.comm.data += L * c.seconds; break;
+        case CommGroup::kX:
+          e.comm.x += L * c.seconds;
+          break;
+        case CommGroup::kY:
+          e.comm.y += L * c.seconds;
+          break;
+        case CommGroup::kZ:
+          e.comm.z += L * c.seconds;
+          break;
+        default:
+          e.comm.data += L * c.seconds;
+          break;
       }
-      if (!s.overlap || c.hiding == Hiding::kNone) blocking += c.seconds;
-      else if (c.hiding == Hiding::kUnderDataGrad) oar += c.seconds;
-      else async += c.seconds;
+      if (!s.overlap || c.hiding == Hiding::kNone)
+        blocking += c.seconds;
+      else if (c.hiding == Hiding::kUnderDataGrad)
+        oar += c.seconds;
+      else
+        async += c.seconds;
     }
     // OAR hides under this layer's dW GEMM; OAG/ORS (and OAR) under all of its GEMMs.
     const double dw_s = pass_flops / rate, layer_s = passes * pass_flops / rate;

@@ -4,9 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "axonn/core/error.hpp"
 #include "builtin_profiles.hpp"
@@ -71,8 +70,7 @@ class Parser {
   void range(const json& rule, const char* key, const std::string& path, long* lo, long* hi) const {
     const json& v = field(rule, key, path);
     auto bad = [&] {
-      fail(detail::concat("field '", join(path, key),
-                          "' must be a positive integer or [min, max] (max may be null)"));
+      fail(detail::concat("field '", join(path, key), "' must be a positive integer or [min, max] (max may be null)"));
     };
     if (v.is_number_integer()) {
       *lo = *hi = v.get<long>();
@@ -168,8 +166,7 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
 
 std::vector<std::string> builtin_machine_names() {
   std::vector<std::string> names;
-  for (std::size_t i = 0; i < builtin::kBuiltinProfileCount; ++i)
-    names.emplace_back(builtin::kBuiltinProfiles[i].name);
+  for (std::size_t i = 0; i < builtin::kBuiltinProfileCount; ++i) names.emplace_back(builtin::kBuiltinProfiles[i].name);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -184,18 +181,16 @@ std::string_view builtin_machine_json(std::string_view name) {
 }
 
 std::string user_profile_dir() {
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/axonn/profiles";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.config/axonn/profiles";
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return std::string(xdg) + "/axonn/profiles";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.config/axonn/profiles";
   return {};
 }
 
 MachineProfile load_machine_profile(const std::string& name_or_path) {
-  AXONN_CHECK_ARG(!name_or_path.empty(), "--machine is empty; give a profile name (",
-                  builtin_machine_names().front(), ", ...) or a .json file");
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  AXONN_CHECK_ARG(!name_or_path.empty(), "--machine is empty; give a profile name (", builtin_machine_names().front(),
+                  ", ...) or a .json file");
+  const bool is_path =
+      name_or_path.find('/') != std::string::npos || (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   if (is_path) return parse_machine_profile(read_file(name_or_path), name_or_path);
   for (const auto& dir : search_dirs()) {
     std::error_code ec;

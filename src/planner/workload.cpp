@@ -10,12 +10,12 @@ namespace axonn::planner {
 const std::vector<ModelShape>& known_models() {
   // SC24 Perlmutter models and AxoNN's launcher minimum Gx·Gy·Gz (spec §7.2, §3.6); GPT-2 family.
   static const std::vector<ModelShape> models = {
-      {"5B", 24, 4096, 32, 50304, 4},        {"10B", 32, 5120, 40, 50304, 8},
-      {"20B", 32, 7168, 56, 50304, 16},      {"40B", 38, 9216, 72, 50304, 32},
-      {"50B", 48, 9216, 72, 50304, 32},      {"60B", 56, 9216, 72, 50304, 64},
-      {"80B", 42, 12288, 96, 50304, 64},     {"100B", 53, 12288, 96, 50304, 64},
-      {"160B", 84, 12288, 96, 50304, 128},   {"175B", 96, 12288, 96, 50304, 128},
-      {"gpt2", 12, 768, 12, 50304, 1},       {"gpt2-medium", 24, 1024, 16, 50304, 1},
+      {"5B", 24, 4096, 32, 50304, 4},         {"10B", 32, 5120, 40, 50304, 8},
+      {"20B", 32, 7168, 56, 50304, 16},       {"40B", 38, 9216, 72, 50304, 32},
+      {"50B", 48, 9216, 72, 50304, 32},       {"60B", 56, 9216, 72, 50304, 64},
+      {"80B", 42, 12288, 96, 50304, 64},      {"100B", 53, 12288, 96, 50304, 64},
+      {"160B", 84, 12288, 96, 50304, 128},    {"175B", 96, 12288, 96, 50304, 128},
+      {"gpt2", 12, 768, 12, 50304, 1},        {"gpt2-medium", 24, 1024, 16, 50304, 1},
       {"gpt2-large", 36, 1280, 20, 50304, 1}, {"gpt2-xl", 48, 1600, 25, 50304, 1},
   };
   return models;
@@ -38,14 +38,14 @@ void Workload::validate() const {
   AXONN_CHECK_ARG(model.layers > 0, "--layers must be positive, got ", model.layers);
   AXONN_CHECK_ARG(model.hidden > 0, "--hidden must be positive, got ", model.hidden);
   AXONN_CHECK_ARG(model.heads > 0, "--heads must be positive, got ", model.heads);
-  AXONN_CHECK_ARG(model.hidden % model.heads == 0, "hidden size ", model.hidden,
-                  " is not divisible by heads ", model.heads, "; change --hidden or --heads");
+  AXONN_CHECK_ARG(model.hidden % model.heads == 0, "hidden size ", model.hidden, " is not divisible by heads ",
+                  model.heads, "; change --hidden or --heads");
   AXONN_CHECK_ARG(model.vocab > 0, "--vocab must be positive, got ", model.vocab);
   AXONN_CHECK_ARG(seq_len > 0, "--seq-len must be positive, got ", seq_len);
   AXONN_CHECK_ARG(batch_size > 0, "--batch-size must be positive, got ", batch_size);
   AXONN_CHECK_ARG(grad_accumulation > 0, "gradient accumulation must be positive, got ", grad_accumulation);
-  AXONN_CHECK_ARG(batch_size % grad_accumulation == 0, "--batch-size ", batch_size,
-                  " is not divisible by the ", grad_accumulation, " micro-batches of gradient accumulation");
+  AXONN_CHECK_ARG(batch_size % grad_accumulation == 0, "--batch-size ", batch_size, " is not divisible by the ",
+                  grad_accumulation, " micro-batches of gradient accumulation");
 }
 
 double Workload::parameters() const {
@@ -68,9 +68,8 @@ struct Dims {
   double B, S, L, H, V;
 };
 Dims dims(const Workload& w) {
-  return {static_cast<double>(w.batch_size), static_cast<double>(w.seq_len),
-          static_cast<double>(w.model.layers), static_cast<double>(w.model.hidden),
-          static_cast<double>(w.model.vocab)};
+  return {static_cast<double>(w.batch_size), static_cast<double>(w.seq_len), static_cast<double>(w.model.layers),
+          static_cast<double>(w.model.hidden), static_cast<double>(w.model.vocab)};
 }
 }  // namespace
 

@@ -52,17 +52,15 @@ planner::ModelShape resolve_model(const PlanOptions& o) {
                     "; or give --layers, --hidden, --heads (and --vocab) instead");
     m = *found;
   } else {
-    AXONN_CHECK_ARG(o.layers > 0 && o.hidden > 0 && o.heads > 0,
-                    "give --model NAME (", known_model_names(), ") or all of --layers, --hidden and --heads",
-                    " (--vocab defaults to ", kDefaultVocab, ")");
+    AXONN_CHECK_ARG(o.layers > 0 && o.hidden > 0 && o.heads > 0, "give --model NAME (", known_model_names(),
+                    ") or all of --layers, --hidden and --heads", " (--vocab defaults to ", kDefaultVocab, ")");
     m.vocab = kDefaultVocab;
   }
   if (o.layers != 0) m.layers = o.layers;
   if (o.hidden != 0) m.hidden = o.hidden;
   if (o.heads != 0) m.heads = o.heads;
   if (o.vocab != 0) m.vocab = o.vocab;
-  if (!o.model.empty() && (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0))
-    m.name += " (modified)";
+  if (!o.model.empty() && (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0)) m.name += " (modified)";
   return m;
 }
 
@@ -86,11 +84,11 @@ int run_plan(const PlanOptions& o) {
     const planner::Estimate* least = &r.configs.front();
     for (const auto& e : r.configs)
       if (e.memory.total() < least->memory.total()) least = &e;
-    throw InvalidArgument(detail::concat(
-        "no grid fits in ", req.settings.memory_headroom * machine.memory_gib, " GiB per GPU (",
-        100 * req.settings.memory_headroom, "% of ", machine.memory_gib, " GiB on ", machine.name,
-        "); the smallest needs ", least->memory.total_gib(), " GiB at ", planner::to_string(least->grid),
-        ". Use more --gpus, a smaller --batch-size or --seq-len, or a machine with more memory"));
+    throw InvalidArgument(
+        detail::concat("no grid fits in ", req.settings.memory_headroom * machine.memory_gib, " GiB per GPU (",
+                       100 * req.settings.memory_headroom, "% of ", machine.memory_gib, " GiB on ", machine.name,
+                       "); the smallest needs ", least->memory.total_gib(), " GiB at ", planner::to_string(least->grid),
+                       ". Use more --gpus, a smaller --batch-size or --seq-len, or a machine with more memory"));
   }
   return 0;
 }
@@ -105,8 +103,9 @@ void add_plan_command(CLI::App& app, Action* action) {
                   "machine profile: built-in name (alps, frontier, perlmutter), a NAME.json on "
                   "$AXONN_PROFILE_PATH or ~/.config/axonn/profiles, or a .json file")
       ->capture_default_str();
-  sub->add_option("--model", o->model, "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 "
-                                       "gpt2-medium gpt2-large gpt2-xl (or give the shape below)");
+  sub->add_option("--model", o->model,
+                  "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 "
+                  "gpt2-medium gpt2-large gpt2-xl (or give the shape below)");
   sub->add_option("--layers", o->layers, "transformer layers L (0: from --model)")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "hidden size H (0: from --model)")->capture_default_str();
   sub->add_option("--heads", o->heads, "attention heads (0: from --model)")->capture_default_str();
@@ -115,8 +114,7 @@ void add_plan_command(CLI::App& app, Action* action) {
   sub->add_option("--seq-len", o->seq_len, "sequence length S")->capture_default_str();
   sub->add_option("--batch-size", o->batch_size, "global batch in sequences per optimizer step")->required();
   sub->add_option("--gpus", o->gpus, "number of GPUs G = Gx*Gy*Gz*Gdata")->required();
-  sub->add_option("--min-tp", o->min_tp,
-                  "minimum Gx*Gy*Gz (0: the model's value from AxoNN's launcher, else 1)")
+  sub->add_option("--min-tp", o->min_tp, "minimum Gx*Gy*Gz (0: the model's value from AxoNN's launcher, else 1)")
       ->capture_default_str();
   sub->add_option("--top", o->top, "configurations to print, best first (0: all)")->capture_default_str();
   sub->add_option("--model-variant", o->variant,

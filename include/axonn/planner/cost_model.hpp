@@ -48,13 +48,13 @@ struct CostSettings {
   bool latency = true;                // α per ring step, where the profile gives one
   bool embedding = true;              // embedding, LM head, cross-entropy, non-TP parameter sync
   // Both variants.
-  bool overlap = true;                // OAR + ORS + OAG: asynchronous collectives hide behind GEMMs
-  double comm_bytes = 2;              // bf16 activations and weights on the wire
-  double grad_sync_bytes = 4;         // fp32 gradients in the data-parallel all-reduce
+  bool overlap = true;         // OAR + ORS + OAG: asynchronous collectives hide behind GEMMs
+  double comm_bytes = 2;       // bf16 activations and weights on the wire
+  double grad_sync_bytes = 4;  // fp32 gradients in the data-parallel all-reduce
   // Memory model (bytes per parameter of the local shard): bf16 weight, fp32 gradient, fp32 master
   // weight + Adam m and v.
   double weight_bytes = 2, grad_bytes = 4, optimizer_bytes = 12;
-  double memory_headroom = 0.9;       // fraction of the GPU memory a plan may use
+  double memory_headroom = 0.9;  // fraction of the GPU memory a plan may use
 };
 
 enum class CommGroup { kX, kY, kZ, kData, kXY, kZData };
@@ -70,27 +70,26 @@ enum class Hiding {
 
 // One collective of a step, with everything that went into its cost.
 struct CollectiveCost {
-  std::string what;         // e.g. "FC2 fwd all-reduce"
+  std::string what;  // e.g. "FC2 fwd all-reduce"
   CommGroup group = CommGroup::kX;
   CollectiveKind kind = CollectiveKind::kAllReduce;
   long group_size = 1;
-  long ip = 1;              // inner product of the group's position (spec §5.1)
-  double message_bytes = 0; // M: full (gathered / reduced) message per call
-  double calls = 0;         // calls per optimizer step (micro-batches × repeats)
-  double bandwidth_gbs = 0; // β(ip, group_size)
-  double seconds = 0;       // per step, all calls
+  long ip = 1;               // inner product of the group's position (spec §5.1)
+  double message_bytes = 0;  // M: full (gathered / reduced) message per call
+  double calls = 0;          // calls per optimizer step (micro-batches × repeats)
+  double bandwidth_gbs = 0;  // β(ip, group_size)
+  double seconds = 0;        // per step, all calls
   Hiding hiding = Hiding::kNone;
 };
 
 // The collectives of one linear layer over one optimizer step. `tokens` is the global B·S of the
 // step; micro-batches come from `grad_accumulation`. Empty groups (size 1) are left out.
-std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, const LinearLayer& layer,
-                                                     double tokens, long grad_accumulation,
-                                                     const GridShape& g, const CostSettings& s);
+std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, const LinearLayer& layer, double tokens,
+                                                     long grad_accumulation, const GridShape& g, const CostSettings& s);
 // The embedding, LM head and non-tensor-parallel parameter collectives of one step (corrected
 // variant with `embedding` on; empty otherwise).
-std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const Workload& w,
-                                                  const GridShape& g, const CostSettings& s);
+std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const Workload& w, const GridShape& g,
+                                                  const CostSettings& s);
 double total_seconds(const std::vector<CollectiveCost>& c);
 
 // Communication time per step, by group (seconds, not counting overlap).
@@ -112,17 +111,17 @@ struct MemoryEstimate {
 
 struct Estimate {
   GridShape grid;
-  CommBreakdown comm;            // per group, as the chosen variant computes it
-  double comm_s = 0;             // comm.total()
-  double exposed_comm_s = 0;     // what overlap does not hide
-  double gemm_s = 0;             // GEMMs at peak × efficiency
-  double memory_bound_s = 0;     // norms, activations, residuals, optimizer at HBM bandwidth
-  double compute_s = 0;          // gemm_s + memory_bound_s
-  double total_s = 0;            // compute_s + exposed_comm_s
+  CommBreakdown comm;         // per group, as the chosen variant computes it
+  double comm_s = 0;          // comm.total()
+  double exposed_comm_s = 0;  // what overlap does not hide
+  double gemm_s = 0;          // GEMMs at peak × efficiency
+  double memory_bound_s = 0;  // norms, activations, residuals, optimizer at HBM bandwidth
+  double compute_s = 0;       // gemm_s + memory_bound_s
+  double total_s = 0;         // compute_s + exposed_comm_s
   MemoryEstimate memory;
-  bool fits = false;             // memory.total() <= headroom × GPU memory
-  double model_flops = 0;        // per step (gpt_model_flops)
-  double mfu = 0;                // model_flops / (total_s · G · peak)
+  bool fits = false;       // memory.total() <= headroom × GPU memory
+  double model_flops = 0;  // per step (gpt_model_flops)
+  double mfu = 0;          // model_flops / (total_s · G · peak)
 };
 
 // Predicts one configuration. The grid must divide the workload (see planner.hpp

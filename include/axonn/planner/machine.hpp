@@ -43,9 +43,9 @@ struct MachineProfile {
   double gemm_efficiency = 1;  // fraction of peak large GEMMs reach
   double hbm_gbs = 0;          // device memory bandwidth, for the memory-bound kernels
 
-  double latency_us = 0;      // α per ring step (0: no latency term)
-  double intra_node_gbs = 0;  // fallback: one ring inside a node
-  double inter_node_gbs = 0;  // fallback: one ring leaving a node; k such rings per node share it
+  double latency_us = 0;                       // α per ring step (0: no latency term)
+  double intra_node_gbs = 0;                   // fallback: one ring inside a node
+  double inter_node_gbs = 0;                   // fallback: one ring leaving a node; k such rings per node share it
   std::vector<BandwidthRule> bandwidth_table;  // first match wins
 
   // β(ip, size) in GB/s for a group of `size` ranks spaced `ip` apart (size >= 2). The first matching

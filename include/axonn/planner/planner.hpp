@@ -39,10 +39,10 @@ struct PlanRequest {
 struct PlanResult {
   MachineProfile machine;
   PlanRequest request;
-  long factorizations = 0;         // ordered factorizations of G tried
-  long admissible = 0;             // of which divide the workload
-  long fitting = 0;                // of which fit in memory
-  std::vector<Estimate> configs;   // admissible grids, best first
+  long factorizations = 0;        // ordered factorizations of G tried
+  long admissible = 0;            // of which divide the workload
+  long fitting = 0;               // of which fit in memory
+  std::vector<Estimate> configs;  // admissible grids, best first
 };
 
 // Searches; throws axonn::InvalidArgument (saying why, and what to change) when the request is bad

@@ -21,8 +21,8 @@ struct ModelShape {
   long layers = 0;   // L
   long hidden = 0;   // H
   long heads = 0;
-  long vocab = 0;    // V (padded, e.g. 50304 for GPT-2's 50257)
-  long min_tp = 1;   // minimum Gx·Gy·Gz AxoNN's launcher used for this model (spec §3.6), 1 if none
+  long vocab = 0;   // V (padded, e.g. 50304 for GPT-2's 50257)
+  long min_tp = 1;  // minimum Gx·Gy·Gz AxoNN's launcher used for this model (spec §3.6), 1 if none
 };
 
 // The SC24 Perlmutter models (spec §7.2: 5B … 175B, vocab 50304) and the GPT-2 family (gpt2,
@@ -33,9 +33,9 @@ std::optional<ModelShape> find_model(std::string_view name);
 
 struct Workload {
   ModelShape model;
-  long seq_len = 2048;          // S
-  long batch_size = 0;          // B, global, in sequences per optimizer step
-  long grad_accumulation = 1;   // micro-batches per step (weights re-gathered per micro-batch)
+  long seq_len = 2048;         // S
+  long batch_size = 0;         // B, global, in sequences per optimizer step
+  long grad_accumulation = 1;  // micro-batches per step (weights re-gathered per micro-batch)
 
   // Throws axonn::InvalidArgument naming the bad value and what to change.
   void validate() const;

@@ -101,8 +101,7 @@ TEST(PlannerCostModel, AsCodedEqualsCommModelPyOnAllGrids) {
     for (const auto& layer : ap::block_linear_layers(4096)) {
       const double K = static_cast<double>(std::max(layer.in_features, layer.out_features)) / H;
       double want = spec_model_v2(B, S, K, H, g.gz, g.gy, g.gx, g.gdata, perlmutter(), layer.transposed);
-      double got = ap::total_seconds(
-          ap::linear_layer_collectives(perlmutter(), layer, B * S, 1, g, as_coded()));
+      double got = ap::total_seconds(ap::linear_layer_collectives(perlmutter(), layer, B * S, 1, g, as_coded()));
       EXPECT_NEAR(got, want, 1e-12 * std::max(1.0, want)) << ap::to_string(g) << " " << layer.name;
       ++checked;
     }
@@ -185,8 +184,8 @@ TEST(PlannerCostModel, RecomputeRegatherAndMicroBatchFactors) {
   // as-coded multiplies only the Z term by grad_acc, like comm_model.py.
   auto coded1 = ap::linear_layer_collectives(perlmutter(), kTypeA, tokens, 1, g, as_coded());
   auto coded4 = ap::linear_layer_collectives(perlmutter(), kTypeA, tokens, 4, g, as_coded());
-  EXPECT_NEAR(ap::total_seconds(coded4) - ap::total_seconds(coded1),
-              3 * group_seconds(coded1, ap::CommGroup::kZ), 1e-15);
+  EXPECT_NEAR(ap::total_seconds(coded4) - ap::total_seconds(coded1), 3 * group_seconds(coded1, ap::CommGroup::kZ),
+              1e-15);
 }
 
 TEST(PlannerCostModel, LatencyIsAlphaPerRingStep) {
@@ -317,8 +316,7 @@ TEST(PlannerCostModel, MemoryModel) {
   EXPECT_DOUBLE_EQ(full.activations, (L + 1) * layer);
   EXPECT_GT(full.activations, mem.activations);
   // Without Z sharding there is nothing to gather: only the dW block.
-  EXPECT_DOUBLE_EQ(ap::estimate_memory(w, {2, 4, 1, 32}, ap::CostSettings{}).gathered_weights,
-                   2 * (4 * H * H / 8));
+  EXPECT_DOUBLE_EQ(ap::estimate_memory(w, {2, 4, 1, 32}, ap::CostSettings{}).gathered_weights, 2 * (4 * H * H / 8));
 }
 
 // The launcher's minimum tensor-parallel degrees (spec §3.6, A100-40GB) are feasible in the memory

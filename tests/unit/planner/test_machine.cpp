@@ -117,9 +117,9 @@ TEST(PlannerMachine, FallbackIsIntraNodeOrSharedNics) {
   EXPECT_DOUBLE_EQ(m.bandwidth_gbs(2, 2), 100);  // {0,2}, {1,3}
   EXPECT_DOUBLE_EQ(m.bandwidth_gbs(1, 3), 20);   // {3,4,5} crosses a node boundary: one ring per node
   EXPECT_DOUBLE_EQ(m.bandwidth_gbs(1, 8), 20);
-  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(2, 4), 10);   // two rings share each node's NICs
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(2, 4), 10);  // two rings share each node's NICs
   EXPECT_DOUBLE_EQ(m.bandwidth_gbs(3, 2), 20.0 / 3);
-  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(16, 2), 5);   // at most gpus_per_node rings per node
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(16, 2), 5);  // at most gpus_per_node rings per node
   // Perlmutter: fallback reproduces the table's inter-node entries (80 / min(ip, 4)).
   ap::MachineProfile p = ap::load_machine_profile("perlmutter");
   EXPECT_FALSE(p.in_table(3, 2));
@@ -130,9 +130,9 @@ TEST(PlannerMachine, FallbackIsIntraNodeOrSharedNics) {
 TEST(PlannerMachine, AlpsIsDerivedFromPerlmutterTimesNvlinkRatio) {
   ap::MachineProfile a = ap::load_machine_profile("alps");
   EXPECT_EQ(a.gpus_per_node, 4);
-  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 2), 114);   // 76 × 1.5
-  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 4), 338);   // 225 × 1.5, rounded
-  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 8), 80);    // Slingshot-11 as Perlmutter
+  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 2), 114);  // 76 × 1.5
+  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 4), 338);  // 225 × 1.5, rounded
+  EXPECT_DOUBLE_EQ(a.bandwidth_gbs(1, 8), 80);   // Slingshot-11 as Perlmutter
   EXPECT_DOUBLE_EQ(a.bandwidth_gbs(4, 16), 20);
   EXPECT_DOUBLE_EQ(a.peak_tflops, 989.4);
 }

@@ -28,7 +28,8 @@ TEST(PlannerReport, JsonSchemaBestFirst) {
   EXPECT_EQ(doc.size(), 1u);
   ASSERT_TRUE(doc["configs"].is_array());
   ASSERT_EQ(doc["configs"].size(), 5u);
-  const std::vector<std::string> keys = {"gx", "gy", "gz", "gdata", "comm_s", "compute_s", "total_s", "mem_gib", "fits"};
+  const std::vector<std::string> keys = {"gx",        "gy",      "gz",      "gdata", "comm_s",
+                                         "compute_s", "total_s", "mem_gib", "fits"};
   double prev = 0;
   for (std::size_t i = 0; i < 5; ++i) {
     const auto& c = doc["configs"][i];
