@@ -1,0 +1,59 @@
+// planner/planner.hpp — search over 4D grids and ranked output (`axonn plan`).
+//
+// Every ordered factorization Gx·Gy·Gz·Gdata = G is tried (not only powers of two); a grid is
+// admissible when it meets --min-tp and divides the model and batch (heads and hidden over Y, hidden
+// over X, batch over Gdata·Gz·micro-batches, each weight block over Z). Admissible grids are
+// estimated and ranked. Corrected variant: grids that fit in memory first, then by predicted step
+// time. As-coded variant: by communication time alone, AxoNN's own criterion (spec §5.4; its memory
+// guard is min_tp). Grids that do not fit are kept and marked, never dropped.
+//
+//   PlanRequest req{workload, /*gpus=*/1024};
+//   req.min_tp = 64;
+//   PlanResult r = plan(load_machine_profile("perlmutter"), req);
+//   std::cout << format_table(r, 5);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "axonn/planner/cost_model.hpp"
+#include "axonn/planner/machine.hpp"
+#include "axonn/planner/workload.hpp"
+
+namespace axonn::planner {
+
+// All ordered (gx, gy, gz, gdata) with product g, gx outermost, each ascending (AxoNN's loop order).
+std::vector<GridShape> factorizations(long g);
+
+// Why a grid cannot run the workload (what to change), or nullopt when it can.
+std::optional<std::string> inadmissible_reason(const Workload& w, const GridShape& g, long min_tp);
+
+struct PlanRequest {
+  Workload workload;
+  long gpus = 0;
+  long min_tp = 1;  // minimum Gx·Gy·Gz
+  CostSettings settings;
+};
+
+struct PlanResult {
+  MachineProfile machine;
+  PlanRequest request;
+  long factorizations = 0;        // ordered factorizations of G tried
+  long admissible = 0;            // of which divide the workload
+  long fitting = 0;               // of which fit in memory
+  std::vector<Estimate> configs;  // admissible grids, best first
+};
+
+// Searches; throws axonn::InvalidArgument (saying why, and what to change) when the request is bad
+// or no grid is admissible. A model that fits no grid is not an error here: every config is marked
+// fits=false (the `axonn plan` command reports it as one).
+PlanResult plan(const MachineProfile& m, const PlanRequest& req);
+
+// `{"configs": [{"gx","gy","gz","gdata","comm_s","compute_s","total_s","mem_gib","fits"}, ...]}`,
+// best first; top = 0 prints all.
+std::string to_json(const PlanResult& r, std::size_t top);
+// The human-readable table with a header describing machine, model and search.
+std::string format_table(const PlanResult& r, std::size_t top);
+
+}  // namespace axonn::planner

@@ -1,0 +1,128 @@
+// Search over 4D grids: enumerate, filter by divisibility, estimate, rank.
+#include "axonn/planner/planner.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "axonn/core/error.hpp"
+
+namespace axonn::planner {
+
+namespace {
+
+std::vector<long> divisors(long n) {
+  std::vector<long> small, large;
+  for (long i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    small.push_back(i);
+    if (i != n / i) large.push_back(n / i);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+// The first reason a grid cannot run the workload: a short category (for the summary when nothing
+// is admissible) and the full sentence.
+struct Reason {
+  std::string category;
+  std::string message;
+};
+
+std::optional<Reason> first_reason(const Workload& w, const GridShape& g, long min_tp) {
+  const auto& m = w.model;
+  if (g.tensor_parallel() < min_tp)
+    return Reason{detail::concat("Gx*Gy*Gz below --min-tp ", min_tp),
+                  detail::concat("Gx*Gy*Gz = ", g.tensor_parallel(), " is below the minimum tensor-parallel ",
+                                 "degree ", min_tp, " (--min-tp)")};
+  const long shards = g.gdata * g.gz * w.grad_accumulation;
+  if (w.batch_size % shards != 0)
+    return Reason{"batch size not divisible by Gdata*Gz",
+                  detail::concat("batch size ", w.batch_size, " is not divisible by Gdata*Gz",
+                                 w.grad_accumulation > 1 ? "*micro-batches" : "", " = ", shards)};
+  if (m.hidden % g.gx != 0)
+    return Reason{"hidden size not divisible by Gx",
+                  detail::concat("hidden size ", m.hidden, " is not divisible by Gx = ", g.gx)};
+  if (m.hidden % g.gy != 0)
+    return Reason{"hidden size not divisible by Gy",
+                  detail::concat("hidden size ", m.hidden, " is not divisible by Gy = ", g.gy)};
+  if (m.heads % g.gy != 0)
+    return Reason{"heads not divisible by Gy",
+                  detail::concat("attention heads ", m.heads, " are not divisible by Gy = ", g.gy)};
+  for (const auto& l : block_linear_layers(m.hidden)) {
+    // The local block is (in/g_in) × (out/g_out); its flat Z-shards must be equal (spec §3.2).
+    const long g_in = l.transposed ? g.gy : g.gx, g_out = l.transposed ? g.gx : g.gy;
+    const long rows = l.out_features / g_out, cols = l.in_features / g_in;
+    if ((rows * cols) % g.gz != 0)
+      return Reason{"weight block not divisible by Gz",
+                    detail::concat(l.name, " weight block ", rows, "x", cols, " is not divisible by Gz = ", g.gz)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<GridShape> factorizations(long g) {
+  AXONN_CHECK_ARG(g >= 1, "--gpus must be positive, got ", g);
+  std::vector<GridShape> out;
+  for (long gx : divisors(g))
+    for (long gy : divisors(g / gx))
+      for (long gz : divisors(g / gx / gy)) out.push_back({gx, gy, gz, g / gx / gy / gz});
+  return out;
+}
+
+std::optional<std::string> inadmissible_reason(const Workload& w, const GridShape& g, long min_tp) {
+  if (auto r = first_reason(w, g, min_tp)) return r->message;
+  return std::nullopt;
+}
+
+PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
+  req.workload.validate();
+  AXONN_CHECK_ARG(req.gpus >= 1, "--gpus must be positive, got ", req.gpus);
+  AXONN_CHECK_ARG(req.min_tp >= 1, "--min-tp must be positive, got ", req.min_tp);
+  AXONN_CHECK_ARG(req.min_tp <= req.gpus, "--min-tp ", req.min_tp, " is larger than --gpus ", req.gpus,
+                  "; lower --min-tp or use more GPUs");
+
+  PlanResult r;
+  r.machine = m;
+  r.request = req;
+  const auto grids = factorizations(req.gpus);
+  r.factorizations = static_cast<long>(grids.size());
+  std::map<std::string, long> rejected;
+  std::string example;
+  for (const GridShape& g : grids) {
+    if (auto why = first_reason(req.workload, g, req.min_tp)) {
+      if (rejected[why->category]++ == 0 && example.empty()) example = to_string(g) + ": " + why->message;
+      continue;
+    }
+    r.configs.push_back(estimate(m, req.workload, g, req.settings));
+  }
+  if (r.configs.empty()) {
+    std::ostringstream os;
+    os << "no 4D grid of " << req.gpus << " GPUs can run this model and batch (" << r.factorizations
+       << " factorizations Gx*Gy*Gz*Gdata tried:";
+    const char* sep = " ";
+    for (const auto& [what, n] : rejected) {
+      os << sep << n << " " << what;
+      sep = ", ";
+    }
+    os << "; e.g. " << example << "). Change --gpus (a count with more divisors, such as a power of two), "
+       << "--batch-size, or --min-tp";
+    throw InvalidArgument(os.str());
+  }
+  r.admissible = static_cast<long>(r.configs.size());
+  r.fitting = std::count_if(r.configs.begin(), r.configs.end(), [](const Estimate& e) { return e.fits; });
+
+  // As-coded: AxoNN's criterion, communication time alone (its memory guard is --min-tp; `fits` is
+  // reported, not used). Corrected: grids that fit first, then predicted step time. Stable: ties keep
+  // the enumeration order, as Python's sorted() does in comm_model.py.
+  const bool as_coded = req.settings.variant == ModelVariant::kAsCoded;
+  std::stable_sort(r.configs.begin(), r.configs.end(), [as_coded](const Estimate& a, const Estimate& b) {
+    if (as_coded) return a.comm_s < b.comm_s;
+    if (a.fits != b.fits) return a.fits;
+    return a.total_s < b.total_s;
+  });
+  return r;
+}
+
+}  // namespace axonn::planner

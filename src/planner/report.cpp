@@ -1,0 +1,82 @@
+// Output of a plan: the JSON of `axonn plan --format json` and the human-readable table.
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "axonn/planner/planner.hpp"
+
+namespace axonn::planner {
+
+namespace {
+
+std::size_t shown(const PlanResult& r, std::size_t top) {
+  return top == 0 ? r.configs.size() : std::min(top, r.configs.size());
+}
+
+__attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  out->append(buf);
+}
+
+}  // namespace
+
+std::string to_json(const PlanResult& r, std::size_t top) {
+  nlohmann::ordered_json configs = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < shown(r, top); ++i) {
+    const Estimate& e = r.configs[i];
+    configs.push_back({{"gx", e.grid.gx},
+                       {"gy", e.grid.gy},
+                       {"gz", e.grid.gz},
+                       {"gdata", e.grid.gdata},
+                       {"comm_s", e.comm_s},
+                       {"compute_s", e.compute_s},
+                       {"total_s", e.total_s},
+                       {"mem_gib", e.memory.total_gib()},
+                       {"fits", e.fits}});
+  }
+  nlohmann::ordered_json doc = {{"configs", configs}};
+  return doc.dump(2) + "\n";
+}
+
+std::string format_table(const PlanResult& r, std::size_t top) {
+  const MachineProfile& m = r.machine;
+  const Workload& w = r.request.workload;
+  const CostSettings& s = r.request.settings;
+  const bool as_coded = s.variant == ModelVariant::kAsCoded;
+  std::string out;
+  appendf(&out, "machine  %s: %ld x %s per node, %.1f TFLOP/s bf16 peak x %.2f GEMM efficiency, %.0f GiB\n",
+          m.name.c_str(), m.gpus_per_node, m.gpu_name.empty() ? "GPU" : m.gpu_name.c_str(), m.peak_tflops,
+          m.gemm_efficiency, m.memory_gib);
+  appendf(&out, "model    %s: L=%ld H=%ld heads=%ld V=%ld, %.2f B parameters; S=%ld, batch %ld sequences\n",
+          w.model.name.empty() ? "custom" : w.model.name.c_str(), w.model.layers, w.model.hidden, w.model.heads,
+          w.model.vocab, w.parameters() / 1e9, w.seq_len, w.batch_size);
+  appendf(&out,
+          "search   %ld GPUs, Gx*Gy*Gz >= %ld: %ld factorizations, %ld admissible, %ld fit in %.1f GiB "
+          "(%.0f%% of %.0f GiB)\n",
+          r.request.gpus, r.request.min_tp, r.factorizations, r.admissible, r.fitting, s.memory_headroom * m.memory_gib,
+          100 * s.memory_headroom, m.memory_gib);
+  appendf(&out, "cost     %s model, recompute %s, overlap %s; ranked by %s\n\n",
+          std::string(to_string(s.variant)).c_str(), (as_coded || s.recompute) ? "on" : "off", s.overlap ? "on" : "off",
+          as_coded ? "communication time alone, as AxoNN does" : "step time, grids that fit first");
+  appendf(&out, "%4s %5s %5s %6s %5s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy", "Gz",
+          "Gdata", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s", "data_s", "emb_s", "mem_GiB",
+          "fits", "MFU");
+  for (std::size_t i = 0; i < shown(r, top); ++i) {
+    const Estimate& e = r.configs[i];
+    appendf(&out,
+            "%4zu %5ld %5ld %6ld %5ld | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s %5.1f%%\n",
+            i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.total_s, e.compute_s, e.comm_s, e.exposed_comm_s,
+            e.comm.x, e.comm.y, e.comm.z, e.comm.data, e.comm.embedding, e.memory.total_gib(), e.fits ? "yes" : "NO",
+            100 * e.mfu);
+  }
+  if (shown(r, top) < r.configs.size())
+    appendf(&out, "(%zu more; --top 0 shows all)\n", r.configs.size() - shown(r, top));
+  return out;
+}
+
+}  // namespace axonn::planner

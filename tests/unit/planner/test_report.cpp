@@ -1,0 +1,66 @@
+// Output: the JSON schema of `axonn plan --format json` (issue 6) and the table.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/planner/planner.hpp"
+
+namespace ap = axonn::planner;
+
+namespace {
+
+ap::PlanResult small_plan(ap::ModelVariant v) {
+  ap::PlanRequest req;
+  req.workload.model = *ap::find_model("20B");
+  req.workload.batch_size = 512;
+  req.gpus = 256;
+  req.min_tp = 16;
+  req.settings.variant = v;
+  return ap::plan(ap::load_machine_profile("perlmutter"), req);
+}
+
+}  // namespace
+
+TEST(PlannerReport, JsonSchemaBestFirst) {
+  auto r = small_plan(ap::ModelVariant::kCorrected);
+  auto doc = nlohmann::json::parse(ap::to_json(r, 5));
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.size(), 1u);
+  ASSERT_TRUE(doc["configs"].is_array());
+  ASSERT_EQ(doc["configs"].size(), 5u);
+  const std::vector<std::string> keys = {"gx",        "gy",      "gz",      "gdata", "comm_s",
+                                         "compute_s", "total_s", "mem_gib", "fits"};
+  double prev = 0;
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& c = doc["configs"][i];
+    EXPECT_EQ(c.size(), keys.size());
+    for (const auto& k : keys) EXPECT_TRUE(c.contains(k)) << k;
+    for (const auto& k : {"gx", "gy", "gz", "gdata"}) EXPECT_TRUE(c[k].is_number_integer()) << k;
+    for (const auto& k : {"comm_s", "compute_s", "total_s", "mem_gib"}) EXPECT_TRUE(c[k].is_number_float()) << k;
+    EXPECT_TRUE(c["fits"].is_boolean());
+    EXPECT_EQ(c["gx"].get<long>() * c["gy"].get<long>() * c["gz"].get<long>() * c["gdata"].get<long>(), 256);
+    EXPECT_EQ(c["gz"].get<long>(), r.configs[i].grid.gz);
+    EXPECT_DOUBLE_EQ(c["total_s"].get<double>(), r.configs[i].total_s);
+    EXPECT_GE(c["total_s"].get<double>(), prev);
+    prev = c["total_s"].get<double>();
+  }
+  EXPECT_EQ(nlohmann::json::parse(ap::to_json(r, 0))["configs"].size(), r.configs.size());
+}
+
+TEST(PlannerReport, JsonCommIsTheChosenVariants) {
+  auto r = small_plan(ap::ModelVariant::kAsCoded);
+  auto doc = nlohmann::json::parse(ap::to_json(r, 1));
+  EXPECT_EQ(doc["configs"][0]["gz"], 256);
+  EXPECT_NEAR(doc["configs"][0]["comm_s"].get<double>(), 1.3727417, 5e-7);  // spec §5.5
+}
+
+TEST(PlannerReport, TableHasHeaderAndRows) {
+  auto r = small_plan(ap::ModelVariant::kCorrected);
+  std::string t = ap::format_table(r, 3);
+  for (const char* s : {"machine  perlmutter", "model    20B", "256 GPUs", "corrected model", "rank", "step_s",
+                        "compute_s", "comm_s", "mem_GiB", "MFU", "more; --top 0 shows all"})
+    EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
+  std::size_t rows = 0;
+  for (std::size_t p = t.find("\n   "); p != std::string::npos; p = t.find("\n   ", p + 1)) ++rows;
+  EXPECT_EQ(rows, 3u) << t;
+}

@@ -1,0 +1,131 @@
+// axonn plan — rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT model on a machine, with the
+// planner's performance model (docs/perf-model.md). Needs no MPI and no GPU; thin wiring over
+// axonn::planner.
+//
+//   axonn plan --model 80B --gpus 1024 --batch-size 1024 --machine perlmutter
+//   axonn plan --layers 24 --hidden 2048 --heads 16 --gpus 64 --batch-size 256 --format json
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "axonn/core/error.hpp"
+#include "axonn/planner/planner.hpp"
+#include "commands.hpp"
+
+namespace axonn::tools {
+
+namespace {
+
+constexpr long kDefaultVocab = 50304;  // GPT-2 BPE (50257) padded to a multiple of 128
+
+struct PlanOptions {
+  std::string machine = "perlmutter";
+  std::string model;
+  long layers = 0, hidden = 0, heads = 0, vocab = 0;
+  long seq_len = 2048;
+  long batch_size = 0;
+  long gpus = 0;
+  long min_tp = 0;
+  long top = 5;
+  std::string variant = "corrected";
+  std::string format = "table";
+};
+
+std::string known_model_names() {
+  std::ostringstream os;
+  const char* sep = "";
+  for (const auto& m : planner::known_models()) {
+    os << sep << m.name;
+    sep = ", ";
+  }
+  return os.str();
+}
+
+// --model NAME gives the shape; explicit --layers/--hidden/--heads/--vocab override it. Without
+// --model, the first three are required.
+planner::ModelShape resolve_model(const PlanOptions& o) {
+  planner::ModelShape m;
+  if (!o.model.empty()) {
+    auto found = planner::find_model(o.model);
+    AXONN_CHECK_ARG(found, "unknown --model '", o.model, "'; known models: ", known_model_names(),
+                    "; or give --layers, --hidden, --heads (and --vocab) instead");
+    m = *found;
+  } else {
+    AXONN_CHECK_ARG(o.layers > 0 && o.hidden > 0 && o.heads > 0, "give --model NAME (", known_model_names(),
+                    ") or all of --layers, --hidden and --heads", " (--vocab defaults to ", kDefaultVocab, ")");
+    m.vocab = kDefaultVocab;
+  }
+  if (o.layers != 0) m.layers = o.layers;
+  if (o.hidden != 0) m.hidden = o.hidden;
+  if (o.heads != 0) m.heads = o.heads;
+  if (o.vocab != 0) m.vocab = o.vocab;
+  if (!o.model.empty() && (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0)) m.name += " (modified)";
+  return m;
+}
+
+int run_plan(const PlanOptions& o) {
+  AXONN_CHECK_ARG(o.top >= 0, "--top must be 0 (all) or positive, got ", o.top);
+  planner::PlanRequest req;
+  req.workload.model = resolve_model(o);
+  req.workload.seq_len = o.seq_len;
+  req.workload.batch_size = o.batch_size;
+  req.gpus = o.gpus;
+  req.min_tp = o.min_tp != 0 ? o.min_tp : req.workload.model.min_tp;
+  req.settings.variant = planner::parse_model_variant(o.variant);
+  const planner::MachineProfile machine = planner::load_machine_profile(o.machine);
+
+  const planner::PlanResult r = planner::plan(machine, req);
+  const auto top = static_cast<std::size_t>(o.top);
+  std::cout << (o.format == "json" ? planner::to_json(r, top) : planner::format_table(r, top)) << std::flush;
+
+  if (r.fitting == 0) {
+    // Every grid is printed above, marked; the run itself still fails so scripts notice.
+    const planner::Estimate* least = &r.configs.front();
+    for (const auto& e : r.configs)
+      if (e.memory.total() < least->memory.total()) least = &e;
+    throw InvalidArgument(
+        detail::concat("no grid fits in ", req.settings.memory_headroom * machine.memory_gib, " GiB per GPU (",
+                       100 * req.settings.memory_headroom, "% of ", machine.memory_gib, " GiB on ", machine.name,
+                       "); the smallest needs ", least->memory.total_gib(), " GiB at ", planner::to_string(least->grid),
+                       ". Use more --gpus, a smaller --batch-size or --seq-len, or a machine with more memory"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Action* action) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* sub = app.add_subcommand(
+      "plan", "rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT model by predicted step time and memory");
+  sub->add_option("--machine", o->machine,
+                  "machine profile: built-in name (alps, frontier, perlmutter), a NAME.json on "
+                  "$AXONN_PROFILE_PATH or ~/.config/axonn/profiles, or a .json file")
+      ->capture_default_str();
+  sub->add_option("--model", o->model,
+                  "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 "
+                  "gpt2-medium gpt2-large gpt2-xl (or give the shape below)");
+  sub->add_option("--layers", o->layers, "transformer layers L (0: from --model)")->capture_default_str();
+  sub->add_option("--hidden", o->hidden, "hidden size H (0: from --model)")->capture_default_str();
+  sub->add_option("--heads", o->heads, "attention heads (0: from --model)")->capture_default_str();
+  sub->add_option("--vocab", o->vocab, "vocabulary size V, padded (0: from --model, else 50304)")
+      ->capture_default_str();
+  sub->add_option("--seq-len", o->seq_len, "sequence length S")->capture_default_str();
+  sub->add_option("--batch-size", o->batch_size, "global batch in sequences per optimizer step")->required();
+  sub->add_option("--gpus", o->gpus, "number of GPUs G = Gx*Gy*Gz*Gdata")->required();
+  sub->add_option("--min-tp", o->min_tp, "minimum Gx*Gy*Gz (0: the model's value from AxoNN's launcher, else 1)")
+      ->capture_default_str();
+  sub->add_option("--top", o->top, "configurations to print, best first (0: all)")->capture_default_str();
+  sub->add_option("--model-variant", o->variant,
+                  "corrected (default), or as-coded: AxoNN's comm_model.py exactly, ranked by its "
+                  "communication time")
+      ->check(CLI::IsMember({"corrected", "as-coded"}))
+      ->capture_default_str();
+  sub->add_option("--format", o->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  sub->callback([action, o] { *action = [o] { return run_plan(*o); }; });
+}
+
+}  // namespace axonn::tools
