@@ -183,7 +183,8 @@ float Gpt::forward(const int* inputs, const int* targets) {
     }
   }
 
-  AXONN_OP(encoder_forward, A(kEncoded).f32(), in, P(Param::kWte).f32(), P(Param::kWpe).f32(), B, T, C);
+  AXONN_OP(embedding_forward, A(kEncoded).f32(), in, P(Param::kWte).f32(), 0, Vp, N, C);
+  AXONN_OP(position_forward, A(kEncoded).f32(), P(Param::kWpe).f32(), B, T, C);
   for (int l = 0; l < L; l++) {
     const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
     float* ln1 = A(kLn1)[l].f32();
@@ -197,28 +198,28 @@ float Gpt::forward(const int* inputs, const int* targets) {
     float* fcproj = A(kFcproj)[l].f32();
     // attention block
     AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), residual, P(Param::kLn1w)[l].f32(),
-                        P(Param::kLn1b)[l].f32(), N, C);
+                        P(Param::kLn1b)[l].f32(), N, C, C, nullptr);
     AXONN_OP(matmul_forward, qkv, ln1, P(Param::kQkvw)[l].f32(), P(Param::kQkvb)[l].f32(), N, C, 3 * C);
     AXONN_OP(attention_forward, atty, A(kAtt)[l].f32(), qkv, B, T, C, NH);
     AXONN_OP(matmul_forward, attproj, atty, P(Param::kAttprojw)[l].f32(), P(Param::kAttprojb)[l].f32(), N, C, C);
     AXONN_OP(residual_forward, residual2, residual, attproj, N * C);
     // MLP block
     AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[l].f32(), A(kLn2Rstd)[l].f32(), residual2, P(Param::kLn2w)[l].f32(),
-                        P(Param::kLn2b)[l].f32(), N, C);
+                        P(Param::kLn2b)[l].f32(), N, C, C, nullptr);
     AXONN_OP(matmul_forward, fch, ln2, P(Param::kFcw)[l].f32(), P(Param::kFcb)[l].f32(), N, C, 4 * C);
     AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * C);
     AXONN_OP(matmul_forward, fcproj, fch_gelu, P(Param::kFcprojw)[l].f32(), P(Param::kFcprojb)[l].f32(), N, 4 * C, C);
     AXONN_OP(residual_forward, A(kResidual3)[l].f32(), residual2, fcproj, N * C);
   }
   AXONN_OP(layernorm_forward, A(kLnf).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), A(kResidual3)[L - 1].f32(),
-                      P(Param::kLnfw).f32(), P(Param::kLnfb).f32(), N, C);
+                      P(Param::kLnfw).f32(), P(Param::kLnfb).f32(), N, C, C, nullptr);
   // LM head, tied to the token embedding: logits over the padded vocabulary
   float* logits = A(kLogits).f32();
   AXONN_OP(matmul_forward, logits, A(kLnf).f32(), P(Param::kWte).f32(), nullptr, N, C, Vp);
   if (!have_targets_) return std::numeric_limits<float>::quiet_NaN();
   // softmax + cross-entropy over the first V logits; probabilities overwrite the logits
   float* losses = A(kLosses).f32();
-  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, static_cast<int*>(A(kTargets).data()), N, V, Vp);
+  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, static_cast<int*>(A(kTargets).data()), N, V, Vp, 0, nullptr);
   double sum = 0.0;
   for (int64_t i = 0; i < N; i++) sum += losses[i];
   return static_cast<float>(sum / static_cast<double>(N));
@@ -245,10 +246,10 @@ void Gpt::backward() {
   // d logits, in place over the probabilities: the loss is the mean over the B*T positions
   float* dlogits = A(kLogits).f32();
   AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
-                                  1.0f / static_cast<float>(N), N, V, Vp);
+                                  1.0f / static_cast<float>(N), N, V, Vp, 0);
   AXONN_OP(matmul_backward, dln, G(Param::kWte).f32(), nullptr, dlogits, A(kLnf).f32(), P(Param::kWte).f32(), N, C, Vp);
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln, A(kResidual3)[L - 1].f32(),
-                       P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, C);
+                       P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, C, C, nullptr);
 
   for (int l = L - 1; l >= 0; l--) {
     const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
@@ -263,7 +264,7 @@ void Gpt::backward() {
                       P(Param::kFcw)[l].f32(), N, C, 4 * C);
     AXONN_OP(layernorm_backward, dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
                          A(kResidual2)[l].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[l].f32(),
-                         A(kLn2Rstd)[l].f32(), N, C);
+                         A(kLn2Rstd)[l].f32(), N, C, C, nullptr);
     // attention block, reversed
     std::memset(S(kDAtty), 0, sizeof(float) * N * C);
     std::memset(S(kDQkv), 0, sizeof(float) * N * 3 * C);
@@ -274,9 +275,10 @@ void Gpt::backward() {
     AXONN_OP(matmul_backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[l].f32(),
                       P(Param::kQkvw)[l].f32(), N, C, 3 * C);
     AXONN_OP(layernorm_backward, dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
-                         P(Param::kLn1w)[l].f32(), A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), N, C);
+                         P(Param::kLn1w)[l].f32(), A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), N, C, C, nullptr);
   }
-  AXONN_OP(encoder_backward, G(Param::kWte).f32(), G(Param::kWpe).f32(), dresidual, in, B, T, C);
+  AXONN_OP(embedding_backward, G(Param::kWte).f32(), dresidual, in, 0, Vp, N, C);
+  AXONN_OP(position_backward, G(Param::kWpe).f32(), dresidual, B, T, C);
   // the probabilities were overwritten by their gradient: another backward needs another forward
   have_targets_ = false;
 }

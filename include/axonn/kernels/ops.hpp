@@ -16,20 +16,37 @@
 namespace axonn::kernels {
 
 enum class Backend { kRef, kCpu };
+
+// Completes per-row partial results across the ranks that hold the other slices of each row:
+// LayerNorm over channels sharded over X, cross-entropy over a vocabulary sharded over X*Y. The
+// caller (the model) supplies it and the kernel calls it between its passes; every rank of the
+// group must make the same calls. A null RowReducer means the rows are whole on this rank.
+struct RowReducer {
+  // In place over values[n]: the sum (max = false) or the maximum (max = true) over the group.
+  void (*all_reduce)(void* ctx, float* values, int64_t n, bool max);
+  void* ctx;
+};
 std::string_view backend_name(Backend b);
 Backend parse_backend(std::string_view name);  // "ref" | "cpu"; throws InvalidArgument
 
 // The op list. Each line of the table names the shapes of its arguments.
 struct Ops {
-  // out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
-  void (*encoder_forward)(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C);
-  // dwte[Vp,C], dwpe[maxT,C] += scatter of dout[B,T,C]
-  void (*encoder_backward)(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C);
-  // out[N,C] = (inp - mean) * rstd * weight + bias, over the last dimension; eps = 1e-5
+  // Token embedding over a range of vocabulary rows (the whole table on one rank):
+  // out[N,C] = wte[inp[n] - row_begin] when row_begin <= inp[n] < row_begin + R, else 0.
+  void (*embedding_forward)(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N, int C);
+  // dwte[R,C] += dout[n] for the tokens in the range
+  void (*embedding_backward)(float* dwte, const float* dout, const int* inp, int row_begin, int R, int64_t N, int C);
+  // Position embedding: out[B,T,C] += wpe[t, :]; wpe [maxT,C]
+  void (*position_forward)(float* out, const float* wpe, int B, int T, int C);
+  // dwpe[t,:] += sum over b of dout[b,t,:]
+  void (*position_backward)(float* dwpe, const float* dout, int B, int T, int C);
+  // LayerNorm over rows of C_total channels of which this rank holds C (C_total = C without a
+  // reducer): out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd [N]; eps = 1e-5.
   void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                            const float* bias, int64_t N, int C);
+                            const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer);
   void (*layernorm_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                             const float* weight, const float* mean, const float* rstd, int64_t N, int C);
+                             const float* weight, const float* mean, const float* rstd, int64_t N, int C,
+                             int C_total, const RowReducer* reducer);
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)
   void (*matmul_forward)(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
                          int OC);
@@ -49,14 +66,17 @@ struct Ops {
   void (*residual_forward)(float* out, const float* a, const float* b, int64_t N);
   // da += dout; db += dout
   void (*residual_backward)(float* da, float* db, const float* dout, int64_t N);
-  // Softmax over the first V of Vp logits per row, and the cross-entropy of the target:
-  // probs[N,Vp] (padded columns set to 0; may alias logits), losses[N] = -log probs[target].
+  // Softmax over the vocabulary and the cross-entropy of the target. This rank holds Vs columns per
+  // row (the row stride) for vocabulary ids [vocab_begin, vocab_begin + Vs), of which the first
+  // Vvalid are real tokens (the rest padding; on one rank: Vs = Vp, Vvalid = V, vocab_begin = 0).
+  // probs[N,Vs] (padding set to 0; may alias logits); losses[N] = -log p(target), complete on every
+  // rank of the reducer's group.
   void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const int* targets,
-                                       int64_t N, int V, int Vp);
-  // dlogits[N,Vp] += (probs - onehot(target)) * dloss over the first V columns (may alias probs:
-  // then it is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N.
+                                       int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+  // dlogits[N,Vs] += (probs - onehot(target)) * dloss over the valid columns (may alias probs: then it
+  // is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N.
   void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, float dloss,
-                                        int64_t N, int V, int Vp);
+                                        int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW (Loshchilov & Hutter), as llm.c: g = grad * grad_scale; m = b1 m + (1-b1) g;
   // v = b2 v + (1-b2) g^2; p -= lr (m_hat / (sqrt(v_hat) + eps) + weight_decay p), with
   // m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), t >= 1.
@@ -70,12 +90,17 @@ const Ops& ops_for(Backend backend);
 
 // The implementations, callable directly (tests compare them). Same signatures as the table.
 #define AXONN_DECLARE_OPS                                                                                    \
-  void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C);  \
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C);    \
+  void embedding_forward(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N,     \
+                         int C);                                                                              \
+  void embedding_backward(float* dwte, const float* dout, const int* inp, int row_begin, int R, int64_t N,   \
+                          int C);                                                                             \
+  void position_forward(float* out, const float* wpe, int B, int T, int C);                                  \
+  void position_backward(float* dwpe, const float* dout, int B, int T, int C);                               \
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,         \
-                         const float* bias, int64_t N, int C);                                                \
+                         const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer);        \
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,     \
-                          const float* weight, const float* mean, const float* rstd, int64_t N, int C);       \
+                          const float* weight, const float* mean, const float* rstd, int64_t N, int C,        \
+                          int C_total, const RowReducer* reducer);                                            \
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C, \
                       int OC);                                                                                \
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,        \
@@ -88,9 +113,9 @@ const Ops& ops_for(Backend backend);
   void residual_forward(float* out, const float* a, const float* b, int64_t N);                               \
   void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
   void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,     \
-                                    int64_t N, int V, int Vp);                                                \
+                                    int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);\
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,     \
-                                     int64_t N, int V, int Vp);                                               \
+                                     int64_t N, int Vvalid, int Vs, int vocab_begin);                         \
   void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,  \
                     float beta2, float eps, float weight_decay, float grad_scale, int t);                     \
   double sum_squares(const float* x, int64_t n);

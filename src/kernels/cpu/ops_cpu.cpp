@@ -30,64 +30,142 @@ inline void split_range(int64_t n, int tid, int nthr, int64_t* begin, int64_t* e
 }
 }  // namespace
 
-void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
-  // out [B,T,C], inp [B,T], wte [Vp,C], wpe [maxT,C]
+void embedding_forward(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N, int C) {
+  // out [N,C], inp [N], wte [R,C] holding vocabulary rows [row_begin, row_begin + R)
 #pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
-    float* o = out + bt * C;
-    const float* e = wte + (int64_t)inp[bt] * C;
-    const float* p = wpe + (bt % T) * C;
-#pragma omp simd
-    for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
+  for (int64_t n = 0; n < N; n++) {
+    float* o = out + n * C;
+    int r = inp[n] - row_begin;
+    if (r >= 0 && r < R) {
+      std::memcpy(o, wte + (int64_t)r * C, sizeof(float) * C);
+    } else {
+      std::memset(o, 0, sizeof(float) * C);
+    }
   }
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C) {
-  // dwte [Vp,C], dwpe [maxT,C], dout [B,T,C], inp [B,T]. Split by channel: no two threads touch
-  // the same gradient element, whatever tokens repeat.
+void embedding_backward(float* dwte, const float* dout, const int* inp, int row_begin, int R, int64_t N, int C) {
+  // dwte [R,C], dout [N,C], inp [N]. Split by channel: no two threads touch the same gradient
+  // element, whatever tokens repeat.
 #pragma omp parallel
   {
     int64_t c0, c1;
     split_range(C, omp_get_thread_num(), omp_get_num_threads(), &c0, &c1);
-    for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
-      const float* d = dout + bt * C;
-      float* de = dwte + (int64_t)inp[bt] * C;
-      float* dp = dwpe + (bt % T) * C;
+    for (int64_t n = 0; n < N; n++) {
+      int r = inp[n] - row_begin;
+      if (r < 0 || r >= R) continue;
+      const float* d = dout + n * C;
+      float* dw = dwte + (int64_t)r * C;
 #pragma omp simd
-      for (int64_t i = c0; i < c1; i++) {
-        de[i] += d[i];
-        dp[i] += d[i];
-      }
+      for (int64_t i = c0; i < c1; i++) dw[i] += d[i];
+    }
+  }
+}
+
+void position_forward(float* out, const float* wpe, int B, int T, int C) {
+  // out [B,T,C] (added to), wpe [maxT,C]
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
+    float* o = out + bt * C;
+    const float* p = wpe + (bt % T) * C;
+#pragma omp simd
+    for (int i = 0; i < C; i++) o[i] += p[i];
+  }
+}
+
+void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
+  // dwpe [maxT,C], dout [B,T,C]: each thread owns whole positions
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < T; t++) {
+    float* dp = dwpe + (int64_t)t * C;
+    for (int b = 0; b < B; b++) {
+      const float* d = dout + ((int64_t)b * T + t) * C;
+#pragma omp simd
+      for (int i = 0; i < C; i++) dp[i] += d[i];
     }
   }
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C) {
-  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]
+                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
+  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels
+  if (!reducer) {  // whole rows: one pass over each row while it is in cache
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = inp + n * C;
+      float m = 0.0f;
+#pragma omp simd reduction(+ : m)
+      for (int i = 0; i < C; i++) m += x[i];
+      m /= (float)C;
+      float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+      for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
+      v /= (float)C;
+      float s = 1.0f / std::sqrt(v + kLayerNormEps);
+      float* o = out + n * C;
+#pragma omp simd
+      for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
+      mean[n] = m;
+      rstd[n] = s;
+    }
+    return;
+  }
+  // sharded rows: partial sums, completed by the reducer between the passes
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
     float m = 0.0f;
 #pragma omp simd reduction(+ : m)
     for (int i = 0; i < C; i++) m += x[i];
-    m /= (float)C;
+    mean[n] = m;
+  }
+  reducer->all_reduce(reducer->ctx, mean, N, false);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float m = mean[n] / (float)C_total;
+    mean[n] = m;
     float v = 0.0f;
 #pragma omp simd reduction(+ : v)
     for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-    v /= (float)C;
-    float s = 1.0f / std::sqrt(v + kLayerNormEps);
+    rstd[n] = v;
+  }
+  reducer->all_reduce(reducer->ctx, rstd, N, false);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float m = mean[n], s = 1.0f / std::sqrt(rstd[n] / (float)C_total + kLayerNormEps);
+    rstd[n] = s;
     float* o = out + n * C;
 #pragma omp simd
     for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
-    mean[n] = m;
-    rstd[n] = s;
   }
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C) {
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer) {
   // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+  // Pass 1: per-row sums of dnorm and dnorm * xhat (partial when the rows are sharded).
+  std::vector<float> sums(2 * (size_t)N);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* dy = dout + n * C;
+    const float* x = inp + n * C;
+    float m = mean[n], s = rstd[n];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int i = 0; i < C; i++) {
+      float xhat = (x[i] - m) * s;
+      float dnorm = weight[i] * dy[i];
+      s1 += dnorm;
+      s2 += dnorm * xhat;
+    }
+    sums[n] = s1;
+    sums[N + n] = s2;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, sums.data(), 2 * N, false);
+  // Pass 2: the gradients; weight and bias gradients as per-thread partials added in order.
   int nthr = omp_get_max_threads();
   std::vector<float> partial((size_t)nthr * 2 * C, 0.0f);  // per thread: dweight | dbias
 #pragma omp parallel num_threads(nthr)
@@ -102,16 +180,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const float* x = inp + n * C;
       float* dx = dinp + n * C;
       float m = mean[n], s = rstd[n];
-      float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
-      for (int i = 0; i < C; i++) {
-        float xhat = (x[i] - m) * s;
-        float dnorm = weight[i] * dy[i];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * xhat;
-      }
-      dnorm_mean /= (float)C;
-      dnorm_norm_mean /= (float)C;
+      float dnorm_mean = sums[n] / (float)C_total, dnorm_norm_mean = sums[N + n] / (float)C_total;
 #pragma omp simd
       for (int i = 0; i < C; i++) {
         float xhat = (x[i] - m) * s;
@@ -265,46 +334,65 @@ void residual_backward(float* da, float* db, const float* dout, int64_t N) {
 }
 
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
-                                  int64_t N, int V, int Vp) {
-  // losses [N], probs [N,Vp], logits [N,Vp], targets [N]
+                                  int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+  // losses [N], probs [N,Vs], logits [N,Vs], targets [N]: max, then sum of exponentials and the
+  // target's logit, each completed over the vocabulary-parallel group by the reducer.
+  std::vector<float> maxv(N), sum_target(2 * (size_t)N);  // [N] sum exp | [N] target logit
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float* z = logits + n * Vp;
-    float* p = probs + n * Vp;
-    float maxv = -1e30f;
-#pragma omp simd reduction(max : maxv)
-    for (int i = 0; i < V; i++) maxv = std::max(maxv, z[i]);
-    float sum = 0.0f;
+    const float* z = logits + n * Vs;
+    float m = -1e30f;
+#pragma omp simd reduction(max : m)
+    for (int i = 0; i < Vvalid; i++) m = std::max(m, z[i]);
+    maxv[n] = m;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, maxv.data(), N, true);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* z = logits + n * Vs;
+    float* p = probs + n * Vs;
+    int t = targets[n] - vocab_begin;
+    float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
+    float m = maxv[n], sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < V; i++) {
-      p[i] = std::exp(z[i] - maxv);
+    for (int i = 0; i < Vvalid; i++) {
+      p[i] = std::exp(z[i] - m);
       sum += p[i];
     }
-    float inv = 1.0f / sum;
+    for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
+    sum_target[n] = sum;
+    sum_target[N + n] = target_logit;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, sum_target.data(), 2 * N, false);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    float* p = probs + n * Vs;
+    float inv = 1.0f / sum_target[n];
 #pragma omp simd
-    for (int i = 0; i < V; i++) p[i] *= inv;
-    for (int i = V; i < Vp; i++) p[i] = 0.0f;
-    losses[n] = -std::log(p[targets[n]]);
+    for (int i = 0; i < Vvalid; i++) p[i] *= inv;
+    // -log softmax(target) = log(sum exp) + max - logit(target)
+    losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
   }
 }
 
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int V, int Vp) {
-  // dlogits [N,Vp], probs [N,Vp], targets [N]
+                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N]
   bool in_place = dlogits == probs;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    float* dz = dlogits + n * Vp;
-    const float* p = probs + n * Vp;
+    float* dz = dlogits + n * Vs;
+    const float* p = probs + n * Vs;
     if (in_place) {
 #pragma omp simd
-      for (int i = 0; i < V; i++) dz[i] = dz[i] * dloss;
-      for (int i = V; i < Vp; i++) dz[i] = 0.0f;
+      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * dloss;
+      for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
 #pragma omp simd
-      for (int i = 0; i < V; i++) dz[i] += p[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * dloss;
     }
-    dz[targets[n]] -= dloss;
+    int t = targets[n] - vocab_begin;
+    if (t >= 0 && t < Vvalid) dz[t] -= dloss;
   }
 }
 

@@ -13,74 +13,89 @@ constexpr float kLayerNormEps = 1e-5f;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 }  // namespace
 
-void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T, int C) {
-  // out [B,T,C], inp [B,T], wte [Vp,C], wpe [maxT,C]
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      float* o = out + ((int64_t)b * T + t) * C;
-      const float* e = wte + (int64_t)inp[b * T + t] * C;
-      const float* p = wpe + (int64_t)t * C;
-      for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
-    }
+void embedding_forward(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N, int C) {
+  // out [N,C], inp [N], wte [R,C] holding vocabulary rows [row_begin, row_begin + R)
+  for (int64_t n = 0; n < N; n++) {
+    int r = inp[n] - row_begin;
+    for (int i = 0; i < C; i++) out[n * C + i] = (r >= 0 && r < R) ? wte[(int64_t)r * C + i] : 0.0f;
+  }
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T, int C) {
-  // dwte [Vp,C], dwpe [maxT,C], dout [B,T,C], inp [B,T]
+void embedding_backward(float* dwte, const float* dout, const int* inp, int row_begin, int R, int64_t N, int C) {
+  // dwte [R,C], dout [N,C], inp [N]
+  for (int64_t n = 0; n < N; n++) {
+    int r = inp[n] - row_begin;
+    if (r < 0 || r >= R) continue;
+    for (int i = 0; i < C; i++) dwte[(int64_t)r * C + i] += dout[n * C + i];
+  }
+}
+
+void position_forward(float* out, const float* wpe, int B, int T, int C) {
+  // out [B,T,C] (added to), wpe [maxT,C]
   for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      const float* d = dout + ((int64_t)b * T + t) * C;
-      float* de = dwte + (int64_t)inp[b * T + t] * C;
-      float* dp = dwpe + (int64_t)t * C;
-      for (int i = 0; i < C; i++) {
-        de[i] += d[i];
-        dp[i] += d[i];
-      }
-    }
+    for (int t = 0; t < T; t++)
+      for (int i = 0; i < C; i++) out[((int64_t)b * T + t) * C + i] += wpe[(int64_t)t * C + i];
+}
+
+void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
+  // dwpe [maxT,C], dout [B,T,C]
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      for (int i = 0; i < C; i++) dwpe[(int64_t)t * C + i] += dout[((int64_t)b * T + t) * C + i];
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C) {
-  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]
+                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
+  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels.
+  // Two-pass statistics (mean, then the centred sum of squares), each completed by the reducer.
   for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;
     float m = 0.0f;
-    for (int i = 0; i < C; i++) m += x[i];
-    m /= (float)C;
-    float v = 0.0f;
-    for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-    v /= (float)C;
-    float s = 1.0f / std::sqrt(v + kLayerNormEps);
-    float* o = out + n * C;
-    for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
+    for (int i = 0; i < C; i++) m += inp[n * C + i];
     mean[n] = m;
-    rstd[n] = s;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, mean, N, false);
+  for (int64_t n = 0; n < N; n++) {
+    mean[n] /= (float)C_total;
+    float v = 0.0f;
+    for (int i = 0; i < C; i++) v += (inp[n * C + i] - mean[n]) * (inp[n * C + i] - mean[n]);
+    rstd[n] = v;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, rstd, N, false);
+  for (int64_t n = 0; n < N; n++) {
+    rstd[n] = 1.0f / std::sqrt(rstd[n] / (float)C_total + kLayerNormEps);
+    for (int i = 0; i < C; i++)
+      out[n * C + i] = rstd[n] * (inp[n * C + i] - mean[n]) * weight[i] + bias[i];
   }
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C) {
-  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer) {
+  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N].
+  // The input gradient needs two row reductions over all C_total channels: sum(dy*w) and
+  // sum(dy*w*xhat); they are computed first (partial), completed by the reducer, then applied.
+  std::vector<float> sums(2 * (size_t)N);  // [N] sum(dnorm) | [N] sum(dnorm * xhat)
   for (int64_t n = 0; n < N; n++) {
-    const float* dy = dout + n * C;
-    const float* x = inp + n * C;
-    float* dx = dinp + n * C;
-    float m = mean[n], s = rstd[n];
-    // the two reductions of the input gradient: mean(dy*w) and mean(dy*w*xhat)
-    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
     for (int i = 0; i < C; i++) {
-      float xhat = (x[i] - m) * s;
-      float dnorm = weight[i] * dy[i];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * xhat;
+      float xhat = (inp[n * C + i] - mean[n]) * rstd[n];
+      float dnorm = weight[i] * dout[n * C + i];
+      s1 += dnorm;
+      s2 += dnorm * xhat;
     }
-    dnorm_mean /= (float)C;
-    dnorm_norm_mean /= (float)C;
+    sums[n] = s1;
+    sums[N + n] = s2;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, sums.data(), 2 * N, false);
+  for (int64_t n = 0; n < N; n++) {
+    float dnorm_mean = sums[n] / (float)C_total, dnorm_norm_mean = sums[N + n] / (float)C_total;
     for (int i = 0; i < C; i++) {
-      float xhat = (x[i] - m) * s;
-      float dnorm = weight[i] * dy[i];
-      dbias[i] += dy[i];
-      dweight[i] += xhat * dy[i];
-      dx[i] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * s;
+      float xhat = (inp[n * C + i] - mean[n]) * rstd[n];
+      float dy = dout[n * C + i];
+      float dnorm = weight[i] * dy;
+      dbias[i] += dy;
+      dweight[i] += xhat * dy;
+      dinp[n * C + i] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * rstd[n];
     }
   }
 }
@@ -213,35 +228,51 @@ void residual_backward(float* da, float* db, const float* dout, int64_t N) {
 }
 
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
-                                  int64_t N, int V, int Vp) {
-  // losses [N], probs [N,Vp], logits [N,Vp], targets [N]
+                                  int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+  // losses [N], probs [N,Vs], logits [N,Vs], targets [N]. Three row reductions over the vocabulary:
+  // the max (for stability), the sum of exponentials, and the target's logit (0 where not held).
+  std::vector<float> maxv(N), sum_target(2 * (size_t)N);  // [N] sum exp | [N] target logit
   for (int64_t n = 0; n < N; n++) {
-    const float* z = logits + n * Vp;
-    float* p = probs + n * Vp;
-    float maxv = -1e30f;
-    for (int i = 0; i < V; i++) maxv = z[i] > maxv ? z[i] : maxv;
+    float m = -1e30f;
+    for (int i = 0; i < Vvalid; i++) m = logits[n * Vs + i] > m ? logits[n * Vs + i] : m;
+    maxv[n] = m;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, maxv.data(), N, true);
+  for (int64_t n = 0; n < N; n++) {
+    const float* z = logits + n * Vs;
+    float* p = probs + n * Vs;
+    int t = targets[n] - vocab_begin;
+    float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
     float sum = 0.0f;
-    for (int i = 0; i < V; i++) {
-      p[i] = std::exp(z[i] - maxv);
+    for (int i = 0; i < Vvalid; i++) {
+      p[i] = std::exp(z[i] - maxv[n]);
       sum += p[i];
     }
-    for (int i = 0; i < V; i++) p[i] /= sum;
-    for (int i = V; i < Vp; i++) p[i] = 0.0f;
-    losses[n] = -std::log(p[targets[n]]);
+    for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
+    sum_target[n] = sum;
+    sum_target[N + n] = target_logit;
+  }
+  if (reducer) reducer->all_reduce(reducer->ctx, sum_target.data(), 2 * N, false);
+  for (int64_t n = 0; n < N; n++) {
+    float* p = probs + n * Vs;
+    for (int i = 0; i < Vvalid; i++) p[i] /= sum_target[n];
+    // -log softmax(target) = log(sum exp) + max - logit(target)
+    losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
   }
 }
 
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int V, int Vp) {
-  // dlogits [N,Vp], probs [N,Vp], targets [N]
+                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N]
   for (int64_t n = 0; n < N; n++) {
-    float* dz = dlogits + n * Vp;
-    const float* p = probs + n * Vp;
+    float* dz = dlogits + n * Vs;
+    const float* p = probs + n * Vs;
+    int t = targets[n] - vocab_begin;
     if (dz == p) {  // in place: overwrite
-      for (int i = 0; i < V; i++) dz[i] = (dz[i] - (i == targets[n] ? 1.0f : 0.0f)) * dloss;
-      for (int i = V; i < Vp; i++) dz[i] = 0.0f;
+      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
-      for (int i = 0; i < V; i++) dz[i] += (p[i] - (i == targets[n] ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * dloss;
     }
   }
 }

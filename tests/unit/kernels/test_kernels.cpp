@@ -2,8 +2,10 @@
 // finite differences of its forward.
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "axonn/core/error.hpp"
@@ -74,33 +76,46 @@ TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
 
 TEST(Gemm, MeasuredRateIsPositive) { EXPECT_GT(k::measure_sgemm_gflops(128, 2), 0.1); }
 
-TEST(Encoder, CpuMatchesRef) {
+TEST(Embedding, CpuMatchesRefAndHonoursTheRowRange) {
   Vec wte = randn(Vp * C, 1), wpe = randn(T * C, 2), dout = randn(N * C, 3);
   auto inp = randint(N, V, 4);
   inp[5] = inp[6] = inp[0];  // repeated tokens: the scatter must accumulate
-  Vec o1(N * C), o2(N * C);
-  k::ref::encoder_forward(o1.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
-  k::cpu::encoder_forward(o2.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
-  EXPECT_TRUE(allclose(o2, o1, 0, 0));
-  Vec dwte1(Vp * C, 0.5f), dwpe1(T * C, 0.25f), dwte2 = dwte1, dwpe2 = dwpe1;
-  k::ref::encoder_backward(dwte1.data(), dwpe1.data(), dout.data(), inp.data(), B, T, C);
-  k::cpu::encoder_backward(dwte2.data(), dwpe2.data(), dout.data(), inp.data(), B, T, C);
-  EXPECT_TRUE(allclose(dwte2, dwte1, 1e-6f, 1e-6f));
-  EXPECT_TRUE(allclose(dwpe2, dwpe1, 1e-6f, 1e-6f));
+  for (auto [begin, rows] : {std::pair{0, Vp}, std::pair{9, 11}}) {
+    Vec o1(N * C), o2(N * C, 7.0f);
+    k::ref::embedding_forward(o1.data(), inp.data(), wte.data() + begin * C, begin, rows, N, C);
+    k::cpu::embedding_forward(o2.data(), inp.data(), wte.data() + begin * C, begin, rows, N, C);
+    EXPECT_TRUE(allclose(o2, o1, 0, 0));
+    for (int64_t n = 0; n < N; n++) {
+      bool held = inp[n] >= begin && inp[n] < begin + rows;
+      EXPECT_EQ(o1[n * C + 3], held ? wte[inp[n] * C + 3] : 0.0f);
+    }
+    Vec d1(rows * C, 0.5f), d2 = d1;
+    k::ref::embedding_backward(d1.data(), dout.data(), inp.data(), begin, rows, N, C);
+    k::cpu::embedding_backward(d2.data(), dout.data(), inp.data(), begin, rows, N, C);
+    EXPECT_TRUE(allclose(d2, d1, 1e-6f, 1e-6f));
+  }
+  Vec p1 = randn(N * C, 5), p2 = p1, dp1(T * C, 0.25f), dp2 = dp1;
+  k::ref::position_forward(p1.data(), wpe.data(), B, T, C);
+  k::cpu::position_forward(p2.data(), wpe.data(), B, T, C);
+  EXPECT_TRUE(allclose(p2, p1, 0, 0));
+  k::ref::position_backward(dp1.data(), dout.data(), B, T, C);
+  k::cpu::position_backward(dp2.data(), dout.data(), B, T, C);
+  EXPECT_TRUE(allclose(dp2, dp1, 1e-6f, 1e-6f));
+  EXPECT_FLOAT_EQ(dp1[2 * C + 1], 0.25f + dout[(0 * T + 2) * C + 1] + dout[(1 * T + 2) * C + 1] + dout[(2 * T + 2) * C + 1]);
 }
 
 TEST(LayerNorm, CpuMatchesRef) {
   Vec x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   Vec o1(N * C), o2(N * C), m1(N), m2(N), r1(N), r2(N);
-  k::ref::layernorm_forward(o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C);
-  k::cpu::layernorm_forward(o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C);
+  k::ref::layernorm_forward(o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  k::cpu::layernorm_forward(o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
   EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(r2, r1, 1e-5f, 1e-5f));
   Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(C, 0.2f), dw2 = dw1, db1(C, 0.3f), db2 = db1;
   k::ref::layernorm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m1.data(),
-                             r1.data(), N, C);
+                             r1.data(), N, C, C, nullptr);
   k::cpu::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), m1.data(),
-                             r1.data(), N, C);
+                             r1.data(), N, C, C, nullptr);
   EXPECT_TRUE(allclose(dx2, dx1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(dw2, dw1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(db2, db1, 1e-4f, 1e-4f));
@@ -111,13 +126,13 @@ TEST(LayerNorm, RefBackwardMatchesFiniteDifferences) {
   Vec x = randn(n * c, 1), w = randn(c, 2), b = randn(c, 3), proj = randn(n * c, 4);
   Vec out(n * c), mean(n), rstd(n);
   auto f = [&] {
-    k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c);
+    k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, c, nullptr);
     return dot(out, proj);
   };
   f();
   Vec dx(n * c, 0), dw(c, 0), db(c, 0);
   k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), mean.data(),
-                             rstd.data(), n, c);
+                             rstd.data(), n, c, c, nullptr);
   EXPECT_TRUE(allclose(dx, finite_diff(x, f, 1e-3f), 5e-3f, 1e-2f));
   EXPECT_TRUE(allclose(dw, finite_diff(w, f), 2e-3f, 1e-2f));
   EXPECT_TRUE(allclose(db, finite_diff(b, f), 2e-3f, 1e-2f));
@@ -234,8 +249,8 @@ TEST(SoftmaxCrossEntropy, CpuMatchesRefAndIgnoresPadding) {
     for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
   auto tg = randint(N, V, 2);
   Vec l1(N), l2(N), p1(N * Vp), p2(N * Vp);
-  k::ref::softmax_crossentropy_forward(l1.data(), p1.data(), z.data(), tg.data(), N, V, Vp);
-  k::cpu::softmax_crossentropy_forward(l2.data(), p2.data(), z.data(), tg.data(), N, V, Vp);
+  k::ref::softmax_crossentropy_forward(l1.data(), p1.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
+  k::cpu::softmax_crossentropy_forward(l2.data(), p2.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
   EXPECT_TRUE(allclose(l2, l1, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(p2, p1, 1e-7f, 1e-5f));
   for (int64_t n = 0; n < N; n++) {
@@ -246,12 +261,12 @@ TEST(SoftmaxCrossEntropy, CpuMatchesRefAndIgnoresPadding) {
   }
   // backward, accumulating and in place
   Vec d1(N * Vp, 0.5f), d2 = d1;
-  k::ref::softmax_crossentropy_backward(d1.data(), p1.data(), tg.data(), 0.25f, N, V, Vp);
-  k::cpu::softmax_crossentropy_backward(d2.data(), p1.data(), tg.data(), 0.25f, N, V, Vp);
+  k::ref::softmax_crossentropy_backward(d1.data(), p1.data(), tg.data(), 0.25f, N, V, Vp, 0);
+  k::cpu::softmax_crossentropy_backward(d2.data(), p1.data(), tg.data(), 0.25f, N, V, Vp, 0);
   EXPECT_TRUE(allclose(d2, d1, 1e-6f, 1e-6f));
   Vec q1 = p1, q2 = p1;
-  k::ref::softmax_crossentropy_backward(q1.data(), q1.data(), tg.data(), 0.25f, N, V, Vp);
-  k::cpu::softmax_crossentropy_backward(q2.data(), q2.data(), tg.data(), 0.25f, N, V, Vp);
+  k::ref::softmax_crossentropy_backward(q1.data(), q1.data(), tg.data(), 0.25f, N, V, Vp, 0);
+  k::cpu::softmax_crossentropy_backward(q2.data(), q2.data(), tg.data(), 0.25f, N, V, Vp, 0);
   EXPECT_TRUE(allclose(q2, q1, 1e-7f, 1e-6f));
   EXPECT_EQ(q1[V], 0.0f);
 }
@@ -261,12 +276,12 @@ TEST(SoftmaxCrossEntropy, RefBackwardMatchesFiniteDifferences) {
   Vec z = randn(n * vp, 1), l(n), p(n * vp);
   std::vector<int> tg = {1, 4, 0};
   auto f = [&] {
-    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp);
+    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp, 0, nullptr);
     return (l[0] + l[1] + l[2]) / 3.0;
   };
   f();
   Vec d(n * vp, 0);
-  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), 1.0f / 3, n, v, vp);
+  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), 1.0f / 3, n, v, vp, 0);
   EXPECT_TRUE(allclose(d, finite_diff(z, f, 1e-3f), 1e-3f, 1e-2f));
 }
 
@@ -302,6 +317,109 @@ TEST(Dispatch, TablesAndNames) {
   EXPECT_THROW(k::parse_backend("gpu"), axonn::InvalidArgument);
   EXPECT_THROW(k::parse_gemm_backend("mkl"), axonn::InvalidArgument);
 }
+
+
+// Two in-process "ranks" (threads) each holding a slice of every row; the reducer combines their
+// partial results through a barrier, as an all-reduce over the X (or X*Y) group would.
+namespace {
+struct TwoRankReducer {
+  std::barrier<> sync{2};
+  std::vector<float> slot[2];
+};
+struct RankCtx {
+  TwoRankReducer* shared;
+  int rank;
+};
+void two_rank_all_reduce(void* ctx, float* values, int64_t n, bool max) {
+  auto* c = static_cast<RankCtx*>(ctx);
+  c->shared->slot[c->rank].assign(values, values + n);
+  c->shared->sync.arrive_and_wait();
+  const Vec& other = c->shared->slot[1 - c->rank];
+  for (int64_t i = 0; i < n; i++) values[i] = max ? std::max(values[i], other[i]) : values[i] + other[i];
+  c->shared->sync.arrive_and_wait();  // nobody refills a slot before both have read it
+}
+// Columns [c0, c1) of a row-major [rows, cols] matrix.
+Vec columns(const Vec& m, int64_t rows, int cols, int c0, int c1) {
+  Vec out;
+  for (int64_t r = 0; r < rows; r++) out.insert(out.end(), m.begin() + r * cols + c0, m.begin() + r * cols + c1);
+  return out;
+}
+}  // namespace
+
+class ShardedRows : public ::testing::TestWithParam<k::Backend> {};
+
+TEST_P(ShardedRows, LayerNormOverTwoChannelSlicesMatchesWholeRows) {
+  const k::Ops& ops = k::ops_for(GetParam());
+  const int c0 = 5;  // slices [0,5) and [5,12): unequal on purpose
+  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+  Vec out(N * C), mean(N), rstd(N), dx(N * C, 0), dw(C, 0), db(C, 0);
+  ops.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  ops.layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                         N, C, C, nullptr);
+  TwoRankReducer shared;
+  Vec outs[2], dxs[2], dws[2], dbs[2];
+  auto rank = [&](int r) {
+    int lo = r == 0 ? 0 : c0, hi = r == 0 ? c0 : C, Cl = hi - lo;
+    RankCtx ctx{&shared, r};
+    k::RowReducer red{two_rank_all_reduce, &ctx};
+    Vec xs = columns(x, N, C, lo, hi), dys = columns(dy, N, C, lo, hi), m(N), s(N);
+    outs[r].resize(N * Cl);
+    dxs[r].assign(N * Cl, 0);
+    dws[r].assign(Cl, 0);
+    dbs[r].assign(Cl, 0);
+    ops.layernorm_forward(outs[r].data(), m.data(), s.data(), xs.data(), w.data() + lo, b.data() + lo, N, Cl, C, &red);
+    ops.layernorm_backward(dxs[r].data(), dws[r].data(), dbs[r].data(), dys.data(), xs.data(), w.data() + lo,
+                           m.data(), s.data(), N, Cl, C, &red);
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  for (int r = 0; r < 2; r++) {
+    int lo = r == 0 ? 0 : c0, hi = r == 0 ? c0 : C;
+    EXPECT_TRUE(allclose(outs[r], columns(out, N, C, lo, hi), 1e-5f, 1e-5f)) << "rank " << r;
+    EXPECT_TRUE(allclose(dxs[r], columns(dx, N, C, lo, hi), 1e-5f, 1e-4f)) << "rank " << r;
+    EXPECT_TRUE(allclose(dws[r], Vec(dw.begin() + lo, dw.begin() + hi), 1e-5f, 1e-4f));
+    EXPECT_TRUE(allclose(dbs[r], Vec(db.begin() + lo, db.begin() + hi), 1e-5f, 1e-4f));
+  }
+}
+
+TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
+  const k::Ops& ops = k::ops_for(GetParam());
+  const int v0 = 16;  // slice 0: ids [0,16) all valid; slice 1: [16,40), valid up to V = 37
+  Vec z = randn(N * Vp, 1, 3.0f);
+  auto tg = randint(N, V, 2);
+  tg[0] = 3;
+  tg[1] = 30;  // targets on both sides
+  Vec loss(N), p(N * Vp);
+  ops.softmax_crossentropy_forward(loss.data(), p.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
+  Vec dz = p;
+  ops.softmax_crossentropy_backward(dz.data(), dz.data(), tg.data(), 0.5f, N, V, Vp, 0);
+  TwoRankReducer shared;
+  Vec losses[2], probs[2], grads[2];
+  auto rank = [&](int r) {
+    int lo = r == 0 ? 0 : v0, hi = r == 0 ? v0 : Vp, Vs = hi - lo, valid = std::min(V, hi) - lo;
+    RankCtx ctx{&shared, r};
+    k::RowReducer red{two_rank_all_reduce, &ctx};
+    Vec zs = columns(z, N, Vp, lo, hi);
+    losses[r].resize(N);
+    probs[r].resize(N * Vs);
+    ops.softmax_crossentropy_forward(losses[r].data(), probs[r].data(), zs.data(), tg.data(), N, valid, Vs, lo, &red);
+    grads[r] = probs[r];
+    ops.softmax_crossentropy_backward(grads[r].data(), grads[r].data(), tg.data(), 0.5f, N, valid, Vs, lo);
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  for (int r = 0; r < 2; r++) {
+    int lo = r == 0 ? 0 : v0, hi = r == 0 ? v0 : Vp;
+    EXPECT_TRUE(allclose(losses[r], loss, 1e-5f, 1e-5f)) << "rank " << r;
+    EXPECT_TRUE(allclose(probs[r], columns(p, N, Vp, lo, hi), 1e-7f, 1e-5f)) << "rank " << r;
+    EXPECT_TRUE(allclose(grads[r], columns(dz, N, Vp, lo, hi), 1e-7f, 1e-5f)) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ShardedRows, ::testing::Values(k::Backend::kRef, k::Backend::kCpu),
+                         [](const auto& info) { return std::string(k::backend_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GemmBackends, ::testing::Values(k::GemmBackend::kOneDnn, k::GemmBackend::kOpenBlas),
                          [](const auto& info) { return std::string(k::gemm_backend_name(info.param)); });
