@@ -12,7 +12,6 @@
 
 #include "axonn/core/dtype.hpp"
 #include "axonn/core/error.hpp"
-#include "axonn/model/gpt.hpp"
 
 namespace axonn::checkpoint {
 
@@ -67,10 +66,10 @@ model::GptConfig read_llmc_config(const std::string& path) {
   return c;
 }
 
-void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params) {
+void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
+                       const std::function<void(model::Param, int, const float*)>& consume) {
   model::GptConfig file_config = read_llmc_config(path);
-  AXONN_CHECK_IO(file_config.num_parameters() == config.num_parameters() &&
-                     file_config.channels == config.channels && file_config.num_layers == config.num_layers &&
+  AXONN_CHECK_IO(file_config.channels == config.channels && file_config.num_layers == config.num_layers &&
                      file_config.padded_vocab_size == config.padded_vocab_size &&
                      file_config.max_seq_len == config.max_seq_len,
                  "checkpoint '", path, "' is for ", file_config.str(), ", not ", config.str());
@@ -79,21 +78,35 @@ void load_llmc_params(const std::string& path, const model::GptConfig& config, A
   AXONN_CHECK_IO(std::fread(h, sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts, "checkpoint '", path,
                  "' is truncated");
   const bool bf16 = h[1] == 5;
-  std::vector<uint16_t> buf;
-  for (size_t i = 0; i < params.size(); i++) {
-    Tensor t = params.tensor(i);
-    auto n = static_cast<size_t>(t.numel());
-    size_t got;
-    if (bf16) {
-      buf.resize(n);
-      got = std::fread(buf.data(), sizeof(uint16_t), n, f.get());
-      float* dst = t.f32();
-      for (size_t j = 0; j < got; j++) dst[j] = bf16_to_f32(buf[j]);
-    } else {
-      got = std::fread(t.f32(), sizeof(float), n, f.get());
+  std::vector<float> layer;
+  std::vector<uint16_t> raw;
+  for (int i = 0; i < model::kNumParamTensors; i++) {
+    auto p = static_cast<model::Param>(i);
+    Shape s = model::param_shape(config, p);
+    const int layers = model::param_is_per_layer(p) ? static_cast<int>(s[0]) : 1;
+    auto n = static_cast<size_t>(s.numel() / layers);
+    layer.resize(n);
+    for (int l = 0; l < layers; l++) {
+      size_t got;
+      if (bf16) {
+        raw.resize(n);
+        got = std::fread(raw.data(), sizeof(uint16_t), n, f.get());
+        for (size_t j = 0; j < got; j++) layer[j] = bf16_to_f32(raw[j]);
+      } else {
+        got = std::fread(layer.data(), sizeof(float), n, f.get());
+      }
+      AXONN_CHECK_IO(got == n, "checkpoint '", path, "' is truncated inside tensor '", model::param_name(p), "'");
+      consume(p, l, layer.data());
     }
-    AXONN_CHECK_IO(got == n, "checkpoint '", path, "' is truncated inside tensor '", params.slot_name(i), "'");
   }
+}
+
+void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params) {
+  read_llmc_tensors(path, config, [&](model::Param p, int l, const float* data) {
+    Tensor t = params.tensor(static_cast<size_t>(p));
+    Tensor dst = model::param_is_per_layer(p) ? t[l] : t;
+    std::memcpy(dst.f32(), data, dst.bytes());
+  });
 }
 
 void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version) {

@@ -16,6 +16,7 @@
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
+#include "axonn/parallel/grid.hpp"
 
 namespace axonn::train {
 
@@ -34,6 +35,9 @@ void validate(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.layers >= 0 && c.heads >= 0 && c.channels >= 0 && c.vocab >= 0 && c.max_seq_len >= 0,
                   "--layers, --heads, --channels, --vocab and --max-seq-len must be positive");
   AXONN_CHECK_ARG(c.peak_gflops >= 0, "--peak-gflops must be >= 0 (0 = measure), got ", c.peak_gflops);
+  AXONN_CHECK_ARG(c.gx >= 0 && c.gy >= 0 && c.gz >= 0 && c.gdata >= 0, "--gx, --gy, --gz and --gdata must be positive");
+  AXONN_CHECK_ARG(c.grid.empty() || !(c.gx || c.gy || c.gz || c.gdata),
+                  "give the grid either as --grid GX,GY,GZ,GD or as --gx --gy --gz --gdata, not both");
   bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
   AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
@@ -55,16 +59,35 @@ model::GptConfig resolve_model(const TrainConfig& c) {
   return m;
 }
 
+parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
+  if (c.gx || c.gy || c.gz || c.gdata) {
+    parallel::GridShape s{c.gx ? c.gx : 1, c.gy ? c.gy : 1, c.gz ? c.gz : 1, 0};
+    // an unset Gdata takes the ranks the other three leave
+    s.gdata = c.gdata ? c.gdata : std::max(1, world_size / s.gx / s.gy / s.gz);
+    parallel::check_grid(s, world_size);
+    return s;
+  }
+  return parallel::parse_grid(c.grid, world_size);
+}
+
 }  // namespace
 
-std::vector<StepMetrics> train(const TrainConfig& c) {
+std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Communicator> world) {
   validate(c);
+  const parallel::GridShape shape = resolve_grid(c, world->size());
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
   const model::GptConfig mc = resolve_model(c);
   AXONN_CHECK_ARG(c.seq_len <= mc.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
                   mc.max_seq_len, "; use --seq-len <= ", mc.max_seq_len);
+  const int token_groups = shape.gz * shape.gdata;  // the batch is split over Z and data
+  AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
+                  shape.gz, "*", shape.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
+  AXONN_CHECK_ARG(c.save.empty() || world->size() == 1,
+                  "--save writes an llm.c file from one rank's full weights; with several ranks use sharded "
+                  "checkpoints (not available yet) or train on one rank");
+  const int B_local = c.batch_size / token_groups;
 
   // data
   std::unique_ptr<data::TokenShard> shard;
@@ -75,12 +98,15 @@ std::vector<StepMetrics> train(const TrainConfig& c) {
   }
   data::BatchLoader loader(*shard, c.batch_size, c.seq_len);
 
-  // model and optimizer
-  model::Gpt gpt(mc, c.batch_size, c.seq_len, backend);
+  // the grid, the model's shards on it, and the optimizer on those shards
+  parallel::Grid grid(shape, world);
+  model::Gpt gpt(mc, grid, B_local, c.seq_len, backend);
   if (c.init.empty()) {
     gpt.init_random(c.seed);
   } else {
-    checkpoint::load_llmc_params(c.init, mc, gpt.params());
+    checkpoint::read_llmc_tensors(c.init, mc, [&](model::Param p, int layer, const float* full) {
+      gpt.load_full_layer(p, layer, full);
+    });
   }
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
@@ -96,8 +122,9 @@ std::vector<StepMetrics> train(const TrainConfig& c) {
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
            c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
-  log_info("grid      1 rank (Gx=1 Gy=1 Gz=1 Gdata=1)");
-  log_info("memory    params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, total %.1f MiB",
+  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank", shape.gx, shape.gy, shape.gz,
+           shape.gdata, world->size(), world->size() > 1 ? "s" : "", B_local, B_local > 1 ? "s" : "");
+  log_info("memory    per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, total %.1f MiB",
            mib(gpt.param_bytes()), mib(gpt.grad_bytes()), mib(opt.state_bytes()), mib(gpt.activation_bytes()),
            mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes()));
   log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
@@ -106,23 +133,27 @@ std::vector<StepMetrics> train(const TrainConfig& c) {
            c.peak_gflops > 0 ? "given" : "sgemm measured now");
 
   std::optional<std::ofstream> metrics;
-  if (!c.metrics.empty()) {
+  if (!c.metrics.empty() && world->rank() == 0) {
     metrics.emplace(c.metrics, std::ios::trunc);
     AXONN_CHECK_IO(metrics->good(), "cannot write metrics file '", c.metrics, "'");
   }
 
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch_size) * c.seq_len;
+  const int64_t local_tokens = static_cast<int64_t>(B_local) * c.seq_len;
+  // this rank's sequences of each global batch: block d*Gz + z
+  const int64_t block_offset = (static_cast<int64_t>(grid.coords().d) * shape.gz + grid.coords().z) * local_tokens;
   std::vector<int> inputs(static_cast<size_t>(tokens_per_step)), targets(inputs.size());
   std::vector<StepMetrics> history;
   for (int step = 0; step < c.steps; step++) {
     Timer timer;
     loader.next(inputs.data(), targets.data());
-    float loss = gpt.forward(inputs.data(), targets.data());
+    float loss = gpt.forward(inputs.data() + block_offset, targets.data() + block_offset);
     AXONN_CHECK(std::isfinite(loss), "the loss is ", loss, " at step ", step,
                 "; training diverged: lower --lr or enable --grad-clip");
     gpt.zero_grad();
     gpt.backward();
-    double norm = optim::grad_norm(gpt.grads(), kernels::ops_for(backend));
+    gpt.sync_gradients();
+    double norm = gpt.grad_norm();
     float lr = optim::learning_rate(schedule, c.lr, step, c.warmup_steps, c.steps, c.min_lr_frac);
     opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
     double seconds = timer.seconds();
@@ -134,7 +165,7 @@ std::vector<StepMetrics> train(const TrainConfig& c) {
     m.grad_norm = norm;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = static_cast<double>(tokens_per_step) / seconds;
-    m.mfu = gpt.flops_per_step() / seconds / (peak * 1e9);
+    m.mfu = gpt.flops_per_step() / seconds / (peak * 1e9 * world->size());
     history.push_back(m);
     if (!c.quiet)
       log_info("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", step + 1,

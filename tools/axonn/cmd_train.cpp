@@ -2,8 +2,7 @@
 #include <memory>
 #include <string>
 
-#include "axonn/comm/runtime.hpp"
-#include "axonn/core/error.hpp"
+#include "axonn/comm/factory.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/train/trainer.hpp"
 #include "commands.hpp"
@@ -25,7 +24,13 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
   sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
-  sub->add_option("--batch-size", c->batch_size, "global batch, in sequences");
+  sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
+                  "and weight shards, D: data); default 1,1,1,<ranks>");
+  sub->add_option("--gx", c->gx, "Gx (instead of --grid; unset axes are 1, Gdata takes the remaining ranks)");
+  sub->add_option("--gy", c->gy, "Gy");
+  sub->add_option("--gz", c->gz, "Gz");
+  sub->add_option("--gdata", c->gdata, "Gdata");
+  sub->add_option("--batch-size", c->batch_size, "global batch, in sequences (split over Z and data)");
   sub->add_option("--seq-len", c->seq_len, "tokens per sequence");
   sub->add_option("--steps", c->steps, "training steps");
   sub->add_option("--lr", c->lr, "peak learning rate");
@@ -48,11 +53,7 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_flag("--quiet", c->quiet, "no per-step progress lines");
   sub->callback([c, action] {
     *action = [c] {
-      int world = comm::Runtime::process_world_size();
-      if (world > 1)
-        throw InvalidArgument("axonn train runs on one rank for now (the job has " + std::to_string(world) +
-                              "); the 4D-parallel trainer (--grid) is not built yet: run without mpirun -n");
-      train::train(*c);
+      train::train(*c, comm::world());
       return 0;
     };
   });

@@ -10,9 +10,10 @@
 //   checkpoint::load_llmc_params(path, cfg, gpt.params());
 #pragma once
 
+#include <functional>
 #include <string>
 
-#include "axonn/model/gpt_config.hpp"
+#include "axonn/model/gpt.hpp"
 #include "axonn/tensor/arena.hpp"
 
 namespace axonn::checkpoint {
@@ -22,6 +23,11 @@ constexpr int kLlmcModelMagic = 20240326;
 // Reads and validates the header; throws IoError (missing, truncated, wrong magic or version, bad
 // sizes) naming the file and the problem.
 model::GptConfig read_llmc_config(const std::string& path);
+// Reads every parameter tensor, one layer at a time for the per-layer ones, widened to fp32, and
+// hands each to consume(param, layer, data) (non-per-layer tensors come as layer 0). Memory: one
+// layer's tensor at a time, so every rank of a large grid can take its shard from the file.
+void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
+                       const std::function<void(model::Param, int, const float*)>& consume);
 // Reads the parameters into an arena laid out by model::reserve_gpt_params for `config`.
 void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params);
 // Writes a checkpoint (version 3 fp32, or 5 bf16) atomically: temporary file, fsync, rename.

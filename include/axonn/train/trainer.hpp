@@ -6,8 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "axonn/comm/communicator.hpp"
 
 namespace axonn::train {
 
@@ -19,8 +22,11 @@ struct TrainConfig {
   // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
   std::string data;                 // --data FILE
   int64_t synthetic_tokens = 200000;
+  // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size
+  std::string grid;
+  int gx = 0, gy = 0, gz = 0, gdata = 0;
   // batch
-  int batch_size = 4;               // --batch-size B: global, in sequences
+  int batch_size = 4;               // --batch-size B: global, in sequences (split over Z and data)
   int seq_len = 64;                 // --seq-len T
   int steps = 50;                   // --steps N
   // optimizer
@@ -52,8 +58,9 @@ struct StepMetrics {
   double mfu = 0.0;       // model FLOPs / step time / peak
 };
 
-// Validates the configuration (InvalidArgument with what to change), builds everything, trains,
-// and returns the per-step metrics. Progress goes to the log (rank 0).
-std::vector<StepMetrics> train(const TrainConfig& config);
+// Validates the configuration (InvalidArgument with what to change), builds the grid over `world`
+// and everything on it, trains, and returns the per-step metrics (the same on every rank).
+// Collective over world. Progress goes to the log (rank 0); the metrics file is written by rank 0.
+std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world);
 
 }  // namespace axonn::train
