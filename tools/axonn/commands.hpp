@@ -15,5 +15,6 @@ namespace axonn::tools {
 using Action = std::function<int()>;
 
 void add_train_command(CLI::App& app, Action* action);
+void add_bench_command(CLI::App& app, Action* action);  // bench comm, bench overlap
 
 }  // namespace axonn::tools

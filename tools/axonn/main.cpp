@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "axonn 0.1.0");
   axonn::tools::Action action;
   axonn::tools::add_train_command(app, &action);
+  axonn::tools::add_bench_command(app, &action);
 
   try {
     app.parse(argc, argv);
