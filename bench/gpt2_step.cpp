@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "axonn/comm/factory.hpp"
+#include "axonn/comm/runtime.hpp"
 #include "axonn/core/profiler.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/kernels/gemm.hpp"
@@ -20,6 +22,7 @@
 using namespace axonn;
 
 int main(int argc, char** argv) {
+  comm::Runtime mpi(&argc, &argv);
   std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256";
   int steps = 3;
   bool profile = false;
@@ -50,7 +53,9 @@ int main(int argc, char** argv) {
       std::string s = shapes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? shapes.size() : comma + 1;
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
-      model::Gpt gpt(cfg, B, T, kernels::Backend::kCpu);
+      auto world = comm::world();
+      parallel::Grid grid({1, 1, 1, 1}, world);
+      model::Gpt gpt(cfg, grid, B, T, kernels::Backend::kCpu);
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
       optim::AdamW opt(gpt.params(), {}, {}, ops);
@@ -68,8 +73,9 @@ int main(int argc, char** argv) {
           gpt.zero_grad();
         }
         gpt.backward();
+        gpt.sync_gradients();
         ProfileScope os(&prof, "optimizer (norm + adamw)");
-        opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(optim::grad_norm(gpt.grads(), ops), 1.0f));
+        opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
         return loss;
       };
       step();  // warm-up: page faults, GEMM kernel selection

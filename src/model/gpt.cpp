@@ -117,6 +117,15 @@ float gpt2_init_value(const GptConfig& c, Param p, int64_t index, uint64_t seed)
   }
 }
 
+void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed) {
+  for (int i = 0; i < kNumParamTensors; i++) {
+    Tensor t = params.tensor(static_cast<size_t>(i));
+    float* w = t.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < t.numel(); j++) w[j] = gpt2_init_value(c, static_cast<Param>(i), j, seed);
+  }
+}
+
 Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend)
     : config_((config.validate(), config)), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),

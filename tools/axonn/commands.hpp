@@ -16,5 +16,6 @@ using Action = std::function<int()>;
 
 void add_train_command(CLI::App& app, Action* action);
 void add_plan_command(CLI::App& app, Action* action);
+void add_bench_command(CLI::App& app, Action* action);  // bench comm, bench overlap
 
 }  // namespace axonn::tools

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   axonn::tools::Action action;
   axonn::tools::add_train_command(app, &action);
   axonn::tools::add_plan_command(app, &action);
+  axonn::tools::add_bench_command(app, &action);
 
   try {
     app.parse(argc, argv);

@@ -56,6 +56,8 @@ void reserve_gpt_params(Arena& arena, const GptConfig& c);
 // padded vocabulary rows 0. A counter-based generator: the value depends only on (seed, p, index),
 // so every shard of every grid initialises to the same model.
 float gpt2_init_value(const GptConfig& c, Param p, int64_t index, uint64_t seed);
+// Fills an arena of full tensors (reserve_gpt_params) with gpt2_init_value.
+void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed);
 
 class Gpt {
  public:

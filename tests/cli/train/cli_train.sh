@@ -72,14 +72,19 @@ case $case_name in
   init_with_shape) expect_error "drop --model and the shape flags" "$axonn" train --init "$model" --layers 3 ;;
   mpi_bad_input_every_rank)
     # two ranks: the error is printed once and every rank exits non-zero, without a hang
-    expect_error "runs on one rank for now" "$mpiexec" -n 2 "$axonn" train --batch-size 0 || exit 1
-    n=$(grep -c "runs on one rank for now" "$tmp/out")
+    expect_error "--batch-size must be positive, got 0" "$mpiexec" -n 2 "$axonn" train --batch-size 0 || exit 1
+    n=$(grep -c "batch-size must be positive" "$tmp/out")
     [ "$n" -eq 1 ] || { echo "FAIL: error printed $n times"; exit 1; } ;;
-  reference_losses)
-    # the README's reference run, through the CLI and mpiexec -n 1, against llm.c's losses
-    "$mpiexec" -n 1 "$axonn" train --init "$model" --data "$tokens" "${ref_flags[@]}" --metrics "$tmp/m.jsonl" \
-      >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
-    python3 - "$tmp/m.jsonl" "$ref/gpt2-tiny/losses.txt" <<'PY'
+  reference_losses | reference_losses@*)
+    # the README's reference run, through the CLI and mpiexec, on one rank or on the grid after '@',
+    # against llm.c's losses
+    grid=1,1,1,1
+    [ "$case_name" = reference_losses ] || grid=${case_name#reference_losses@}
+    np=$(( $(echo "$grid" | tr , '*') ))
+    timeout 200 "$mpiexec" -n "$np" --oversubscribe "$axonn" train --grid "$grid" --init "$model" --data "$tokens" \
+      "${ref_flags[@]}" --metrics "$tmp/m.jsonl" --peak-gflops 100 >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    grep -q "grid      Gx=${grid%%,*} " "$tmp/out" || { echo "FAIL: grid $grid not used"; cat "$tmp/out"; exit 1; }
+    python3 - "$tmp/m.jsonl" "$ref/gpt2-tiny/losses.txt" "$grid" <<'PY'
 import json, sys
 got = [json.loads(l) for l in open(sys.argv[1])]
 want = [float(l.split()[1]) for l in open(sys.argv[2])]
@@ -89,7 +94,7 @@ for i, (g, w) in enumerate(zip(got, want)):
     for k in ("loss", "lr", "step_ms", "tokens_per_s", "mfu"):
         assert k in g, (k, g)
     assert abs(g["loss"] - w) <= 1e-3, (i, g["loss"], w)
-print("ok: 30 steps, max |loss - llm.c| = %.3g" % max(abs(g["loss"] - w) for g, w in zip(got, want)))
+print("ok: 30 steps on grid " + sys.argv[3] + ", max |loss - llm.c| = %.3g" % max(abs(g["loss"] - w) for g, w in zip(got, want)))
 PY
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
 #include "tensor_expect.hpp"
@@ -37,6 +38,12 @@ double stddev(const float* x, int64_t n) {
   return std::sqrt(s2 / n - m * m);
 }
 
+// A 1x1x1x1 grid over this process (MPI singleton), for the single-rank model.
+struct OneRank {
+  std::shared_ptr<comm::Communicator> world = comm::world();
+  parallel::Grid grid{{1, 1, 1, 1}, world};
+};
+
 }  // namespace
 
 TEST(GptConfig, ParameterCountOfGpt2Small) {
@@ -45,6 +52,7 @@ TEST(GptConfig, ParameterCountOfGpt2Small) {
 }
 
 TEST(GptConfig, RejectsBadShapes) {
+  OneRank one;
   GptConfig c = odd_config();
   c.num_heads = 4;  // 18 % 4 != 0
   EXPECT_THROW(c.validate(), InvalidArgument);
@@ -52,22 +60,24 @@ TEST(GptConfig, RejectsBadShapes) {
   c.num_layers = 0;
   EXPECT_THROW(c.validate(), InvalidArgument);
   EXPECT_THROW(model::gpt_preset("gpt5"), InvalidArgument);
-  EXPECT_THROW(Gpt(odd_config(), 2, 17, kernels::Backend::kCpu), InvalidArgument);  // T > maxT
-  EXPECT_THROW(Gpt(odd_config(), 0, 4, kernels::Backend::kCpu), InvalidArgument);
+  EXPECT_THROW(Gpt(odd_config(), one.grid, 2, 17, kernels::Backend::kCpu), InvalidArgument);  // T > maxT
+  EXPECT_THROW(Gpt(odd_config(), one.grid, 0, 4, kernels::Backend::kCpu), InvalidArgument);
 }
 
 TEST(Gpt, RejectsTokensOutsideVocabulary) {
-  Gpt g(odd_config(), 1, 4, kernels::Backend::kCpu);
+  OneRank one;
+  Gpt g(odd_config(), one.grid, 1, 4, kernels::Backend::kCpu);
   g.init_random(1);
   std::vector<int> in = {1, 2, 61, 3}, tg = {2, 3, 4, 5};
   EXPECT_THROW(g.forward(in.data(), tg.data()), InvalidArgument);
 }
 
 TEST(Gpt, InitialisationFollowsGpt2AndIsCounterBased) {
+  OneRank one;
   GptConfig c = odd_config();
   c.channels = 96;
   c.num_heads = 4;
-  Gpt g(c, 1, 4, kernels::Backend::kRef);
+  Gpt g(c, one.grid, 1, 4, kernels::Backend::kRef);
   g.init_random(42);
   Tensor wte = g.param(Param::kWte);
   EXPECT_NEAR(stddev(wte.f32(), (int64_t)c.vocab_size * c.channels), 0.02, 0.002);
@@ -79,13 +89,13 @@ TEST(Gpt, InitialisationFollowsGpt2AndIsCounterBased) {
   EXPECT_EQ(g.param(Param::kQkvb).f32()[7], 0.0f);
   // the same seed gives the same weights; another seed others; and an element's value does not
   // depend on the rest of the model (layer 0 of qkvw is the same with one more layer)
-  Gpt g2(c, 1, 4, kernels::Backend::kRef);
+  Gpt g2(c, one.grid, 1, 4, kernels::Backend::kRef);
   g2.init_random(42);
   EXPECT_TRUE(test::allclose(g2.param(Param::kQkvw).f32(), g.param(Param::kQkvw).f32(),
                              g.param(Param::kQkvw).numel(), 0, 0));
   GptConfig c3 = c;
   c3.num_layers = 3;
-  Gpt g3(c3, 1, 4, kernels::Backend::kRef);
+  Gpt g3(c3, one.grid, 1, 4, kernels::Backend::kRef);
   g3.init_random(42);
   EXPECT_TRUE(test::allclose(g3.param(Param::kQkvw)[0].f32(), g.param(Param::kQkvw)[0].f32(),
                              g.param(Param::kQkvw)[0].numel(), 0, 0));
@@ -94,9 +104,10 @@ TEST(Gpt, InitialisationFollowsGpt2AndIsCounterBased) {
 }
 
 TEST(Gpt, CpuKernelsMatchRefKernelsEndToEnd) {
+  OneRank one;
   const int B = 3, T = 11;
   GptConfig c = odd_config();
-  Gpt fast(c, B, T, kernels::Backend::kCpu), slow(c, B, T, kernels::Backend::kRef);
+  Gpt fast(c, one.grid, B, T, kernels::Backend::kCpu), slow(c, one.grid, B, T, kernels::Backend::kRef);
   fast.init_random(7);
   slow.init_random(7);
   auto in = test::randint(B * T, c.vocab_size, 1), tg = test::randint(B * T, c.vocab_size, 2);
@@ -115,9 +126,10 @@ TEST(Gpt, CpuKernelsMatchRefKernelsEndToEnd) {
 }
 
 TEST(Gpt, BackwardMatchesFiniteDifferencesOfTheLoss) {
+  OneRank one;
   const int B = 2, T = 5;
   GptConfig c = odd_config();
-  Gpt g(c, B, T, kernels::Backend::kRef);
+  Gpt g(c, one.grid, B, T, kernels::Backend::kRef);
   g.init_random(3);
   // larger weights than GPT-2's init, so that every gradient is well above fp32 noise
   for (size_t s = 0; s < g.params().size(); s++) {
@@ -153,8 +165,9 @@ TEST(Gpt, BackwardMatchesFiniteDifferencesOfTheLoss) {
 }
 
 TEST(Gpt, FlopsOfGpt2Small) {
+  OneRank one;
   // 3 x (2 x (12 C^2 L + C Vp) + 4 T C L) per token
-  Gpt g(model::gpt_preset("gpt2-tiny"), 1, 8, kernels::Backend::kRef);
+  Gpt g(model::gpt_preset("gpt2-tiny"), one.grid, 1, 8, kernels::Backend::kRef);
   double C = 64, L = 2, Vp = 512, T = 8;
   EXPECT_DOUBLE_EQ(g.flops_per_step(), 3 * (2 * (12 * C * C * L + C * Vp) + 4 * T * C * L) * T);
 }

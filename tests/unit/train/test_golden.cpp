@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/train/trainer.hpp"
 
@@ -34,7 +35,7 @@ std::vector<double> read_losses(const std::string& path) {
 
 // Trains and returns the largest per-step difference to the expected losses.
 double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& expected) {
-  auto history = train::train(c);
+  auto history = train::train(c, comm::world());
   EXPECT_EQ(history.size(), expected.size());
   double worst = 0;
   for (size_t i = 0; i < history.size() && i < expected.size(); i++) {
@@ -120,7 +121,7 @@ TEST(Train, BuiltInDefaultLearns) {
   c.warmup_steps = 10;
   c.peak_gflops = 100;
   c.quiet = true;
-  auto h = train::train(c);
+  auto h = train::train(c, comm::world());
   ASSERT_EQ(h.size(), 100u);
   EXPECT_GT(h.front().loss, 6.0f);  // ln(500) = 6.2 at init
   EXPECT_LT(h.back().loss, 3.5f) << "the loss did not fall";
@@ -135,7 +136,7 @@ TEST(Train, RejectsBadConfiguration) {
     c.quiet = true;
     c.steps = 1;
     mutate(c);
-    EXPECT_THROW(train::train(c), InvalidArgument);
+    EXPECT_THROW(train::train(c, comm::world()), InvalidArgument);
   };
   bad([](auto& c) { c.batch_size = 0; });
   bad([](auto& c) { c.seq_len = -3; });

@@ -1,0 +1,121 @@
+// parallel/grid.hpp — AxoNN's 4D process grid and its communicators.
+//
+// The job's ranks form a grid Gx × Gy × Gz × Gdata (spec/axonn.md §2). Names, AxoNN's in brackets:
+//   X (G_intra_c, "column", inner): splits the input features of a layer; forward all-reduce group
+//   Y (G_intra_r, "row", outer):    splits the output features; backward all-reduce group
+//   Z (G_intra_d, "depth"):         splits the tokens and shards the weights ZeRO-3 style
+//   data (G_data):                  plain data parallelism
+// Rank order, X fastest, then Y, then Z, then data (AxoNN's; X groups are contiguous ranks, the most
+// likely to share a node):
+//   world_rank = ((d*Gz + z)*Gy + y)*Gx + x
+// e.g. on a 2x2x2x2 grid rank 13 is (x,y,z,d) = (1,0,1,1); its X group is {12,13}, Y {13,15},
+// Z {9,13}, data {5,13}.
+//
+// A group fixes some coordinates and varies the others; this rank's index in a group's
+// communicator is the linearised varying coordinates (so x().rank() == coords().x, and
+// xy().rank() == y*Gx + x). Groups: X, Y, Z, a second Z (same ranks, independent communicator, for
+// the weight all-gathers so they never queue behind the reduce-scatters on Z), X·Y (vocabulary-
+// parallel embedding and loss), X·Y·Z (one model replica: gradient-norm reductions), data.
+//
+// No globals: build one Grid after MPI is up and pass it to whoever communicates.
+//
+//   auto world = axonn::comm::world();
+//   auto shape = axonn::parallel::parse_grid(grid_flag, world->size());   // "2,2,1,1" or ""
+//   axonn::parallel::Grid grid(shape, world);        // throws InvalidArgument if sizes disagree
+//   grid.x().all_reduce(y, n, DType::kF32);           // over X
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "axonn/comm/communicator.hpp"
+
+namespace axonn::parallel {
+
+// The grid's extent along each axis.
+struct GridShape {
+  int gx = 1;
+  int gy = 1;
+  int gz = 1;
+  int gdata = 1;
+
+  // Number of ranks the grid needs (product of the four; assumes a valid shape).
+  int size() const { return gx * gy * gz * gdata; }
+  // "2x2x2x1" (Gx x Gy x Gz x Gdata).
+  std::string str() const;
+  bool operator==(const GridShape&) const = default;
+};
+
+// A rank's position in the grid.
+struct GridCoords {
+  int x = 0;
+  int y = 0;
+  int z = 0;
+  int d = 0;
+  bool operator==(const GridCoords&) const = default;
+};
+
+enum class GridGroup { kX, kY, kZ, kZ2, kXY, kXYZ, kData, kWorld };
+inline constexpr GridGroup kAllGridGroups[] = {GridGroup::kX,  GridGroup::kY,   GridGroup::kZ,
+                                               GridGroup::kZ2, GridGroup::kXY,  GridGroup::kXYZ,
+                                               GridGroup::kData, GridGroup::kWorld};
+// "x", "y", "z", "z2", "xy", "xyz", "data", "world" (also the communicators' names).
+std::string_view grid_group_name(GridGroup g);
+
+// --- the mapping, pure functions (no MPI) ---
+
+// Parses --grid "GX,GY,GZ,GD" (commas or 'x' between the numbers); an empty text means
+// 1,1,1,world_size (pure data parallelism). Throws InvalidArgument on anything else.
+GridShape parse_grid(std::string_view text, int world_size);
+// Throws InvalidArgument unless every extent is >= 1 and the product is world_size, e.g.
+// "grid 2x2x2x1 = 8 ranks, but the job has 4; change --grid or mpirun -np".
+void check_grid(const GridShape& shape, int world_size);
+// Coordinates of world rank `rank`, 0 <= rank < shape.size().
+GridCoords grid_coords(const GridShape& shape, int rank);
+// World rank at `c`.
+int grid_rank(const GridShape& shape, const GridCoords& c);
+// World ranks of the group `g` that contains world rank `rank`, in the order of their rank in the
+// group's communicator (ascending world rank).
+std::vector<int> grid_group_members(const GridShape& shape, int rank, GridGroup g);
+// This rank's index in its group `g` (its position in grid_group_members).
+int grid_group_rank(const GridShape& shape, int rank, GridGroup g);
+
+// --- the communicators ---
+
+class Grid {
+ public:
+  // Checks the shape against world->size() (throws InvalidArgument before any communication),
+  // then splits `world` into every group. Collective over world.
+  Grid(const GridShape& shape, std::shared_ptr<comm::Communicator> world);
+  Grid(const Grid&) = delete;
+  Grid& operator=(const Grid&) = delete;
+  ~Grid();
+
+  const GridShape& shape() const { return shape_; }
+  const GridCoords& coords() const { return coords_; }
+  int rank() const { return world_->rank(); }
+
+  comm::Communicator& x() const { return *x_; }
+  comm::Communicator& y() const { return *y_; }
+  comm::Communicator& z() const { return *z_; }
+  // Same ranks as z(), independent communicator: weight all-gathers go here, reduce-scatters on z().
+  comm::Communicator& z2() const { return *z2_; }
+  comm::Communicator& xy() const { return *xy_; }
+  comm::Communicator& xyz() const { return *xyz_; }
+  comm::Communicator& data() const { return *data_; }
+  comm::Communicator& world() const { return *world_; }
+  comm::Communicator& group(GridGroup g) const;
+
+  // "grid 2x2x2x2, rank 13 at (x,y,z,d) = (1,0,1,1)".
+  std::string str() const;
+
+ private:
+  GridShape shape_;
+  GridCoords coords_;
+  std::shared_ptr<comm::Communicator> world_;
+  std::unique_ptr<comm::Communicator> x_, y_, z_, z2_, xy_, xyz_, data_;
+};
+
+}  // namespace axonn::parallel

@@ -1,0 +1,109 @@
+// comm/mpi/mpi_context.hpp — state shared by every MPI communicator split from one world():
+// the bf16 datatype and reduction ops, and the progress engine (private to the MPI backend).
+//
+// Asynchronous progress. Open MPI (like most MPIs on shared memory and TCP) advances a
+// non-blocking collective only while some thread is inside an MPI call; BLAS and OpenMP never
+// call MPI, so a collective issued before a GEMM would sit still until wait(). Design:
+//  * the thread that calls a collective also *starts* it (MPI_I*), so collectives enter MPI in
+//    program order on every rank, as MPI requires;
+//  * the started request is handed to a progress thread that owns every in-flight request from
+//    then on: it polls them all with MPI_Testsome, runs the completion step (kAvg's division) and
+//    wakes the waiters. It sleeps on a condition variable while nothing is in flight, and pauses
+//    poll_interval_us between polls that complete nothing (no poll pause while a thread waits);
+//  * Work::wait() blocks on a condition variable; it never calls MPI on a request the progress
+//    thread owns (two threads testing one request is erroneous MPI).
+// Blocking collectives call MPI's blocking functions directly on the calling thread.
+// This needs MPI_THREAD_MULTIPLE. Without a progress thread, test() and wait() call MPI_Test and
+// MPI_Wait themselves.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "axonn/comm/factory.hpp"
+#include "axonn/comm/reduce_op.hpp"
+#include "axonn/comm/work.hpp"
+#include "axonn/core/dtype.hpp"
+
+namespace axonn::comm::detail {
+
+// One started non-blocking collective.
+struct PendingOp {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::string what;                   // "all_reduce of 1024 f32 on communicator 'x'"
+  std::function<void()> on_complete;  // e.g. kAvg's division; runs once, before waiters wake
+  // Count and displacement arrays of v-collectives: MPI reads them until completion.
+  std::vector<int> counts, displs, counts2, displs2;
+
+  // Completion, guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+
+  // Runs on_complete (if the collective succeeded), stores the outcome and wakes the waiters.
+  void complete(int mpi_rc);
+  bool is_done();
+  void wait_done();
+};
+
+class MpiContext {
+ public:
+  explicit MpiContext(const CommOptions& options);
+  ~MpiContext();
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  MPI_Datatype datatype(DType t) const;
+  MPI_Op op(DType t, ReduceOp op) const;
+  bool has_progress_thread() const { return thread_.joinable(); }
+
+  // Hands a started request over to the progress thread.
+  void submit(std::shared_ptr<PendingOp> op);
+  // While any thread is blocked in wait(), the progress thread polls without pausing.
+  void add_waiter() { waiters_.fetch_add(1); }
+  void remove_waiter() { waiters_.fetch_sub(1); }
+
+ private:
+  void run();  // the progress thread
+
+  CommOptions options_;
+  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  MPI_Op bf16_max_ = MPI_OP_NULL;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<PendingOp>> incoming_;  // guarded by mu_
+  bool stop_ = false;                                  // guarded by mu_
+  std::atomic<int> waiters_{0};
+  std::thread thread_;
+};
+
+// The Work of one PendingOp.
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::shared_ptr<MpiContext> ctx, std::shared_ptr<PendingOp> op)
+      : ctx_(std::move(ctx)), op_(std::move(op)) {}
+  ~MpiWork() override;
+  void wait() override;
+  bool test() override;
+
+ private:
+  std::shared_ptr<MpiContext> ctx_;  // keeps the progress thread alive while this is in flight
+  std::shared_ptr<PendingOp> op_;
+};
+
+// True while MPI is initialised and not finalised (MPI objects may be freed).
+bool mpi_alive();
+
+}  // namespace axonn::comm::detail

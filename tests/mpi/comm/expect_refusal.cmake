@@ -1,0 +1,18 @@
+# Runs CMD (a list) and passes only if it exits non-zero and its output holds EXPECT exactly once
+# (printed by one rank, not by all of them, and not lost in an abort).
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 50)
+set(all "${out}${err}")
+message("${all}")
+string(REPLACE "${EXPECT}" "\n@@FOUND@@\n" marked "${all}")
+string(REGEX MATCHALL "@@FOUND@@" found "${marked}")
+list(LENGTH found n)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a non-zero exit, got 0")
+endif()
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected the message once, found it ${n} times: ${EXPECT}")
+endif()
+if(all MATCHES "MPI_ABORT")
+  message(FATAL_ERROR "the refusal went through MPI_Abort")
+endif()
+message("OK: exit code ${rc}, message printed once")

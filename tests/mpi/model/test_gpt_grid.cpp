@@ -1,0 +1,186 @@
+// The GPT on every 4D grid of this world's size against the same model on one rank: the loss, the
+// gradient norm, every element of this rank's gradient shards (after the gradient sync) and of its
+// parameter shards after AdamW steps, compared with the single-rank model's full tensors at the
+// element's global index. Also: initialisation and llm.c-checkpoint loading give every grid the
+// single-rank weights exactly.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/comm/factory.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "tensor_expect.hpp"
+
+namespace axonn {
+namespace {
+
+using model::Gpt;
+using model::Param;
+
+model::GptConfig test_config() {
+  model::GptConfig c;
+  c.max_seq_len = 9;
+  c.vocab_size = 70;        // padded to 128: the vocabulary rows split unevenly over X*Y
+  c.padded_vocab_size = 128;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.channels = 16;
+  return c;
+}
+constexpr int kB = 8, kT = 7, kSteps = 3;
+
+std::vector<parallel::GridShape> shapes_of(int n) {
+  std::vector<parallel::GridShape> out;
+  for (int gx = 1; gx <= n; ++gx)
+    for (int gy = 1; gx * gy <= n; ++gy)
+      for (int gz = 1; gx * gy * gz <= n; ++gz)
+        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
+  return out;
+}
+
+// Compares this rank's shard of every tensor in `sharded` (params or grads of `dist`) with the full
+// tensors of the single-rank model; returns the number of elements checked.
+// skip_key_bias: the key bias has a zero gradient in exact arithmetic (q.b_k shifts every score of a
+// query alike; softmax ignores it), so AdamW moves it by lr-sized steps in the direction of fp32
+// noise, which differs between grids; it is left out of the comparison of updated weights.
+int64_t expect_shards_match(const Gpt& dist, const Arena& sharded, const Arena& full, float atol, float rtol,
+                            const std::string& what, bool skip_key_bias = false) {
+  const int C = dist.config().channels;
+  int64_t checked = 0;
+  for (int i = 0; i < model::kNumParamTensors; i++) {
+    auto p = static_cast<Param>(i);
+    Tensor s = sharded.tensor(i), f = full.tensor(i);
+    const int layers = model::param_is_per_layer(p) ? dist.config().num_layers : 1;
+    const int64_t per_layer = s.numel() / layers, full_per_layer = dist.full_layer_numel(p);
+    int bad = 0;
+    for (int l = 0; l < layers; l++)
+      for (int64_t j = 0; j < per_layer; j++) {
+        const int64_t gi = dist.global_index(p, j);
+        if (skip_key_bias && p == Param::kQkvb && gi >= C && gi < 2 * C) continue;
+        float a = s.f32()[l * per_layer + j], b = f.f32()[l * full_per_layer + gi];
+        if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b)) && bad++ < 3)
+          ADD_FAILURE() << what << " " << model::param_name(p) << " layer " << l << " [" << j << "]: " << a
+                        << " vs single-rank " << b << " on " << dist.grid().str();
+        checked++;
+      }
+  }
+  return checked;
+}
+
+struct Batch {
+  std::vector<int> in, tg;
+};
+Batch make_batch(int step, int vocab) {
+  Batch b{test::randint(kB * kT, vocab, 100 + step), test::randint(kB * kT, vocab, 200 + step)};
+  return b;
+}
+
+}  // namespace
+
+TEST(GptOnGrid, EveryGridMatchesOneRank) {
+  auto world = comm::world();
+  // the reference: the same model on a 1x1x1x1 grid of this rank alone
+  auto self = world->split(world->rank(), 0, "self");
+  std::shared_ptr<comm::Communicator> self_shared(std::move(self));
+  parallel::Grid one({1, 1, 1, 1}, self_shared);
+  const model::GptConfig cfg = test_config();
+  const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
+  const optim::AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};
+  std::vector<bool> decay(model::kNumParamTensors);
+  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<Param>(i));
+
+  // single-rank trajectory, kept per step
+  Gpt ref(cfg, one, kB, kT, kernels::Backend::kCpu);
+  ref.init_random(11);
+  optim::AdamW ref_opt(ref.params(), adam, decay, ops);
+
+  int tried = 0;
+  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+    if (kB % (shape.gz * shape.gdata) != 0) continue;
+    std::unique_ptr<parallel::Grid> grid;
+    std::unique_ptr<Gpt> dist;
+    try {
+      grid = std::make_unique<parallel::Grid>(shape, world);
+      dist = std::make_unique<Gpt>(cfg, *grid, kB / (shape.gz * shape.gdata), kT, kernels::Backend::kCpu);
+    } catch (const InvalidArgument&) {
+      continue;  // a grid this model does not admit (thrown alike on every rank, before any collective)
+    }
+    tried++;
+    SCOPED_TRACE(grid->str());
+    Gpt ref_run(cfg, one, kB, kT, kernels::Backend::kCpu);
+    ref_run.init_random(11);
+    dist->init_random(11);
+    expect_shards_match(*dist, dist->params(), ref_run.params(), 0, 0, "initial weight");
+    optim::AdamW opt(dist->params(), adam, decay, ops), ropt(ref_run.params(), adam, decay, ops);
+    const int block = grid->coords().d * shape.gz + grid->coords().z;
+    const int64_t local = static_cast<int64_t>(kB / (shape.gz * shape.gdata)) * kT;
+    for (int step = 0; step < kSteps; step++) {
+      Batch b = make_batch(step, cfg.vocab_size);
+      float lr = ref_run.forward(b.in.data(), b.tg.data());
+      ref_run.zero_grad();
+      ref_run.backward();
+      ref_run.sync_gradients();
+      double rn = ref_run.grad_norm();
+
+      float ld = dist->forward(b.in.data() + block * local, b.tg.data() + block * local);
+      dist->zero_grad();
+      dist->backward();
+      dist->sync_gradients();
+      double dn = dist->grad_norm();
+      EXPECT_NEAR(ld, lr, 2e-6 * std::fabs(lr)) << "step " << step;
+      EXPECT_NEAR(dn, rn, 1e-5 * rn) << "step " << step;
+      expect_shards_match(*dist, dist->grads(), ref_run.grads(), 1e-6f, 1e-4f, "gradient");
+      ropt.step(ref_run.params(), ref_run.grads(), 1e-2f, optim::clip_scale(rn, 1.0f));
+      opt.step(dist->params(), dist->grads(), 1e-2f, optim::clip_scale(dn, 1.0f));
+    }
+    expect_shards_match(*dist, dist->params(), ref_run.params(), 1e-6f, 1e-4f, "weight after 3 steps", true);
+  }
+  EXPECT_GT(tried, 0);
+  if (world->rank() == 0) std::printf("checked %d grids of %d ranks against one rank\n", tried, world->size());
+}
+
+TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {
+  auto world = comm::world();
+  const model::GptConfig cfg = test_config();
+  char path[] = "/tmp/axonn-grid-ckpt-XXXXXX";
+  // rank 0 writes a full random model; every rank reads its shards from it
+  Arena full("full");
+  model::reserve_gpt_params(full, cfg);
+  full.allocate();
+  model::init_gpt_params(full, cfg, 5);
+  int fd = -1;
+  if (world->rank() == 0) {
+    fd = mkstemp(path);
+    checkpoint::save_llmc(path, cfg, full);
+  }
+  world->broadcast(path, sizeof path / 4, DType::kI32, 0);  // the name, 28 bytes
+  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+    std::unique_ptr<parallel::Grid> grid;
+    std::unique_ptr<Gpt> dist;
+    try {
+      grid = std::make_unique<parallel::Grid>(shape, world);
+      dist = std::make_unique<Gpt>(cfg, *grid, 1, kT, kernels::Backend::kCpu);
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    checkpoint::read_llmc_tensors(path, cfg, [&](Param p, int l, const float* data) { dist->load_full_layer(p, l, data); });
+    expect_shards_match(*dist, dist->params(), full, 0, 0, "loaded weight");
+  }
+  world->barrier();
+  if (world->rank() == 0) {
+    std::remove(path);
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace axonn

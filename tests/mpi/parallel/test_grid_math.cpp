@@ -1,0 +1,119 @@
+// The grid's rank mapping as pure functions (no MPI): AxoNN's worked example on 16 ranks, round
+// trips for many shapes, group membership, and --grid parsing and validation messages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+#include "axonn/parallel/grid.hpp"
+
+namespace axonn::parallel {
+namespace {
+
+TEST(GridMath, AxonnWorkedExampleOn2x2x2x2) {
+  // spec/axonn.md §2.1: rank 13 -> d=1, z=1, y=0, x=1; X {12,13}, Y {13,15}, Z {9,13}, data {5,13}.
+  const GridShape s{2, 2, 2, 2};
+  EXPECT_EQ(grid_coords(s, 13), (GridCoords{1, 0, 1, 1}));
+  EXPECT_EQ(grid_rank(s, {1, 0, 1, 1}), 13);
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kX), (std::vector<int>{12, 13}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kY), (std::vector<int>{13, 15}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kZ), (std::vector<int>{9, 13}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kZ2), (std::vector<int>{9, 13}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kData), (std::vector<int>{5, 13}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXY), (std::vector<int>{12, 13, 14, 15}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXYZ),
+            (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kWorld).size(), 16u);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kX), 1);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kY), 0);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kZ), 1);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kData), 1);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXY), 1);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXYZ), 5);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kWorld), 13);
+}
+
+TEST(GridMath, OddShapes) {
+  // 3x1x1x1: one X group of everything.
+  EXPECT_EQ(grid_group_members({3, 1, 1, 1}, 2, GridGroup::kX), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(grid_group_members({3, 1, 1, 1}, 2, GridGroup::kData), (std::vector<int>{2}));
+  // 1x3x1x2: Y groups {0,1,2} and {3,4,5}; data groups {q, q+3}.
+  const GridShape s{1, 3, 1, 2};
+  EXPECT_EQ(grid_coords(s, 4), (GridCoords{0, 1, 0, 1}));
+  EXPECT_EQ(grid_group_members(s, 4, GridGroup::kY), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(grid_group_members(s, 4, GridGroup::kData), (std::vector<int>{1, 4}));
+  EXPECT_EQ(grid_group_members(s, 4, GridGroup::kX), (std::vector<int>{4}));
+  EXPECT_EQ(grid_group_members(s, 4, GridGroup::kXYZ), (std::vector<int>{3, 4, 5}));
+  // 3x2x5x1: Z group of rank 7 (x=1, y=0... ) = 7 + 6k.
+  EXPECT_EQ(grid_group_members({3, 2, 5, 1}, 7, GridGroup::kZ), (std::vector<int>{1, 7, 13, 19, 25}));
+}
+
+TEST(GridMath, EveryRankRoundTripsAndGroupsPartitionTheWorld) {
+  const int e[] = {1, 2, 3};
+  for (int gx : e) for (int gy : e) for (int gz : e) for (int gd : e) {
+    const GridShape s{gx, gy, gz, gd};
+    for (int r = 0; r < s.size(); ++r) {
+      const GridCoords c = grid_coords(s, r);
+      ASSERT_EQ(grid_rank(s, c), r) << s.str();
+      EXPECT_TRUE(c.x < gx && c.y < gy && c.z < gz && c.d < gd);
+    }
+    for (GridGroup g : kAllGridGroups) {
+      // Every rank is in exactly one group of each kind, at the index grid_group_rank gives.
+      std::set<std::vector<int>> groups;
+      for (int r = 0; r < s.size(); ++r) {
+        const auto m = grid_group_members(s, r, g);
+        const int k = grid_group_rank(s, r, g);
+        ASSERT_TRUE(k >= 0 && k < static_cast<int>(m.size())) << s.str();
+        EXPECT_EQ(m[static_cast<size_t>(k)], r) << s.str() << " " << grid_group_name(g);
+        EXPECT_TRUE(std::is_sorted(m.begin(), m.end()));
+        groups.insert(m);
+      }
+      size_t covered = 0;
+      for (const auto& m : groups) covered += m.size();
+      EXPECT_EQ(covered, static_cast<size_t>(s.size())) << s.str() << " " << grid_group_name(g);
+      const size_t want_size = g == GridGroup::kX ? gx : g == GridGroup::kY ? gy
+                             : g == GridGroup::kZ || g == GridGroup::kZ2 ? gz
+                             : g == GridGroup::kXY ? gx * gy : g == GridGroup::kXYZ ? gx * gy * gz
+                             : g == GridGroup::kData ? gd : s.size();
+      EXPECT_EQ(groups.begin()->size(), want_size) << s.str() << " " << grid_group_name(g);
+    }
+  }
+}
+
+TEST(GridParse, AcceptsCommasOrXAndDefaultsToDataParallel) {
+  EXPECT_EQ(parse_grid("2,2,1,3", 12), (GridShape{2, 2, 1, 3}));
+  EXPECT_EQ(parse_grid("2x2x1x3", 12), (GridShape{2, 2, 1, 3}));
+  EXPECT_EQ(parse_grid("", 6), (GridShape{1, 1, 1, 6}));
+  EXPECT_EQ((GridShape{2, 2, 1, 3}).str(), "2x2x1x3");
+}
+
+TEST(GridParse, RejectsMalformedText) {
+  for (const char* bad : {"2,2,2", "2,2,2,2,2", "2,0,1,1", "a,1,1,1", "2,,1,1", "2,2,1,1,",
+                          "-1,1,1,1", " 1,1,1,1", "2;2;1;1"}) {
+    try {
+      parse_grid(bad, 4);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--grid wants four positive integers GX,GY,GZ,GD"),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GridCheck, NamesTheGridTheWorldAndTheFix) {
+  EXPECT_NO_THROW(check_grid({2, 2, 1, 1}, 4));
+  try {
+    check_grid({2, 2, 2, 1}, 4);
+    ADD_FAILURE() << "accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "grid 2x2x2x1 = 8 ranks, but the job has 4; change --grid or mpirun -np");
+  }
+  EXPECT_THROW(check_grid({0, 1, 1, 4}, 4), InvalidArgument);
+  EXPECT_THROW(check_grid({65536, 65536, 1, 1}, 4), InvalidArgument);  // no int overflow
+}
+
+}  // namespace
+}  // namespace axonn::parallel

@@ -1,0 +1,450 @@
+// axonn bench comm    — nccl-tests-style size sweep of the grid's collectives, values checked.
+// axonn bench overlap — how much of a non-blocking all-reduce hides behind a long computation.
+//
+// `bench` is a family: other benchmarks add their own sub-subcommand next to these.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "axonn/comm/factory.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/core/timer.hpp"
+#include "axonn/parallel/grid.hpp"
+#include "commands.hpp"
+
+namespace axonn::tools {
+namespace {
+
+using comm::Communicator;
+using comm::ReduceOp;
+using parallel::GridGroup;
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+
+// Max over every rank of a per-rank duration (seconds), at nanosecond resolution.
+double max_over(Communicator& world, double seconds) {
+  auto ns = static_cast<int64_t>(seconds * 1e9);
+  world.all_reduce(&ns, 1, DType::kI64, ReduceOp::kMax);  // over world
+  return static_cast<double>(ns) * 1e-9;
+}
+
+int64_t sum_over(Communicator& world, int64_t v) {
+  world.all_reduce(&v, 1, DType::kI64);  // over world
+  return v;
+}
+
+// A typed buffer the checks write and read through float (exact for the small integers used).
+class Values {
+ public:
+  Values(DType t, size_t bytes) : t_(t), bytes_(bytes) {}
+  void* data() { return bytes_.data(); }
+  void set(size_t i, float v) {
+    if (t_ == DType::kBF16) {
+      const uint16_t b = f32_to_bf16(v);
+      std::memcpy(bytes_.data() + 2 * i, &b, 2);
+    } else {
+      std::memcpy(bytes_.data() + 4 * i, &v, 4);
+    }
+  }
+  float get(size_t i) const {
+    if (t_ == DType::kBF16) {
+      uint16_t b;
+      std::memcpy(&b, bytes_.data() + 2 * i, 2);
+      return bf16_to_f32(b);
+    }
+    float v;
+    std::memcpy(&v, bytes_.data() + 4 * i, 4);
+    return v;
+  }
+  void zero() { std::fill(bytes_.begin(), bytes_.end(), 0); }
+
+ private:
+  DType t_;
+  std::vector<unsigned char> bytes_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// axonn bench comm
+
+struct CommBenchOptions {
+  std::string grid;
+  int64_t min_bytes = 4096;
+  int64_t max_bytes = 32 << 20;
+  int step_factor = 2;
+  std::string dtype = "f32";
+  int warmup = 3;
+  int iters = 10;
+  bool async = false;
+};
+
+enum class Op { kAllReduce, kAllGather, kReduceScatter };
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return "all_reduce";
+    case Op::kAllGather: return "all_gather";
+    case Op::kReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+// nccl-tests' bus-bandwidth factors (ring algorithms): the bytes each link carries per byte of data.
+double busbw_factor(Op op, int n) {
+  const double f = static_cast<double>(n - 1) / n;
+  return op == Op::kAllReduce ? 2 * f : f;
+}
+
+class CommBench {
+ public:
+  CommBench(const CommBenchOptions& o, parallel::Grid& grid, DType dtype)
+      : o_(o), grid_(grid), t_(dtype), es_(dtype_size(dtype)),
+        a_(dtype, static_cast<size_t>(o.max_bytes)), b_(dtype, static_cast<size_t>(o.max_bytes)) {}
+
+  // Runs one (group, op, size) point: times it, then checks one call against closed-form values.
+  // Returns the number of wrong elements over all ranks.
+  int64_t point(Communicator& c, const std::string& label, Op op, int64_t bytes) {
+    const auto n = static_cast<size_t>(c.size());
+    // Elements per rank-block; all-gather and reduce-scatter sizes are whole blocks per rank.
+    size_t count = static_cast<size_t>(bytes) / es_;
+    if (op != Op::kAllReduce) count = count / n * n;
+    if (count == 0) return 0;
+    Communicator& world = grid_.world();
+    a_.zero();  // timing runs on zeros: sums stay finite however many iterations
+    b_.zero();
+    for (int i = 0; i < o_.warmup; ++i) call(c, op, count);
+    world.barrier();  // every group of this kind starts together, as in a training step
+    Timer timer;
+    for (int i = 0; i < o_.iters; ++i) call(c, op, count);
+    const double t = max_over(world, timer.seconds() / o_.iters);
+    const int64_t wrong = sum_over(world, check(c, op, count));
+    if (world.rank() == 0) {
+      const double size = static_cast<double>(count * es_);
+      const double algbw = size / t * 1e-9;
+      std::printf("%10s %-14s %12zu %11zu %4s %11.1f %9.3f %9.3f %8lld\n", label.c_str(),
+                  op_name(op), count * es_, count, std::string(dtype_name(t_)).c_str(), t * 1e6,
+                  algbw, algbw * busbw_factor(op, c.size()), static_cast<long long>(wrong));
+      std::fflush(stdout);
+    }
+    return wrong;
+  }
+
+ private:
+  // The collective under test: `count` elements in total (all-reduce: per rank; all-gather:
+  // gathered; reduce-scatter: scattered), as nccl-tests counts them.
+  void call(Communicator& c, Op op, size_t count) {
+    const auto n = static_cast<size_t>(c.size());
+    std::unique_ptr<comm::Work> w;
+    switch (op) {
+      case Op::kAllReduce:
+        if (o_.async) w = c.all_reduce_async(a_.data(), count, t_);
+        else c.all_reduce(a_.data(), count, t_);
+        break;
+      case Op::kAllGather:
+        if (o_.async) w = c.all_gather_async(a_.data(), b_.data(), count / n, t_);
+        else c.all_gather(a_.data(), b_.data(), count / n, t_);
+        break;
+      case Op::kReduceScatter:
+        if (o_.async) w = c.reduce_scatter_async(a_.data(), b_.data(), count / n, t_);
+        else c.reduce_scatter(a_.data(), b_.data(), count / n, t_);
+        break;
+    }
+    if (w) w->wait();
+  }
+
+  // One call on rank-dependent inputs; returns this rank's wrong elements. bf16 is allowed the
+  // rounding of its combining steps (inputs up to 3n, sums exact below 256).
+  int64_t check(Communicator& c, Op op, size_t count) {
+    const auto n = static_cast<size_t>(c.size());
+    const auto r = static_cast<float>(c.rank());
+    const float tri = static_cast<float>(n * (n + 1) / 2);
+    const float tol = t_ == DType::kBF16 ? static_cast<float>(n) / 256.0f : 0.0f;
+    int64_t wrong = 0;
+    auto expect = [&](float got, float want) {
+      wrong += std::fabs(got - want) > tol * std::fabs(want);
+    };
+    switch (op) {
+      case Op::kAllReduce:
+        for (size_t i = 0; i < count; ++i) a_.set(i, (r + 1) * static_cast<float>(i % 3 + 1));
+        call(c, op, count);
+        for (size_t i = 0; i < count; ++i) expect(a_.get(i), tri * static_cast<float>(i % 3 + 1));
+        break;
+      case Op::kAllGather: {
+        const size_t block = count / n;
+        for (size_t i = 0; i < block; ++i) a_.set(i, r * 16 + static_cast<float>(i % 16));
+        call(c, op, count);
+        for (size_t k = 0; k < count; ++k)
+          expect(b_.get(k), static_cast<float>((k / block) * 16 + (k % block) % 16));
+        break;
+      }
+      case Op::kReduceScatter: {
+        const size_t block = count / n;
+        for (size_t k = 0; k < count; ++k)
+          a_.set(k, (r + 1) * static_cast<float>((k / block + k % block) % 3 + 1));
+        call(c, op, count);
+        const auto me = static_cast<size_t>(c.rank());
+        for (size_t i = 0; i < block; ++i)
+          expect(b_.get(i), tri * static_cast<float>((me + i) % 3 + 1));
+        break;
+      }
+    }
+    return wrong;
+  }
+
+  const CommBenchOptions& o_;
+  parallel::Grid& grid_;
+  DType t_;
+  size_t es_;
+  Values a_, b_;
+};
+
+// For errors every rank detects alike (flags, grid): rank 0 prints the message once, and every rank
+// leaves with exit code 2 without MPI_Abort, whose banner would bury the message. The barrier
+// keeps the others from exiting (and mpiexec from killing the job) before rank 0 has printed.
+int refuse(Communicator& world, const std::string& message) {
+  if (world.rank() == 0) log_error("%s", message.c_str());
+  world.barrier();
+  return 2;
+}
+
+// Parses and checks --grid (no communication); false and the message on error.
+bool resolve_grid(const std::string& text, int world_size, parallel::GridShape* shape,
+                  std::string* error) {
+  try {
+    *shape = parallel::parse_grid(text, world_size);
+    parallel::check_grid(*shape, world_size);
+    return true;
+  } catch (const InvalidArgument& e) {
+    *error = e.what();
+    return false;
+  }
+}
+
+int run_bench_comm(const CommBenchOptions& o) {
+  auto world = comm::world();
+  parallel::GridShape shape;
+  std::string error;
+  if (!resolve_grid(o.grid, world->size(), &shape, &error)) return refuse(*world, error);
+  const bool flags_ok = o.min_bytes > 0 && o.max_bytes >= o.min_bytes && o.step_factor >= 2 &&
+                        o.iters >= 1 && o.warmup >= 0 && (o.dtype == "f32" || o.dtype == "bf16");
+  if (!flags_ok)
+    return refuse(*world, "bench comm: need 0 < --min-bytes <= --max-bytes, --step-factor >= 2, "
+                          "--iters >= 1, --warmup >= 0, --dtype f32|bf16");
+  const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  parallel::Grid grid(shape, world);
+  if (world->rank() == 0) {
+    std::printf("# axonn bench comm: grid %s (Gx,Gy,Gz,Gdata), %d ranks, %s, warmup %d, iters %d, "
+                "%s\n", shape.str().c_str(), world->size(), o.dtype.c_str(), o.warmup, o.iters,
+                o.async ? "non-blocking + wait" : "blocking");
+    std::printf("# every group of a kind runs at once; time = max over all ranks of the mean time "
+                "per call\n# size = bytes per rank (all_reduce), gathered (all_gather), "
+                "scattered (reduce_scatter); busbw factors 2(n-1)/n, (n-1)/n, (n-1)/n\n");
+    std::printf("#%9s %-14s %12s %11s %4s %11s %9s %9s %8s\n", "group(n)", "op", "size(B)",
+                "count", "type", "time(us)", "algbw", "busbw", "#wrong");
+    std::printf("#%9s %-14s %12s %11s %4s %11s %9s %9s %8s\n", "", "", "", "(elements)", "",
+                "", "(GB/s)", "(GB/s)", "");
+  }
+  CommBench bench(o, grid, dtype);
+  int64_t wrong = 0;
+  // Every distinct non-trivial group (same membership = same group: e.g. data = world on
+  // 1,1,1,N), in the grid's order. The second Z is Z's twin and is skipped.
+  std::vector<std::vector<int>> seen;
+  for (GridGroup g : parallel::kAllGridGroups) {
+    if (g == GridGroup::kZ2) continue;
+    const auto members = parallel::grid_group_members(shape, 0, g);
+    if (members.size() < 2 || std::find(seen.begin(), seen.end(), members) != seen.end()) continue;
+    seen.push_back(members);
+    Communicator& c = grid.group(g);
+    const std::string label = std::string(parallel::grid_group_name(g)) + "(" +
+                              std::to_string(c.size()) + ")";
+    for (Op op : {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter})
+      for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor)
+        wrong += bench.point(c, label, op, bytes);
+  }
+  if (world->rank() == 0) {
+    if (seen.empty()) std::printf("# every group of grid %s has one rank: nothing to measure\n", shape.str().c_str());
+    std::printf("# %s: %lld wrong elements\n", wrong ? "FAILED" : "OK", static_cast<long long>(wrong));
+  }
+  return wrong == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// axonn bench overlap
+
+struct OverlapOptions {
+  int64_t bytes = 64 << 20;
+  int gemm_n = 640;
+  int threads = 1;
+  int reps = 3;
+  std::string modes = "none,thread:0,thread:50,thread:1000";
+};
+
+// C[n,n] += A[n,n] @ B[n,n], rows split over `threads` std::threads. A plain loop nest that the
+// compiler vectorises: a stand-in for the BLAS GEMM of a layer — what matters here is that it keeps
+// the cores busy and never calls MPI, as BLAS and OpenMP do not.
+void compute(const std::vector<float>& A, const std::vector<float>& B, std::vector<float>& C,
+             int n, int threads) {
+  auto rows = [&](int r0, int r1) {
+    const auto N = static_cast<size_t>(n);
+    for (size_t i = static_cast<size_t>(r0); i < static_cast<size_t>(r1); ++i)
+      for (size_t k = 0; k < N; ++k) {
+        const float a = A[i * N + k];
+        const float* b = &B[k * N];
+        float* c = &C[i * N];
+        for (size_t j = 0; j < N; ++j) c[j] += a * b[j];
+      }
+  };
+  if (threads <= 1) return rows(0, n);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(rows, n * t / threads, n * (t + 1) / threads);
+  for (auto& th : pool) th.join();
+}
+
+struct Mode {
+  std::string name;
+  comm::CommOptions options;
+};
+
+std::vector<Mode> parse_modes(const std::string& text) {
+  std::vector<Mode> modes;
+  std::stringstream ss(text);
+  std::string m;
+  while (std::getline(ss, m, ',')) {
+    if (m == "none") {
+      modes.push_back({m, comm::CommOptions{false, 0}});
+    } else if (m.rfind("thread:", 0) == 0) {
+      int us = -1;
+      try {
+        us = std::stoi(m.substr(7));
+      } catch (const std::exception&) {
+      }
+      AXONN_CHECK_ARG(us >= 0, "--modes: bad poll interval in '", m, "'");
+      modes.push_back({m, comm::CommOptions{true, us}});
+    } else {
+      AXONN_CHECK_ARG(false, "--modes wants a comma list of none | thread:<poll_us>, got '", m, "'");
+    }
+  }
+  AXONN_CHECK_ARG(!modes.empty(), "--modes is empty");
+  return modes;
+}
+
+int run_bench_overlap(const OverlapOptions& o) {
+  std::vector<Mode> modes;
+  const bool flags_ok = o.bytes >= 4 && o.gemm_n >= 1 && o.threads >= 1 && o.reps >= 1;
+  std::string error = flags_ok ? "" : "bench overlap: need --bytes >= 4, --gemm-n, --threads, --reps >= 1";
+  try {
+    if (flags_ok) modes = parse_modes(o.modes);
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  auto probe = comm::world(comm::CommOptions{false, 0});  // rank, barriers, all-rank maxima
+  Communicator& world = *probe;
+  if (!error.empty()) return refuse(world, error);
+  const auto n = static_cast<size_t>(o.gemm_n);
+  std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n, 0.0f);
+  const size_t count = static_cast<size_t>(o.bytes) / 4;
+  std::vector<float> buf(count, 1.0f);
+  const double flops = 2.0 * static_cast<double>(n * n * n);
+
+  // The computation alone (no collective in flight, no progress thread alive).
+  compute(A, B, C, o.gemm_n, o.threads);  // warm-up
+  double gemm_alone = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    world.barrier();
+    Timer t;
+    compute(A, B, C, o.gemm_n, o.threads);
+    gemm_alone += max_over(world, t.seconds()) / o.reps;
+  }
+  if (world.rank() == 0) {
+    std::printf("# axonn bench overlap: %d ranks; all_reduce of %lld B f32 issued non-blocking, then "
+                "a %dx%dx%d fp32 matmul on %d thread(s) per rank (%.2f GFLOP/s alone), then wait()\n",
+                world.size(), static_cast<long long>(o.bytes), o.gemm_n, o.gemm_n, o.gemm_n,
+                o.threads, flops / gemm_alone * 1e-9);
+    std::printf("# times in ms, mean of %d reps, max over ranks; hidden = share of the all-reduce "
+                "time that the overlap saved: (comm + compute - total) / comm\n", o.reps);
+    std::printf("# %-12s %9s %9s %12s %12s %9s %9s %8s\n", "mode", "comm", "compute",
+                "compute|ovl", "wait after", "total", "done@end", "hidden");
+  }
+  int wrong = 0;
+  for (const Mode& m : modes) {
+    auto c = comm::world(m.options);
+    // Warm-up, then the collective alone (issued and waited at once: the same MPI algorithm as in
+    // the overlapped run).
+    c->all_reduce_async(buf.data(), count, DType::kF32)->wait();
+    double comm_alone = 0, gemm_ovl = 0, wait_after = 0, total = 0;
+    int done_at_end = 0;
+    for (int r = 0; r < o.reps; ++r) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+      c->barrier();
+      Timer t;
+      c->all_reduce_async(buf.data(), count, DType::kF32)->wait();
+      comm_alone += max_over(world, t.seconds()) / o.reps;
+    }
+    for (int r = 0; r < o.reps; ++r) {
+      std::fill(buf.begin(), buf.end(), static_cast<float>(c->rank() + 1));
+      c->barrier();
+      Timer t;
+      auto w = c->all_reduce_async(buf.data(), count, DType::kF32);  // over world
+      compute(A, B, C, o.gemm_n, o.threads);
+      const double t_gemm = t.seconds();
+      const bool done = w->test();
+      w->wait();
+      const double t_total = t.seconds();
+      gemm_ovl += max_over(world, t_gemm) / o.reps;
+      wait_after += max_over(world, t_total - t_gemm) / o.reps;
+      total += max_over(world, t_total) / o.reps;
+      done_at_end += static_cast<int>(sum_over(world, done ? 1 : 0));
+      const float want = static_cast<float>(c->size() * (c->size() + 1) / 2);
+      wrong += static_cast<int>(sum_over(world, buf[count / 2] != want || buf[0] != want));
+    }
+    const double hidden = (comm_alone + gemm_alone - total) / comm_alone;
+    if (world.rank() == 0) {
+      std::printf("  %-12s %9.2f %9.2f %12.2f %12.2f %9.2f %5d/%-3d %7.0f%%\n", m.name.c_str(),
+                  comm_alone * 1e3, gemm_alone * 1e3, gemm_ovl * 1e3, wait_after * 1e3,
+                  total * 1e3, done_at_end, o.reps * world.size(), 100 * hidden);
+      std::fflush(stdout);
+    }
+  }
+  if (world.rank() == 0 && wrong) std::printf("# FAILED: %d wrong all-reduce results\n", wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Action* action) {
+  auto* bench = app.add_subcommand("bench", "benchmarks (comm, overlap)");
+  bench->require_subcommand(1);
+
+  auto co = std::make_shared<CommBenchOptions>();
+  auto* c = bench->add_subcommand("comm", "size sweep of all-reduce, all-gather and reduce-scatter "
+                                          "over every group of the grid (nccl-tests style)");
+  c->add_option("--grid", co->grid, "GX,GY,GZ,GD (default 1,1,1,<number of ranks>)");
+  c->add_option("--min-bytes", co->min_bytes, "smallest size in bytes")->capture_default_str();
+  c->add_option("--max-bytes", co->max_bytes, "largest size in bytes")->capture_default_str();
+  c->add_option("--step-factor", co->step_factor, "size multiplier between rows")->capture_default_str();
+  c->add_option("--dtype", co->dtype, "f32 or bf16")->capture_default_str();
+  c->add_option("--warmup", co->warmup, "untimed calls per size")->capture_default_str();
+  c->add_option("--iters", co->iters, "timed calls per size")->capture_default_str();
+  c->add_flag("--async", co->async, "time the non-blocking form (issue + wait)");
+  c->callback([action, co] { *action = [co] { return run_bench_comm(*co); }; });
+
+  auto oo = std::make_shared<OverlapOptions>();
+  auto* ov = bench->add_subcommand("overlap", "a non-blocking all-reduce over the world issued "
+                                              "before a long matmul: how much of it is hidden");
+  ov->add_option("--bytes", oo->bytes, "all-reduce size in bytes (f32)")->capture_default_str();
+  ov->add_option("--gemm-n", oo->gemm_n, "matmul size n (n x n x n)")->capture_default_str();
+  ov->add_option("--threads", oo->threads, "compute threads per rank")->capture_default_str();
+  ov->add_option("--reps", oo->reps, "repetitions per mode")->capture_default_str();
+  ov->add_option("--modes", oo->modes, "progress modes: none | thread:<poll interval us>, "
+                                       "comma-separated")->capture_default_str();
+  ov->callback([action, oo] { *action = [oo] { return run_bench_overlap(*oo); }; });
+}
+
+}  // namespace axonn::tools
