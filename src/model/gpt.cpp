@@ -53,6 +53,19 @@ void copy_columns(float* out, const float* in, int64_t rows, int full_width, int
     std::memcpy(out + r * width, in + r * full_width + c0, sizeof(float) * static_cast<size_t>(width));
 }
 
+// Checks the model against the grid before anything is built from it, so that the messages name
+// the model's sizes (the linear layers check their weight blocks against Gz afterwards).
+const GptConfig& checked(const GptConfig& c, const parallel::GridShape& g) {
+  c.validate();
+  AXONN_CHECK_ARG(c.channels % g.gx == 0, "channels ", c.channels, " are not divisible by Gx=", g.gx,
+                  "; the hidden size is split over X: choose a Gx that divides ", c.channels);
+  AXONN_CHECK_ARG(c.num_heads % g.gy == 0, "heads ", c.num_heads, " are not divisible by Gy=", g.gy,
+                  "; attention heads are split over Y: choose a Gy that divides ", c.num_heads);
+  AXONN_CHECK_ARG(c.channels % g.gy == 0, "channels ", c.channels, " are not divisible by Gy=", g.gy,
+                  "; attention and MLP outputs are split over Y: choose a Gy that divides ", c.channels);
+  return c;
+}
+
 }  // namespace
 
 // Each kernel call is timed under its op name when profiling is on.
@@ -127,7 +140,7 @@ void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed) {
 }
 
 Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend)
-    : config_((config.validate(), config)), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
+    : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),
       attproj_(grid, {.in = config.channels, .out = config.channels, .transposed = true}, "attproj"),
       fc_(grid, {.in = config.channels, .out = 4 * config.channels}, "fc"),
@@ -140,9 +153,6 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   AXONN_CHECK_ARG(T > 0, "sequence length must be positive, got ", T);
   AXONN_CHECK_ARG(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's max_seq_len ",
                   config_.max_seq_len, "; use --seq-len <= ", config_.max_seq_len);
-  AXONN_CHECK_ARG(C % g.gx == 0, "channels ", C, " are not divisible by Gx=", g.gx, "; choose a Gx that divides ", C);
-  AXONN_CHECK_ARG(NH % g.gy == 0, "heads ", NH, " are not divisible by Gy=", g.gy, "; attention heads are split "
-                  "over Y: choose a Gy that divides ", NH);
   Cx_ = C / g.gx;
   Cy_ = C / g.gy;
   NHy_ = NH / g.gy;

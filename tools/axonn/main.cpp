@@ -1,12 +1,26 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank.
-#include <chrono>
 #include <exception>
-#include <thread>
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "commands.hpp"
+
+namespace {
+
+// Bad input (flags, grid, files) is normally met alike by every rank, which validate the same
+// things before any collective: rank 0 prints the message, and when every rank arrives here within
+// a few seconds they all leave quietly with the exit code. Otherwise some rank is elsewhere
+// (perhaps blocked in a collective): this rank prints its own message too and aborts the job.
+[[noreturn]] void fail_once(const axonn::comm::Runtime& mpi, const char* what, int code) {
+  using axonn::comm::Runtime;
+  if (mpi.world_rank() == 0) axonn::log_error("%s", what);
+  if (Runtime::all_ranks_arrive_within(10.0)) Runtime::exit(code);
+  if (mpi.world_rank() != 0) axonn::log_error("%s", what);
+  Runtime::abort(code);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using axonn::comm::Runtime;
@@ -32,15 +46,11 @@ int main(int argc, char** argv) {
     int code = action ? action() : 0;
     Runtime::exit(code);
   } catch (const axonn::InvalidArgument& e) {
-    // Bad input is detected alike on every rank: print it once, from rank 0. The other ranks give
-    // rank 0 time to print before the abort (rank 0's own abort ends them sooner).
-    if (mpi.world_rank() == 0) {
-      axonn::log_error("%s", e.what());
-    } else {
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-    }
-    Runtime::abort(2);
+    fail_once(mpi, e.what(), 2);
+  } catch (const axonn::IoError& e) {
+    fail_once(mpi, e.what(), 1);
   } catch (const std::exception& e) {
+    // anything else may have happened on this rank alone: print it here and bring the job down
     axonn::log_error("%s", e.what());
     Runtime::abort(1);
   }

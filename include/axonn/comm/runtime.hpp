@@ -27,6 +27,11 @@ class Runtime {
   // Size of MPI_COMM_WORLD (1 before MPI is initialised).
   static int process_world_size();
 
+  // True when every rank of the job calls this within `seconds` (a non-blocking barrier on the
+  // world, polled): after an error, it tells whether every rank met it (then each can leave on its
+  // own, quietly) or some rank is elsewhere, perhaps blocked in a collective (then abort).
+  static bool all_ranks_arrive_within(double seconds);
+
   // Brings every rank down (MPI_Abort on the world) after a fatal error on any one of them.
   [[noreturn]] static void abort(int exit_code);
   // Ends this rank normally with exit_code; for errors that every rank detects alike (bad flags),

@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
@@ -55,6 +57,25 @@ void Runtime::exit(int exit_code) {
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Finalize();
   std::exit(exit_code);
+}
+
+bool Runtime::all_ranks_arrive_within(double seconds) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return true;
+  MPI_Request request;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int done = 0;
+  while (!done) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) break;
+    // the request stays pending; the caller aborts, which ends it with the job
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 }  // namespace axonn::comm

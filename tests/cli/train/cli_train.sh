@@ -28,6 +28,17 @@ expect_error() {
   echo "ok: exit $rc, $(grep -Em1 -- "$regex" "$tmp/out")"
 }
 
+# expect_once NP REGEX ARGS...: under mpiexec -n NP, every rank exits non-zero and the message is
+# printed exactly once.
+expect_once() {
+  local np=$1 regex=$2
+  shift 2
+  expect_error "$regex" "$mpiexec" -n "$np" --oversubscribe "$axonn" "$@" || return 1
+  local n
+  n=$(grep -Ec -- "$regex" "$tmp/out")
+  [ "$n" -eq 1 ] || { echo "FAIL: the error was printed $n times"; cat "$tmp/out"; return 1; }
+}
+
 # shard FILE MAGIC VERSION DECLARED TOKEN...: writes a uint16 token shard
 shard() {
   local f=$1 magic=$2 version=$3 n=$4
@@ -75,6 +86,15 @@ case $case_name in
     expect_error "--batch-size must be positive, got 0" "$mpiexec" -n 2 "$axonn" train --batch-size 0 || exit 1
     n=$(grep -c "batch-size must be positive" "$tmp/out")
     [ "$n" -eq 1 ] || { echo "FAIL: error printed $n times"; exit 1; } ;;
+  grid_heads_not_divisible)
+    expect_once 3 "heads 4 are not divisible by Gy=3" train --grid 1,3,1,1 --init "$model" --data "$tokens" ;;
+  grid_channels_not_divisible)
+    expect_once 3 "channels 64 are not divisible by Gx=3" train --grid 3,1,1,1 ;;
+  grid_batch_not_divisible)
+    expect_once 2 "--batch-size 3 is not divisible by Gz\*Gdata = 2\*1 = 2" train --grid 1,1,2,1 --batch-size 3 ;;
+  grid_wrong_size)
+    expect_once 2 "grid 2x2x1x1 = 4 ranks, but the job has 2" train --grid 2,2,1,1 ;;
+  grid_both_forms) expect_once 2 "not both" train --grid 1,1,1,2 --gx 2 ;;
   reference_losses | reference_losses@*)
     # the README's reference run, through the CLI and mpiexec, on one rank or on the grid after '@',
     # against llm.c's losses
