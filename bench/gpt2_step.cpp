@@ -1,10 +1,17 @@
-// bench/gpt2_step — one training step of GPT-2 124M on the CPU: ms/step, tokens/s and MFU against
-// the sgemm rate measured in the same run, with the same GEMM backend and thread count.
+// bench/gpt2_step — training steps of GPT-2 (124M by default) on the CPU, on one rank or on a 4D
+// grid under mpirun: ms/step, tokens/s and MFU against the sgemm rate measured in the same run
+// (every rank measures its own, at the same time, with its threads; the peak is their sum), plus
+// this rank's memory and, on a grid, the tensor-parallel share of weights and optimizer state
+// against the expected 1/(Gx*Gy*Gz).
 //
-//   build/bin/bench_gpt2_step [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256] [--model NAME] [--profile 0|1]
+//   build/bin/bench_gpt2_step [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
+//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1]
+//   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
-// matmuls incl. the LM head, plus attention) / step time / measured sgemm peak.
+// matmuls incl. the LM head, plus attention) / step time / measured peak. The step time is the
+// slowest rank's.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,9 +28,23 @@
 
 using namespace axonn;
 
+namespace {
+
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+// Bytes of the four tensor-parallel weight tensors in an arena laid out like the model's params.
+double tp_weight_bytes(const Arena& a) {
+  double b = 0;
+  for (model::Param p : {model::Param::kQkvw, model::Param::kAttprojw, model::Param::kFcw, model::Param::kFcprojw})
+    b += static_cast<double>(a.tensor(static_cast<size_t>(p)).bytes());
+  return b;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   comm::Runtime mpi(&argc, &argv);
-  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256";
+  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text;
   int steps = 3;
   bool profile = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -31,6 +52,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--grid")) grid_text = argv[i + 1];
     else if (!std::strcmp(argv[i], "--profile")) profile = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
@@ -38,14 +60,22 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    auto world = comm::world();
+    const bool root = world->rank() == 0;
     kernels::set_gemm_backend(kernels::parse_gemm_backend(gemm));
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    double peak = kernels::measure_sgemm_gflops(2048, 5);
-    std::printf("# GEMM %s, %d threads, OPENBLAS_CORETYPE=%s\n", gemm.c_str(), kernels::cpu_threads(),
-                coretype ? coretype : "(unset)");
-    std::printf("# peak: sgemm 2048^3 = %.1f GFLOP/s (measured now)\n", peak);
-    std::printf("%-10s %-6s %-6s %10s %12s %10s %8s %8s\n", "model", "B", "T", "ms/step", "tokens/s", "GFLOP/s",
-                "MFU", "loss");
+    world->barrier();
+    float peak = static_cast<float>(kernels::measure_sgemm_gflops(2048, 5));
+    world->all_reduce(&peak, 1, DType::kF32);
+    const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
+    parallel::Grid grid(shape, world);
+    if (root) {
+      std::printf("# GEMM %s, %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n", gemm.c_str(),
+                  world->size(), kernels::cpu_threads(), shape.str().c_str(), coretype ? coretype : "(unset)");
+      std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
+      std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
+                  "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
+    }
     model::GptConfig cfg = model::gpt_preset(model_name);
     size_t pos = 0;
     while (pos < shapes.size()) {
@@ -53,16 +83,17 @@ int main(int argc, char** argv) {
       std::string s = shapes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? shapes.size() : comma + 1;
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
-      auto world = comm::world();
-      parallel::Grid grid({1, 1, 1, 1}, world);
-      model::Gpt gpt(cfg, grid, B, T, kernels::Backend::kCpu);
+      const int groups = shape.gz * shape.gdata, B_local = B / groups;
+      if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
+      model::Gpt gpt(cfg, grid, B_local, T, kernels::Backend::kCpu);
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
       optim::AdamW opt(gpt.params(), {}, {}, ops);
-      std::vector<int> in(static_cast<size_t>(B) * T), tg(in.size());
+      std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
+      const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
       for (size_t i = 0; i < in.size(); i++) {
-        in[i] = static_cast<int>((i * 7919) % static_cast<size_t>(cfg.vocab_size));
-        tg[i] = static_cast<int>((i * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
+        in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
+        tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
       }
       Profiler prof;
       gpt.set_profiler(&prof);
@@ -80,22 +111,32 @@ int main(int argc, char** argv) {
       };
       step();  // warm-up: page faults, GEMM kernel selection
       prof.enable(true);
+      world->barrier();
       Timer t;
       float loss = 0;
       for (int i = 0; i < steps; i++) loss = step();
-      double sec = t.seconds() / steps;
+      float sec = static_cast<float>(t.seconds() / steps);
+      world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
+      // memory: this rank's bytes, and the tensor-parallel weights against one rank's
+      const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
+                                                    gpt.activation_bytes());
+      const double tp = tp_weight_bytes(gpt.params());
+      const double tp_full = 4.0 * (3.0 + 1 + 4 + 4) * cfg.channels * cfg.channels * cfg.num_layers;
       double gflops = gpt.flops_per_step() / sec / 1e9;
-      std::printf("%-10s %-6d %-6d %10.1f %12.0f %10.1f %8.3f %8.4f\n", model_name.c_str(), B, T, sec * 1e3,
-                  B * T / sec, gflops, gflops / peak, loss);
-      if (profile) {
-        std::printf("  time per op over %d steps:\n", steps);
-        prof.print(stdout);
+      if (root) {
+        std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
+                    model_name.c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
+                    loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
+        if (profile) {
+          std::printf("  rank 0's time per op over %d steps:\n", steps);
+          prof.print(stdout);
+        }
       }
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    comm::Runtime::abort(1);
   }
   return 0;
 }
