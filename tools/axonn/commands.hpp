@@ -16,5 +16,7 @@ using Action = std::function<int()>;
 
 void add_train_command(CLI::App& app, Action* action);
 void add_plan_command(CLI::App& app, Action* action);
+void add_convert_command(CLI::App& app, Action* action);
+void add_inspect_command(CLI::App& app, Action* action);
 
 }  // namespace axonn::tools
