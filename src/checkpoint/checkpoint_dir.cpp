@@ -44,6 +44,12 @@ std::optional<std::string_view> leftover_suffix(std::string_view name) {
   return std::nullopt;
 }
 
+// The directory's own name, also for "a/b/" (whose filename() is empty).
+std::string last_component(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  return p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+}
+
 bool is_committed(const std::string& dir) {
   std::error_code ec;
   return fs::is_directory(dir, ec) && fs::is_regular_file(join(dir, kManifestName), ec);
@@ -384,8 +390,7 @@ std::string resolve_checkpoint(const std::string& path) {
   AXONN_CHECK_IO(fs::exists(path, ec), "checkpoint '", path, "' does not exist");
   AXONN_CHECK_IO(fs::is_directory(path, ec), "checkpoint '", path,
                  "' is a file, not a checkpoint directory (a root with step-NNNNNNNN/ directories, or one of them)");
-  std::string name = fs::path(path).lexically_normal().filename().string();
-  if (name.empty()) name = fs::path(path).lexically_normal().parent_path().filename().string();
+  const std::string name = last_component(path);
   AXONN_CHECK_IO(leftover_suffix(name) != kTmpSuffix, "checkpoint '", path,
                  "' is an unfinished save (a .tmp directory, left by a crash or still being written); use a "
                  "committed step directory or the checkpoint root");
@@ -404,7 +409,7 @@ Manifest read_manifest(const std::string& dir) {
   AXONN_CHECK_IO(fs::is_regular_file(p, ec), "checkpoint '", dir,
                  "' has no manifest.json: the save did not complete, or this is not a checkpoint directory");
   Manifest m = manifest_from_json(read_text_file(p), p);
-  std::string name = fs::path(dir).lexically_normal().filename().string();
+  const std::string name = last_component(dir);
   if (auto step = parse_step_dir_name(name))
     AXONN_CHECK_IO(*step == m.step, "manifest '", p, "' says step ", m.step, " but its directory is ", name);
   return m;

@@ -10,6 +10,7 @@
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
 #include "axonn/model/gpt.hpp"
 
 namespace axonn::checkpoint {
@@ -141,6 +142,20 @@ FileDigest save_hf_gpt2(const std::string& path, const model::GptConfig& c, cons
     }
   };
   auto tensor = [&](Param p) { return params.tensor(static_cast<size_t>(p)); };
+  // HF has no padded vocabulary; rows V..Vp-1 of wte are zero in every model axonn or llm.c makes
+  // (no token and no target ever reaches them), so dropping them loses nothing. Say so otherwise.
+  {
+    const float* wte = tensor(Param::kWte).f32();
+    const size_t live = static_cast<size_t>(c.vocab_size) * c.channels;
+    const size_t all = static_cast<size_t>(c.padded_vocab_size) * c.channels;
+    size_t nonzero = 0;
+    for (size_t i = live; i < all; i++) nonzero += wte[i] != 0.0f;
+    if (nonzero > 0)
+      log_warn(
+          "%s: %zu non-zero values in the padding rows %d..%d of wte are not written (HF GPT-2 has no padded "
+          "vocabulary)",
+          path.c_str(), nonzero, c.vocab_size, c.padded_vocab_size - 1);
+  }
   add("wte.weight", hf(Param::kWte), tensor(Param::kWte));
   add("wpe.weight", hf(Param::kWpe), tensor(Param::kWpe));
   for (int l = 0; l < c.num_layers; l++)
@@ -169,6 +184,8 @@ model::GptConfig read_hf_gpt2_config(const SafetensorsFile& f, int num_heads) {
   AXONN_CHECK_IO(wte->shape.size() == 2 && wpe->shape.size() == 2 && wte->shape[1] == wpe->shape[1], where,
                  ": wte.weight ", wte->shape_str(), " and wpe.weight ", wpe->shape_str(),
                  " are not [V, C] and [n_positions, C]");
+  AXONN_CHECK_IO(wte->shape[0] <= INT32_MAX && wte->shape[1] <= INT32_MAX && wpe->shape[0] <= INT32_MAX, where,
+                 ": wte.weight ", wte->shape_str(), " or wpe.weight ", wpe->shape_str(), " is implausibly large");
   model::GptConfig c;
   c.vocab_size = static_cast<int>(wte->shape[0]);
   c.channels = static_cast<int>(wte->shape[1]);

@@ -123,7 +123,11 @@ int run_convert(const ConvertOptions& o) {
     } else {
       checkpoint::save_hf_gpt2(o.to, m.config, m.params);
     }
-  } else {  // checkpoint: a root with one step holding the weights alone (no optimizer state)
+  } else {  // checkpoint: a new root with one step holding the weights alone (no optimizer state)
+    // Into a run's existing root, step 0 would become `latest` and hide the run's own steps.
+    AXONN_CHECK_ARG(checkpoint::list_checkpoints(o.to).empty(), "--to '", o.to,
+                    "' already holds checkpoints; --format checkpoint writes a new checkpoint root: choose another "
+                    "directory");
     checkpoint::Manifest man;
     man.model = m.config;
     std::string tmp = checkpoint::begin_checkpoint(o.to, man.step);

@@ -82,8 +82,10 @@ case $case_name in
     expect_output "params.qkvw +F32 +\[2, 192, 64\]"
     run "$axonn" convert --from "$tmp/ck" --to "$tmp/back.bin"
     same "$model" "$tmp/back.bin"
-    run "$axonn" convert --from "$tmp/ck/step-00000000" --to "$tmp/back2.bin"
-    same "$model" "$tmp/back2.bin" ;;
+    run "$axonn" convert --from "$tmp/ck/step-00000000/" --to "$tmp/back2.bin"
+    same "$model" "$tmp/back2.bin"
+    # a root that already holds checkpoints is not overwritten
+    expect_error "already holds checkpoints" "$axonn" convert --from "$model" --to "$tmp/ck" --format checkpoint ;;
   inspect_llmc)
     run "$axonn" inspect "$model"
     expect_output "llm.c model file '.*model.bin': version 3 \(fp32\), 548864 bytes"

@@ -261,6 +261,8 @@ TEST(CheckpointDir, DetectsCorruptTruncatedMissingAndMismatched) {
   fs::rename(dir, ck::step_dir(root, 4));
   e = io_error_of([&] { ck::read_manifest(ck::step_dir(root, 4)); });
   EXPECT_NE(e.find("says step 3 but its directory is step-00000004"), std::string::npos) << e;
+  e = io_error_of([&] { ck::read_manifest(ck::step_dir(root, 4) + "/"); });
+  EXPECT_NE(e.find("says step 3 but its directory is step-00000004"), std::string::npos) << e;
   fs::rename(ck::step_dir(root, 4), dir);
   fs::remove(manifest);
   e = io_error_of([&] { ck::verify_checkpoint(dir); });
