@@ -10,7 +10,7 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev \
-  libcli11-dev nlohmann-json3-dev \
+  libcli11-dev nlohmann-json3-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   >/dev/null
 echo "install-deps: done"

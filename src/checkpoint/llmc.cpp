@@ -1,8 +1,5 @@
 #include "axonn/checkpoint/llmc.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/core/dtype.hpp"
 #include "axonn/core/error.hpp"
 
@@ -111,41 +109,31 @@ void load_llmc_params(const std::string& path, const model::GptConfig& config, A
 
 void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version) {
   AXONN_CHECK_ARG(version == 3 || version == 5, "llm.c checkpoint version must be 3 or 5, got ", version);
-  std::string tmp = path + ".tmp";
-  {
-    File f = open_or_throw(tmp, "wb");
-    int32_t h[kHeaderInts] = {};
-    h[0] = kLlmcModelMagic;
-    h[1] = version;
-    h[2] = config.max_seq_len;
-    h[3] = config.vocab_size;
-    h[4] = config.num_layers;
-    h[5] = config.num_heads;
-    h[6] = config.channels;
-    h[7] = config.padded_vocab_size;
-    bool ok = std::fwrite(h, sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts;
-    std::vector<uint16_t> buf;
-    for (size_t i = 0; ok && i < params.size(); i++) {
-      Tensor t = params.tensor(i);
-      auto n = static_cast<size_t>(t.numel());
-      if (version == 5) {
-        buf.resize(n);
-        for (size_t j = 0; j < n; j++) buf[j] = f32_to_bf16(t.f32()[j]);
-        ok = std::fwrite(buf.data(), sizeof(uint16_t), n, f.get()) == n;
-      } else {
-        ok = std::fwrite(t.f32(), sizeof(float), n, f.get()) == n;
-      }
-    }
-    ok = ok && std::fflush(f.get()) == 0 && ::fsync(::fileno(f.get())) == 0;
-    if (!ok) {
-      int err = errno;
-      f.reset();
-      std::remove(tmp.c_str());
-      throw IoError("writing checkpoint '" + tmp + "' failed: " + std::strerror(err));
+  // temporary file, fsync, rename, fsync of the directory: the old file or the new, never a mix
+  AtomicFile f(path);
+  int32_t h[kHeaderInts] = {};
+  h[0] = kLlmcModelMagic;
+  h[1] = version;
+  h[2] = config.max_seq_len;
+  h[3] = config.vocab_size;
+  h[4] = config.num_layers;
+  h[5] = config.num_heads;
+  h[6] = config.channels;
+  h[7] = config.padded_vocab_size;
+  f.write(h, sizeof h);
+  std::vector<uint16_t> buf;
+  for (size_t i = 0; i < params.size(); i++) {
+    Tensor t = params.tensor(i);
+    auto n = static_cast<size_t>(t.numel());
+    if (version == 5) {
+      buf.resize(n);
+      for (size_t j = 0; j < n; j++) buf[j] = f32_to_bf16(t.f32()[j]);
+      f.write(buf.data(), n * sizeof(uint16_t));
+    } else {
+      f.write(t.f32(), n * sizeof(float));
     }
   }
-  AXONN_CHECK_IO(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
-                 "': ", std::strerror(errno));
+  f.commit();
 }
 
 }  // namespace axonn::checkpoint

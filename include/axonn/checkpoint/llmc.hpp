@@ -30,7 +30,8 @@ void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
                        const std::function<void(model::Param, int, const float*)>& consume);
 // Reads the parameters into an arena laid out by model::reserve_gpt_params for `config`.
 void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params);
-// Writes a checkpoint (version 3 fp32, or 5 bf16) atomically: temporary file, fsync, rename.
+// Writes a checkpoint (version 3 fp32, or 5 bf16) atomically: temporary file, fsync, rename, fsync
+// of the directory (checkpoint/atomic_file.hpp).
 void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version = 3);
 
 }  // namespace axonn::checkpoint

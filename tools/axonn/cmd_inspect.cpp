@@ -1,0 +1,141 @@
+// axonn inspect — what a model file or checkpoint holds, and whether it is intact.
+//
+// An llm.c .bin: header and tensors. A safetensors file: metadata and tensors. A checkpoint directory
+// (a root: its steps and the latest one; or a step): the manifest, each file's size and checksum
+// status, and each file's tensors. Exit code 1, after the report, if any file fails verification.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/safetensors.hpp"
+#include "axonn/comm/runtime.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/model/gpt.hpp"
+#include "commands.hpp"
+
+namespace axonn::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void print_config(const model::GptConfig& c) {
+  std::printf("  model: layers %d, heads %d, channels %d, vocab %d (padded %d), max_seq_len %d, %lld parameters\n",
+              c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
+              static_cast<long long>(c.num_parameters()));
+}
+
+void inspect_llmc(const std::string& path) {
+  model::GptConfig c = checkpoint::read_llmc_config(path);  // validates header and size
+  int32_t h[2] = {0, 0};
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    if (std::fread(h, sizeof h, 1, f) != 1) h[1] = 0;
+    std::fclose(f);
+  }
+  const bool bf16 = h[1] == 5;
+  std::printf("llm.c model file '%s': version %d (%s), %llu bytes\n", path.c_str(), h[1], bf16 ? "bf16" : "fp32",
+              static_cast<unsigned long long>(fs::file_size(path)));
+  print_config(c);
+  std::printf("  tensors (%d, in file order):\n", model::kNumParamTensors);
+  for (int i = 0; i < model::kNumParamTensors; i++) {
+    auto p = static_cast<model::Param>(i);
+    std::printf("    %-10s %-5s %s\n", model::param_name(p), bf16 ? "bf16" : "f32",
+                model::param_shape(c, p).str().c_str());
+  }
+}
+
+void print_safetensors(const checkpoint::SafetensorsFile& f, const char* indent) {
+  for (const auto& [k, v] : f.metadata()) std::printf("%s  metadata %s = %s\n", indent, k.c_str(), v.c_str());
+  std::printf("%s  tensors (%zu, in data order):\n", indent, f.tensors().size());
+  for (const auto& t : f.tensors())
+    std::printf("%s    %-32s %-5s %-18s %llu bytes\n", indent, t.name.c_str(),
+                std::string(checkpoint::safetensors_dtype_name(t.dtype)).c_str(), t.shape_str().c_str(),
+                static_cast<unsigned long long>(t.bytes()));
+}
+
+void inspect_safetensors(const std::string& path) {
+  checkpoint::SafetensorsFile f(path);
+  std::printf("safetensors file '%s': %llu bytes, header %llu bytes\n", path.c_str(),
+              static_cast<unsigned long long>(f.file_bytes()), static_cast<unsigned long long>(f.header_bytes()));
+  print_safetensors(f, "");
+}
+
+// Prints one step directory; returns the number of files that fail verification.
+int inspect_step(const std::string& dir) {
+  checkpoint::Manifest m = checkpoint::read_manifest(dir);
+  std::printf("checkpoint '%s': step %lld, %lld tokens seen, written by %s (manifest version %d)\n", dir.c_str(),
+              static_cast<long long>(m.step), static_cast<long long>(m.tokens_seen), m.library_version.c_str(),
+              m.format_version);
+  print_config(m.model);
+  std::printf("  grid: %s (Gx x Gy x Gz x Gdata)\n", m.grid.str().c_str());
+  std::printf("  loader: shard %lld, position %lld\n", static_cast<long long>(m.loader.shard),
+              static_cast<long long>(m.loader.position));
+  std::printf("  rng: seed %llu, counter %llu%s\n", static_cast<unsigned long long>(m.rng.seed),
+              static_cast<unsigned long long>(m.rng.counter), m.rng.engine.empty() ? "" : ", engine state saved");
+  for (const auto& [k, v] : m.extra) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+  std::printf("  files (%zu):\n", m.files.size());
+  int bad = 0;
+  auto status = checkpoint::check_checkpoint_files(dir, m);
+  for (const auto& s : status) {
+    std::printf("    %-28s %12llu bytes  %s %s  %s\n", s.entry.name.c_str(),
+                static_cast<unsigned long long>(s.entry.bytes), std::string(checkpoint::kHashName).c_str(),
+                checkpoint::hash_to_hex(s.entry.xxh3).c_str(), s.ok() ? "ok" : ("BAD: " + s.problem).c_str());
+    bad += s.ok() ? 0 : 1;
+  }
+  for (const auto& s : status) {
+    if (!s.ok() || !s.entry.name.ends_with(".safetensors")) continue;
+    std::printf("  %s:\n", s.entry.name.c_str());
+    print_safetensors(checkpoint::SafetensorsFile((fs::path(dir) / s.entry.name).string()), "  ");
+  }
+  return bad;
+}
+
+int run_inspect(const std::string& path) {
+  int world = comm::Runtime::process_world_size();
+  AXONN_CHECK_ARG(world == 1, "axonn inspect runs in one process (the job has ", world, "); run it without mpirun -n");
+  std::error_code ec;
+  AXONN_CHECK_IO(fs::exists(path, ec), "cannot open '", path, "': no such file or directory");
+  if (!fs::is_directory(path, ec)) {
+    int32_t magic = 0;
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      if (std::fread(&magic, sizeof magic, 1, f) != 1) magic = 0;
+      std::fclose(f);
+    }
+    if (magic == checkpoint::kLlmcModelMagic) {
+      inspect_llmc(path);
+    } else {
+      AXONN_CHECK_IO(checkpoint::looks_like_safetensors(path), "'", path,
+                     "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint "
+                     "directory");
+      inspect_safetensors(path);
+    }
+    return 0;
+  }
+  std::string dir = checkpoint::resolve_checkpoint(path);
+  if (dir != path) {
+    // a root: its committed steps, then the latest in detail
+    std::string steps;
+    for (int64_t s : checkpoint::list_checkpoints(path)) steps += " " + std::to_string(s);
+    std::printf("checkpoint root '%s': steps%s; latest %s\n", path.c_str(), steps.c_str(),
+                fs::path(dir).filename().c_str());
+  }
+  int bad = inspect_step(dir);
+  AXONN_CHECK_IO(bad == 0, "checkpoint '", dir, "' fails verification: ", bad, " file", bad == 1 ? "" : "s",
+                 " missing, truncated or corrupt (see above)");
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, Action* action) {
+  auto path = std::make_shared<std::string>();
+  auto* sub = app.add_subcommand("inspect", "show what a model file or checkpoint holds and verify its checksums");
+  sub->add_option("path", *path, "llm.c .bin, safetensors file, or checkpoint directory (root or step)")->required();
+  sub->callback([path, action] { *action = [path] { return run_inspect(*path); }; });
+}
+
+}  // namespace axonn::tools
