@@ -7,6 +7,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/planner/planner.hpp"
+#include "cost_internal.hpp"
 
 namespace axonn::planner {
 
@@ -36,27 +37,13 @@ std::string_view to_string(CommGroup g) {
       return "X*Y";
     case CommGroup::kZData:
       return "Z*data";
+    case CommGroup::kXYZ:
+      return "X*Y*Z";
   }
   return "?";
 }
 
-std::string_view to_string(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllGather:
-      return "all-gather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce-scatter";
-    case CollectiveKind::kAllReduce:
-      return "all-reduce";
-  }
-  return "?";
-}
-
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-double d(long v) { return static_cast<double>(v); }
+namespace internal {
 
 // Position of each group in the rank order (X fastest): ip = product of the faster axes.
 long group_ip(CommGroup grp, const GridShape& g) {
@@ -70,6 +57,7 @@ long group_ip(CommGroup grp, const GridShape& g) {
     case CommGroup::kData:
       return g.gx * g.gy * g.gz;
     case CommGroup::kXY:
+    case CommGroup::kXYZ:
       return 1;
     case CommGroup::kZData:
       return g.gx * g.gy;
@@ -91,6 +79,8 @@ long group_size(CommGroup grp, const GridShape& g) {
       return g.gx * g.gy;
     case CommGroup::kZData:
       return g.gz * g.gdata;
+    case CommGroup::kXYZ:
+      return g.gx * g.gy * g.gz;
   }
   return 1;
 }
@@ -98,8 +88,9 @@ long group_size(CommGroup grp, const GridShape& g) {
 // Appends one collective (all its calls in a step) unless its group has a single rank.
 //   ring volume per call: c·(p−1)/p·M, c = 2 for all-reduce, 1 for all-gather / reduce-scatter;
 //   time = calls·(c·(p−1)/p·M / (β·unit) + c·(p−1)·α).
-// The as-coded variant divides bytes by 2^30 for β "in GB/s" (comm_model.py's /1024/1024/1024) and
-// has no α; the corrected one reads β as 10^9 bytes/s.
+// The as-coded variant divides bytes by 2^30 for β "in GB/s" (comm_model.py's /1024/1024/1024),
+// has no α and reads the table without regard to the collective; the corrected one reads β as 10^9
+// bytes/s, and β and α of this collective where the profile gives them per collective.
 void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s, const GridShape& g,
          std::string what, CommGroup grp, CollectiveKind kind, double message_bytes, double calls, Hiding hiding) {
   const long p = group_size(grp, g);
@@ -113,18 +104,28 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
   c.ip = group_ip(grp, g);
   c.message_bytes = message_bytes;
   c.calls = calls;
-  c.bandwidth_gbs = m.bandwidth_gbs(c.ip, p);
+  c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p);
   c.hiding = hiding;
   const double coef = kind == CollectiveKind::kAllReduce ? 2.0 : 1.0;
   const double f = d(p - 1) / d(p);
   const double unit = as_coded ? kGiB : 1e9;
   double per_call = coef * f * message_bytes / unit / c.bandwidth_gbs;
-  if (!as_coded && s.latency) per_call += coef * d(p - 1) * m.latency_us * 1e-6;
+  if (!as_coded && s.latency) {
+    // a calibrated profile's measured curve where it has one, else α per ring step
+    if (auto t = m.measured_seconds(kind, c.ip, p, message_bytes))
+      per_call = *t;
+    else
+      per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p);
+  }
   c.seconds = calls * per_call;
   out->push_back(std::move(c));
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::add;
+using internal::d;
+using internal::group_size;
 
 double total_seconds(const std::vector<CollectiveCost>& c) {
   double t = 0;
@@ -179,7 +180,7 @@ std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, co
   return out;
 }
 
-namespace {
+namespace internal {
 
 // Parameters per rank that are not Z-sharded tensor-parallel weights: LayerNorm γ/β and biases
 // (normal layers' biases over Y, transposed ones' over X, norms on the h/Gx slice), final norm.
@@ -191,7 +192,7 @@ double small_params_per_rank(const Workload& w, const GridShape& g) {
 // replicated.
 double embedding_params_per_rank(const Workload& w, const GridShape& g) {
   const double H = d(w.model.hidden);
-  return d(w.model.vocab) * H / d(g.gx * g.gy) + d(w.seq_len) * H;
+  return d(w.model.vocab) * H / d(g.gx * g.gy) + d(w.position_rows()) * H;
 }
 double tp_params_per_rank(const Workload& w, const GridShape& g) {
   double p = 0;
@@ -200,7 +201,11 @@ double tp_params_per_rank(const Workload& w, const GridShape& g) {
   return p * d(w.model.layers);
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::embedding_params_per_rank;
+using internal::small_params_per_rank;
+using internal::tp_params_per_rank;
 
 std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const Workload& w, const GridShape& g,
                                                   const CostSettings& s) {
@@ -253,9 +258,27 @@ MemoryEstimate estimate_memory(const Workload& w, const GridShape& g, const Cost
   return mem;
 }
 
+CostSettings settings_for(const MachineProfile& m) {
+  CostSettings s;
+  s.implementation = m.implementation;
+  if (m.implementation == Implementation::kAxonnCpp) {
+    s.recompute = false;
+    s.regather_in_backward = true;
+    s.overlap = false;
+    s.comm_bytes = 4;
+    s.grad_sync_bytes = 4;
+    s.weight_bytes = 4;
+    s.grad_bytes = 4;
+    s.optimizer_bytes = 8;
+  }
+  return s;
+}
+
 Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s) {
   w.validate();
   if (auto why = inadmissible_reason(w, g, 1)) throw InvalidArgument(*why);
+  if (s.variant == ModelVariant::kCorrected && s.implementation == Implementation::kAxonnCpp)
+    return internal::estimate_axonn_cpp(m, w, g, s);
   Estimate e;
   e.grid = g;
   const double L = d(w.model.layers), H = d(w.model.hidden), S = d(w.seq_len), V = d(w.model.vocab);

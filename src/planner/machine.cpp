@@ -14,20 +14,88 @@ namespace axonn::planner {
 
 using nlohmann::json;
 
+std::string_view to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+  }
+  return "?";
+}
+
+CollectiveKind parse_collective_kind(std::string_view text) {
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce})
+    if (text == to_string(k)) return k;
+  throw InvalidArgument(
+      detail::concat("unknown collective '", text, "'; use all-reduce, all-gather or reduce-scatter"));
+}
+
+std::string_view to_string(Implementation i) {
+  return i == Implementation::kAxonnCpp ? "axonn-cpp" : "megatron-axonn";
+}
+
+Implementation parse_implementation(std::string_view text) {
+  if (text == "megatron-axonn") return Implementation::kMegatronAxonn;
+  if (text == "axonn-cpp") return Implementation::kAxonnCpp;
+  throw InvalidArgument(detail::concat("unknown implementation '", text, "'; use megatron-axonn or axonn-cpp"));
+}
+
 bool MachineProfile::in_table(long ip, long size) const {
   return std::any_of(bandwidth_table.begin(), bandwidth_table.end(),
-                     [&](const BandwidthRule& r) { return r.matches(ip, size); });
+                     [&](const BandwidthRule& r) { return !r.op && r.matches(ip, size); });
 }
+
+namespace {
+
+// Groups of `size` ranks spaced `ip` apart tile blocks of ip·size consecutive ranks; they stay
+// inside a node only when those blocks tile the nodes.
+double fallback_gbs(const MachineProfile& m, long ip, long size) {
+  const long span = ip * size;
+  if (span <= m.gpus_per_node && m.gpus_per_node % span == 0) return m.intra_node_gbs;
+  return m.inter_node_gbs / static_cast<double>(std::min(ip, m.gpus_per_node));
+}
+
+}  // namespace
 
 double MachineProfile::bandwidth_gbs(long ip, long size) const {
   AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
   for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(ip, size)) return r.gbs;
-  // Groups of `size` ranks spaced `ip` apart tile blocks of ip·size consecutive ranks; they stay
-  // inside a node only when those blocks tile the nodes.
-  const long span = ip * size;
-  if (span <= gpus_per_node && gpus_per_node % span == 0) return intra_node_gbs;
-  return inter_node_gbs / static_cast<double>(std::min(ip, gpus_per_node));
+    if (!r.op && r.matches(ip, size)) return r.gbs;
+  return fallback_gbs(*this, ip, size);
+}
+
+double MachineProfile::bandwidth_gbs(CollectiveKind k, long ip, long size) const {
+  AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
+  for (const BandwidthRule& r : bandwidth_table)
+    if (r.matches(k, ip, size)) return r.gbs;
+  return fallback_gbs(*this, ip, size);
+}
+
+std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip, long size, double bytes) const {
+  for (const BandwidthRule& r : bandwidth_table) {
+    if (!r.matches(k, ip, size)) continue;
+    const auto& s = r.samples;
+    if (s.empty()) return std::nullopt;
+    if (bytes <= s.front().first) return s.front().second;  // the latency floor
+    for (size_t i = 1; i < s.size(); ++i)
+      if (bytes <= s[i].first) {
+        const double f = (bytes - s[i - 1].first) / (s[i].first - s[i - 1].first);
+        return s[i - 1].second + f * (s[i].second - s[i - 1].second);
+      }
+    // beyond the largest size measured: the bandwidth term for the rest
+    const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, p = static_cast<double>(size);
+    return s.back().second + c * (p - 1) / p * (bytes - s.back().first) / (r.gbs * 1e9);
+  }
+  return std::nullopt;
+}
+
+double MachineProfile::latency_s(CollectiveKind k, long ip, long size) const {
+  for (const BandwidthRule& r : bandwidth_table)
+    if (r.matches(k, ip, size)) return 1e-6 * r.latency_us.value_or(latency_us);
+  return 1e-6 * latency_us;
 }
 
 namespace {
@@ -145,6 +213,17 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
   m.gemm_efficiency = p.number(gpu, "gemm_efficiency", "gpu");
   if (m.gemm_efficiency > 1) p.fail("field 'gpu.gemm_efficiency' is a fraction of peak, in (0, 1]");
   m.hbm_gbs = p.number(gpu, "hbm_gbs", "gpu");
+  if (gpu.contains("gemm_call_us")) m.gemm_call_us = p.number(gpu, "gemm_call_us", "gpu", false);
+  if (doc.contains("implementation")) {
+    const std::string impl = p.text(doc, "implementation", "");
+    try {
+      m.implementation = parse_implementation(impl);
+    } catch (const InvalidArgument&) {
+      p.fail(detail::concat("field 'implementation' must be \"megatron-axonn\" or \"axonn-cpp\", got '", impl, "'"));
+    }
+  }
+  if (auto it = doc.find("calibration"); it != doc.end() && it->is_object() && it->contains("ranks"))
+    m.calibrated_ranks = p.integer(*it, "ranks", "calibration");
 
   const json& net = p.field(doc, "network", "");
   if (net.contains("latency_us")) m.latency_us = p.number(net, "latency_us", "network", false);
@@ -158,6 +237,30 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
       p.range((*it)[i], "ip", path, &r.ip_min, &r.ip_max);
       p.range((*it)[i], "size", path, &r.size_min, &r.size_max);
       r.gbs = p.number((*it)[i], "gbs", path);
+      if ((*it)[i].contains("op")) {
+        const std::string op = p.text((*it)[i], "op", path);
+        try {
+          r.op = parse_collective_kind(op);
+        } catch (const InvalidArgument&) {
+          p.fail(detail::concat("field '", path, ".op' must be \"all-reduce\", \"all-gather\" or \"reduce-scatter\", got '",
+                                op, "'"));
+        }
+      }
+      if ((*it)[i].contains("latency_us")) r.latency_us = p.number((*it)[i], "latency_us", path, false);
+      if ((*it)[i].contains("samples")) {
+        const json& smp = (*it)[i]["samples"];
+        const std::string spath = path + ".samples";
+        if (!r.op) p.fail(detail::concat("field '", spath, "' needs an \"op\" in its rule"));
+        if (!smp.is_array() || smp.empty()) p.fail(detail::concat("field '", spath, "' must be a non-empty array"));
+        for (const json& pt : smp) {
+          if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number() ||
+              !(pt[0].get<double>() > 0) || !(pt[1].get<double>() > 0))
+            p.fail(detail::concat("field '", spath, "' must hold [bytes, seconds] pairs of positive numbers"));
+          if (!r.samples.empty() && !(pt[0].get<double>() > r.samples.back().first))
+            p.fail(detail::concat("field '", spath, "' must be sorted by bytes, ascending"));
+          r.samples.emplace_back(pt[0].get<double>(), pt[1].get<double>());
+        }
+      }
       m.bandwidth_table.push_back(r);
     }
   }

@@ -60,9 +60,15 @@ std::string format_table(const PlanResult& r, std::size_t top) {
           "(%.0f%% of %.0f GiB)\n",
           r.request.gpus, r.request.min_tp, r.factorizations, r.admissible, r.fitting, s.memory_headroom * m.memory_gib,
           100 * s.memory_headroom, m.memory_gib);
-  appendf(&out, "cost     %s model, recompute %s, overlap %s; ranked by %s\n\n",
-          std::string(to_string(s.variant)).c_str(), (as_coded || s.recompute) ? "on" : "off", s.overlap ? "on" : "off",
-          as_coded ? "communication time alone, as AxoNN does" : "step time, grids that fit first");
+  const bool cpp = !as_coded && s.implementation == Implementation::kAxonnCpp;
+  if (cpp)
+    appendf(&out, "cost     %s model of the axonn-cpp step (fp32, recompute %s, blocking collectives); ranked by %s\n\n",
+            std::string(to_string(s.variant)).c_str(), s.recompute ? "on" : "off", "step time, grids that fit first");
+  else
+    appendf(&out, "cost     %s model, recompute %s, overlap %s; ranked by %s\n\n",
+            std::string(to_string(s.variant)).c_str(), (as_coded || s.recompute) ? "on" : "off",
+            s.overlap ? "on" : "off",
+            as_coded ? "communication time alone, as AxoNN does" : "step time, grids that fit first");
   appendf(&out, "%4s %5s %5s %6s %5s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy", "Gz",
           "Gdata", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s", "data_s", "emb_s", "mem_GiB",
           "fits", "MFU");

@@ -42,6 +42,8 @@ void Workload::validate() const {
                   model.heads, "; change --hidden or --heads");
   AXONN_CHECK_ARG(model.vocab > 0, "--vocab must be positive, got ", model.vocab);
   AXONN_CHECK_ARG(seq_len > 0, "--seq-len must be positive, got ", seq_len);
+  AXONN_CHECK_ARG(positions == 0 || positions >= seq_len, "the position embedding's ", positions,
+                  " rows are fewer than --seq-len ", seq_len);
   AXONN_CHECK_ARG(batch_size > 0, "--batch-size must be positive, got ", batch_size);
   AXONN_CHECK_ARG(grad_accumulation > 0, "gradient accumulation must be positive, got ", grad_accumulation);
   AXONN_CHECK_ARG(batch_size % grad_accumulation == 0, "--batch-size ", batch_size, " is not divisible by the ",
@@ -50,7 +52,7 @@ void Workload::validate() const {
 
 double Workload::parameters() const {
   const double L = static_cast<double>(model.layers), H = static_cast<double>(model.hidden);
-  const double V = static_cast<double>(model.vocab), S = static_cast<double>(seq_len);
+  const double V = static_cast<double>(model.vocab), S = static_cast<double>(position_rows());
   return L * (12 * H * H + 13 * H) + V * H + S * H + 2 * H;
 }
 

@@ -72,8 +72,9 @@ int run_plan(const PlanOptions& o) {
   req.workload.batch_size = o.batch_size;
   req.gpus = o.gpus;
   req.min_tp = o.min_tp != 0 ? o.min_tp : req.workload.model.min_tp;
-  req.settings.variant = planner::parse_model_variant(o.variant);
   const planner::MachineProfile machine = planner::load_machine_profile(o.machine);
+  req.settings = planner::settings_for(machine);  // the implementation the profile runs
+  req.settings.variant = planner::parse_model_variant(o.variant);
 
   const planner::PlanResult r = planner::plan(machine, req);
   const auto top = static_cast<std::size_t>(o.top);

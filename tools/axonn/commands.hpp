@@ -16,6 +16,7 @@ using Action = std::function<int()>;
 
 void add_train_command(CLI::App& app, Action* action);
 void add_plan_command(CLI::App& app, Action* action);
+void add_calibrate_command(CLI::App& app, Action* action);
 void add_bench_command(CLI::App& app, Action* action);  // bench comm, bench overlap
 void add_convert_command(CLI::App& app, Action* action);
 void add_inspect_command(CLI::App& app, Action* action);

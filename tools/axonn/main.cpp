@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   axonn::tools::Action action;
   axonn::tools::add_train_command(app, &action);
   axonn::tools::add_plan_command(app, &action);
+  axonn::tools::add_calibrate_command(app, &action);
   axonn::tools::add_bench_command(app, &action);
   axonn::tools::add_convert_command(app, &action);
   axonn::tools::add_inspect_command(app, &action);

@@ -42,6 +42,11 @@ ModelVariant parse_model_variant(std::string_view text);
 
 struct CostSettings {
   ModelVariant variant = ModelVariant::kCorrected;
+  // Which code's step is modelled (corrected variant only). kAxonnCpp: this project's CPU path —
+  // its own list of collectives (docs/parallelism.md: embedding and LM head over X·Y, LayerNorm
+  // statistics over X, loss and gradient-norm reductions, per-tensor gradient syncs), GEMM calls
+  // counted for the profile's per-call cost; use settings_for() to get its precision and schedule.
+  Implementation implementation = Implementation::kMegatronAxonn;
   // The following apply to the corrected variant; as-coded has AxoNN's SC24 factors built in.
   bool recompute = true;              // full activation recompute: forward collectives run twice
   bool regather_in_backward = false;  // re-gather Ŵ over Z in backward (develop) instead of saving it (SC24)
@@ -57,10 +62,14 @@ struct CostSettings {
   double memory_headroom = 0.9;  // fraction of the GPU memory a plan may use
 };
 
-enum class CommGroup { kX, kY, kZ, kData, kXY, kZData };
+// The settings a machine's software runs with: the defaults above for megatron-axonn profiles; for
+// axonn-cpp (the `local` profile `axonn calibrate` writes) fp32 everywhere (4-byte activations,
+// weights, gradients, AdamW m and v, no master copy), no recompute, weights re-gathered in the
+// backward, no overlap.
+CostSettings settings_for(const MachineProfile& m);
+
+enum class CommGroup { kX, kY, kZ, kData, kXY, kZData, kXYZ };
 std::string_view to_string(CommGroup g);
-enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
-std::string_view to_string(CollectiveKind k);
 // What a collective can hide behind when overlap is on (spec §4).
 enum class Hiding {
   kNone,           // blocking: forward all-reduces, data-parallel and embedding syncs
@@ -95,7 +104,7 @@ double total_seconds(const std::vector<CollectiveCost>& c);
 // Communication time per step, by group (seconds, not counting overlap).
 struct CommBreakdown {
   double x = 0, y = 0, z = 0, data = 0;
-  double embedding = 0;  // embedding / LM head / non-TP parameters (X·Y and Z·data groups)
+  double embedding = 0;  // embedding / LM head / non-TP parameters / loss and norm (X·Y, Z·data, X·Y·Z groups)
   double total() const { return x + y + z + data + embedding; }
 };
 

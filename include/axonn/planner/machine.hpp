@@ -4,7 +4,9 @@
 // GPUs per node, the GPU's memory, peak rate and GEMM efficiency, and the collective bandwidth
 // β(ip, group size) as AxoNN measured it — a first-match table of rules, plus a hierarchical
 // fallback (one ring inside a node, or k rings sharing a node's NICs) for the positions the table
-// does not list. The built-in profiles (perlmutter, frontier, alps) are compiled into the library,
+// does not list. A rule may be restricted to one collective and carry its own latency α: that is
+// what `axonn calibrate` writes for the `local` profile (β and α fitted per collective, group size
+// and position). The built-in profiles (perlmutter, frontier, alps) are compiled into the library,
 // so `axonn plan --machine perlmutter` works from the build tree and from an install alike.
 //
 //   auto m = axonn::planner::load_machine_profile("perlmutter");     // or "my-cluster.json"
@@ -12,23 +14,50 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace axonn::planner {
 
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
+std::string_view to_string(CollectiveKind k);  // "all-gather", "reduce-scatter", "all-reduce"
+// Throws axonn::InvalidArgument for anything but the three names above.
+CollectiveKind parse_collective_kind(std::string_view text);
+
+// Which software runs on the machine: it decides which collectives a step issues, in which
+// precision, and whether they overlap (docs/perf-model.md §2 and §11).
+enum class Implementation {
+  kMegatronAxonn,  // AxoNN's GPU training (SC24): bf16, activation recompute, OAR/ORS/OAG overlap,
+                   // Megatron-AxoNN's embedding / LM head; the built-in profiles
+  kAxonnCpp,       // this project's CPU path (docs/parallelism.md): fp32, no recompute, weights
+                   // re-gathered in backward, blocking collectives, exact LayerNorm over X
+};
+std::string_view to_string(Implementation i);  // "megatron-axonn", "axonn-cpp"
+// Throws axonn::InvalidArgument for anything but the two names above.
+Implementation parse_implementation(std::string_view text);
+
 // One row of the bandwidth table: β for groups whose inner product ip (the product of the sizes of
-// the grid axes that vary faster, spec §5.1) and size fall in the closed ranges given.
+// the grid axes that vary faster, spec §5.1) and size fall in the closed ranges given; optionally
+// only for one collective, and with its own α.
 struct BandwidthRule {
   static constexpr long kUnbounded = std::numeric_limits<long>::max();
   long ip_min = 1, ip_max = kUnbounded;
   long size_min = 2, size_max = kUnbounded;
-  double gbs = 0;  // bus bandwidth of one ring of this kind, GB/s
+  double gbs = 0;                     // bus bandwidth of one ring of this kind, GB/s
+  std::optional<CollectiveKind> op;   // "op": only this collective; unset = every collective
+  std::optional<double> latency_us;   // "latency_us": α per ring step; unset = network.latency_us
+  // "samples": [[bytes, seconds], ...] — the measured time per call of this collective at this
+  // position (`axonn calibrate`), by message size, ascending. When present (only with "op") the
+  // cost model interpolates it instead of α + M/β; beyond the largest size it adds M/β.
+  std::vector<std::pair<double, double>> samples;
 
   bool matches(long ip, long size) const {
     return ip >= ip_min && ip <= ip_max && size >= size_min && size <= size_max;
   }
+  bool matches(CollectiveKind k, long ip, long size) const { return (!op || *op == k) && matches(ip, size); }
 };
 
 struct MachineProfile {
@@ -41,7 +70,11 @@ struct MachineProfile {
   double memory_gib = 0;       // device memory per GPU (per GCD on MI250X)
   double peak_tflops = 0;      // dense bf16 peak per GPU
   double gemm_efficiency = 1;  // fraction of peak large GEMMs reach
+  double gemm_call_us = 0;     // fixed cost per GEMM call (calibrated CPUs: small GEMMs are slower)
   double hbm_gbs = 0;          // device memory bandwidth, for the memory-bound kernels
+
+  Implementation implementation = Implementation::kMegatronAxonn;  // "implementation"
+  long calibrated_ranks = 0;  // "calibration.ranks": job size `axonn calibrate` measured (0: not calibrated)
 
   double latency_us = 0;                       // α per ring step (0: no latency term)
   double intra_node_gbs = 0;                   // fallback: one ring inside a node
@@ -52,7 +85,17 @@ struct MachineProfile {
   // table rule, else: if the groups tile nodes (ip·size divides gpus_per_node) intra_node_gbs, else
   // inter_node_gbs / min(ip, gpus_per_node) — the min(ip, gpus_per_node) rings that leave each node
   // share its NICs (spec §5.1; Megatron-AxoNN's later get_bw does the same).
+  // Rules restricted to one collective ("op") are skipped here.
   double bandwidth_gbs(long ip, long size) const;
+  // β(ip, size) for collective `k`: the first rule that matches k (or has no "op"), else the fallback.
+  double bandwidth_gbs(CollectiveKind k, long ip, long size) const;
+  // α in seconds per ring step for collective `k`: the matching rule's latency_us, else network.latency_us.
+  double latency_s(CollectiveKind k, long ip, long size) const;
+  // Time per call of collective `k` with message `bytes` at (ip, size), interpolated in the first
+  // matching rule's samples; nullopt when that rule has none (or no rule matches).
+  std::optional<double> measured_seconds(CollectiveKind k, long ip, long size, double bytes) const;
+  // GEMM rate in FLOP/s the compute model uses: peak × efficiency.
+  double gemm_flops_per_s() const { return peak_tflops * 1e12 * gemm_efficiency; }
   // True when the table, not the fallback, gives β(ip, size).
   bool in_table(long ip, long size) const;
 };

@@ -36,11 +36,15 @@ struct Workload {
   long seq_len = 2048;         // S
   long batch_size = 0;         // B, global, in sequences per optimizer step
   long grad_accumulation = 1;  // micro-batches per step (weights re-gathered per micro-batch)
+  long positions = 0;          // rows of the position embedding (max sequence length); 0 = seq_len
+
+  long position_rows() const { return positions > 0 ? positions : seq_len; }
 
   // Throws axonn::InvalidArgument naming the bad value and what to change.
   void validate() const;
   double tokens() const { return static_cast<double>(batch_size) * static_cast<double>(seq_len); }
-  // Trainable parameters: 12·H² + 13·H per block, V·H (tied) + S·H embeddings, final norm 2·H.
+  // Trainable parameters: 12·H² + 13·H per block, V·H (tied) + position_rows()·H embeddings, final
+  // norm 2·H.
   double parameters() const;
 };
 
