@@ -289,17 +289,28 @@ std::string user_profile_dir() {
   return {};
 }
 
+std::vector<std::string> machine_profile_dirs() {
+  std::vector<std::string> out;
+  for (const auto& d : search_dirs()) out.push_back(d.string());
+  return out;
+}
+
+std::optional<std::string> find_machine_profile_file(const std::string& name) {
+  for (const auto& dir : search_dirs()) {
+    std::error_code ec;
+    auto file = dir / (name + ".json");
+    if (std::filesystem::is_regular_file(file, ec)) return file.string();
+  }
+  return std::nullopt;
+}
+
 MachineProfile load_machine_profile(const std::string& name_or_path) {
   AXONN_CHECK_ARG(!name_or_path.empty(), "--machine is empty; give a profile name (", builtin_machine_names().front(),
                   ", ...) or a .json file");
   const bool is_path =
       name_or_path.find('/') != std::string::npos || (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   if (is_path) return parse_machine_profile(read_file(name_or_path), name_or_path);
-  for (const auto& dir : search_dirs()) {
-    std::error_code ec;
-    auto file = dir / (name_or_path + ".json");
-    if (std::filesystem::is_regular_file(file, ec)) return parse_machine_profile(read_file(file), file.string());
-  }
+  if (auto file = find_machine_profile_file(name_or_path)) return parse_machine_profile(read_file(*file), *file);
   return parse_machine_profile(builtin_machine_json(name_or_path), name_or_path + " (built-in)");
 }
 

@@ -99,15 +99,14 @@ PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
   }
   if (r.configs.empty()) {
     std::ostringstream os;
-    os << "no 4D grid of " << req.gpus << " GPUs can run this model and batch (" << r.factorizations
+    os << "no 4D grid of " << req.gpus << " " << req.unit << " can run this model and batch (" << r.factorizations
        << " factorizations Gx*Gy*Gz*Gdata tried:";
     const char* sep = " ";
     for (const auto& [what, n] : rejected) {
       os << sep << n << " " << what;
       sep = ", ";
     }
-    os << "; e.g. " << example << "). Change --gpus (a count with more divisors, such as a power of two), "
-       << "--batch-size, or --min-tp";
+    os << "; e.g. " << example << "). " << req.advice;
     throw InvalidArgument(os.str());
   }
   r.admissible = static_cast<long>(r.configs.size());

@@ -17,6 +17,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/planner/planner.hpp"
 #include "checkpointing.hpp"
 
 namespace axonn::train {
@@ -61,7 +62,66 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
   return m;
 }
 
+// --grid auto: the planner's best admissible grid for this model, batch and job size, predicted with
+// a machine profile (--machine, else the calibrated `local`) for this implementation's step
+// (docs/perf-model.md §11). Says which grid it chose and why.
+parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
+  const model::GptConfig mc = resolve_model(c, detail::plan_start(c));
+  std::string source = c.machine;
+  if (source.empty()) {
+    auto file = planner::find_machine_profile_file("local");
+    if (!file) {
+      std::string dirs;
+      for (const auto& d : planner::machine_profile_dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+      throw InvalidArgument(axonn::detail::concat(
+          "--grid auto needs a machine profile, and no calibrated profile 'local' exists (searched: ",
+          dirs.empty() ? "nowhere: $HOME is not set" : dirs, "). Run `mpirun -np ", world_size,
+          " axonn calibrate` once with the ranks and threads you train with, or pass --machine NAME|FILE "
+          "(e.g. a profile written by axonn calibrate --out FILE)"));
+    }
+    source = *file;
+  }
+  planner::MachineProfile m = planner::load_machine_profile(source);
+  m.implementation = planner::Implementation::kAxonnCpp;  // whatever hardware, this trainer's step
+  planner::PlanRequest req;
+  req.workload.model = {mc.str(), mc.num_layers, mc.channels, mc.num_heads, mc.padded_vocab_size, 1};
+  req.workload.seq_len = c.seq_len;
+  req.workload.batch_size = c.batch_size;
+  req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
+  req.gpus = world_size;
+  req.settings = planner::settings_for(m);
+  req.unit = "ranks";
+  req.advice = "Change the number of ranks (mpirun -np) or --batch-size, or give --grid GX,GY,GZ,GD";
+  planner::PlanResult r;
+  try {
+    r = planner::plan(m, req);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("--grid auto: ") + e.what());
+  }
+  const planner::Estimate& best = r.configs.front();
+  AXONN_CHECK_ARG(best.fits, "--grid auto: no grid of ", world_size, " ranks fits this model in ",
+                  req.settings.memory_headroom * m.memory_gib, " GiB per rank (machine '", m.name,
+                  "'); the best needs ", best.memory.total_gib(), " GiB. Use more ranks or a smaller --batch-size");
+  if (m.calibrated_ranks > 0 && m.calibrated_ranks != world_size)
+    log_warn("--grid auto: profile '%s' was calibrated with %ld ranks, this job has %d: positions it did not measure "
+             "use its fallback bandwidths; run `mpirun -np %d axonn calibrate` for a matching profile",
+             source.c_str(), m.calibrated_ranks, world_size, world_size);
+  const auto& g = best.grid;
+  char runner_up[96] = "";
+  if (r.configs.size() > 1) {
+    const auto& n = r.configs[1];
+    std::snprintf(runner_up, sizeof runner_up, "; next %ld,%ld,%ld,%ld at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
+                  n.grid.gdata, n.total_s * 1e3);
+  }
+  log_info("grid      auto: Gx=%ld Gy=%ld Gz=%ld Gdata=%ld, predicted %.1f ms/step (compute %.1f, communication "
+           "%.1f) with machine profile '%s' (%s): fastest of %ld admissible grids%s",
+           g.gx, g.gy, g.gz, g.gdata, best.total_s * 1e3, best.compute_s * 1e3, best.exposed_comm_s * 1e3,
+           m.name.c_str(), source.c_str(), r.admissible, runner_up);
+  return {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
+}
+
 parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
+  if (c.grid == "auto") return auto_grid(c, world_size);
   if (c.gx || c.gy || c.gz || c.gdata) {
     parallel::GridShape s{c.gx ? c.gx : 1, c.gy ? c.gy : 1, c.gz ? c.gz : 1, 0};
     // an unset Gdata takes the ranks the other three leave

@@ -180,15 +180,16 @@ int run_calibrate(const CalibrateOptions& o) {
     std::error_code ec;
     const auto parent = std::filesystem::path(out).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    ok = 0;
     if (!ec) {
       std::ofstream probe(out + ".tmp", std::ios::trunc);
       ok = probe ? 1 : 0;
     }
-    std::filesystem::remove(out + ".tmp", ec);
-    if (!ok || (ec && ec != std::errc::no_such_file_or_directory)) {
-      ok = 0;
-      why = "cannot write the profile to '" + out + "'; give --out FILE in a writable folder";
-    }
+    std::error_code ignored;
+    std::filesystem::remove(out + ".tmp", ignored);
+    if (!ok)
+      why = "cannot write the profile to '" + out + "'" + (ec ? " (" + ec.message() + ")" : "") +
+            "; give --out FILE in a writable folder";
   }
   w.broadcast(&ok, 1, DType::kI32, 0);  // over world
   if (!ok) throw IoError(root ? why : "the profile cannot be written (see rank 0)");

@@ -27,7 +27,10 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
   sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
   sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
-                  "and weight shards, D: data); default 1,1,1,<ranks>");
+                  "and weight shards, D: data); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts "
+                  "with --machine");
+  sub->add_option("--machine", c->machine, "machine profile for --grid auto: name or .json file (default: local, "
+                  "written by axonn calibrate)");
   sub->add_option("--gx", c->gx, "Gx (instead of --grid; unset axes are 1, Gdata takes the remaining ranks)");
   sub->add_option("--gy", c->gy, "Gy");
   sub->add_option("--gz", c->gz, "Gz");

@@ -109,6 +109,12 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
 // Throws axonn::InvalidArgument when nothing matches (listing the known names) or the file is bad.
 MachineProfile load_machine_profile(const std::string& name_or_path);
 
+// The directories a profile name is searched in, in order: $AXONN_PROFILE_PATH, then user_profile_dir().
+std::vector<std::string> machine_profile_dirs();
+// The file <name>.json in the first of machine_profile_dirs() that has one; nullopt if none does
+// (built-ins are not files: `local` exists only once `axonn calibrate` has written it).
+std::optional<std::string> find_machine_profile_file(const std::string& name);
+
 // Names of the profiles compiled into the library, sorted.
 std::vector<std::string> builtin_machine_names();
 // JSON text of a built-in profile; throws axonn::InvalidArgument for an unknown name.

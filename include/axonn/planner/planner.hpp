@@ -34,6 +34,10 @@ struct PlanRequest {
   long gpus = 0;
   long min_tp = 1;  // minimum Gx·Gy·Gz
   CostSettings settings;
+  // Wording of the error when no grid is admissible: what the G things are called, and what to
+  // change (defaults: `axonn plan`'s flags).
+  std::string unit = "GPUs";
+  std::string advice = "Change --gpus (a count with more divisors, such as a power of two), --batch-size, or --min-tp";
 };
 
 struct PlanResult {

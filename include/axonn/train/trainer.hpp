@@ -23,8 +23,10 @@ struct TrainConfig {
   // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
   std::string data;                 // --data FILE
   int64_t synthetic_tokens = 200000;
-  // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size
+  // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size;
+  // "auto": the planner's choice for this model, batch and job size
   std::string grid;
+  std::string machine;  // --machine for --grid auto: profile name or file; empty = the calibrated `local`
   int gx = 0, gy = 0, gz = 0, gdata = 0;
   // batch
   int batch_size = 4;               // --batch-size B: global, in sequences (split over Z and data)

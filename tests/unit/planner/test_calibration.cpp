@@ -1,0 +1,353 @@
+// axonn calibrate's half without MPI: the fits recover the parameters they are given, the profile
+// JSON round-trips through the planner's parser (per-collective rules, α, measured samples), and the
+// axonn-cpp step model counts this implementation's collectives and GEMMs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+
+#include "axonn/core/error.hpp"
+#include "axonn/planner/calibration.hpp"
+#include "axonn/planner/cost_model.hpp"
+#include "axonn/planner/planner.hpp"
+
+namespace ap = axonn::planner;
+using ap::CollectiveKind;
+
+namespace {
+
+// t(M) of the planner's ring formula for a collective of p ranks.
+double ring_seconds(CollectiveKind k, long p, double alpha_us, double gbs, double bytes) {
+  const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, pd = static_cast<double>(p);
+  return c * (pd - 1) * alpha_us * 1e-6 + c * (pd - 1) / pd * bytes / (gbs * 1e9);
+}
+
+std::vector<ap::CollectiveSample> samples_of(CollectiveKind k, long p, double alpha_us, double gbs) {
+  std::vector<ap::CollectiveSample> s;
+  for (double bytes : {8.0, 512.0, 32768.0, 1048576.0, 4194304.0}) s.push_back({bytes, ring_seconds(k, p, alpha_us, gbs, bytes)});
+  return s;
+}
+
+// A calibration of 4 ranks on one node, every position a 4-rank grid has, exact α-β samples.
+ap::Calibration four_rank_calibration() {
+  ap::Calibration c;
+  c.date = "2026-01-01T00:00:00Z";
+  c.host = "testhost";
+  c.cpu = "Test CPU";
+  c.ranks = 4;
+  c.nodes = 1;
+  c.ranks_per_node = 4;
+  c.threads_per_rank = 1;
+  c.gemm_backend = "onednn";
+  c.memory_gib = 5.5;
+  c.stream_gbs = 6.0;
+  c.gemm = {{1024, 1024, 1024, 2.0 * 1024 * 1024 * 1024 / 40e9 + 3e-6}, {64, 64, 32, 2.0 * 64 * 64 * 32 / 40e9 + 3e-6}};
+  c.gemm_fit = ap::fit_gemm(c.gemm);
+  const struct {
+    long ip, p;
+    double scale;
+  } positions[] = {{1, 2, 1.0}, {2, 2, 0.8}, {1, 4, 0.6}};
+  for (const auto& pos : positions)
+    for (CollectiveKind k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+      const double gbs = 2.0 * pos.scale * (k == CollectiveKind::kReduceScatter ? 0.5 : 1.0);
+      c.collectives.push_back(ap::fit_collective(k, pos.ip, pos.p, samples_of(k, pos.p, 5.0, gbs)));
+    }
+  return c;
+}
+
+ap::Workload small_gpt(long batch = 8) {
+  ap::Workload w;
+  w.model = {"", 4, 256, 4, 2048, 1};
+  w.seq_len = 64;
+  w.batch_size = batch;
+  return w;
+}
+
+}  // namespace
+
+TEST(PlannerCalibration, FitRecoversAlphaAndBeta) {
+  for (CollectiveKind k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter})
+    for (long p : {2L, 4L, 8L}) {
+      const auto f = ap::fit_collective(k, 1, p, samples_of(k, p, 7.5, 3.25));
+      EXPECT_NEAR(f.latency_us, 7.5, 1e-6) << ap::to_string(k) << " p=" << p;
+      EXPECT_NEAR(f.gbs, 3.25, 1e-6) << ap::to_string(k) << " p=" << p;
+      EXPECT_LT(f.max_rel_error, 1e-9);
+    }
+}
+
+TEST(PlannerCalibration, FitClampsToPhysicalValues) {
+  // time falls with size (noise): no negative bandwidth, all fixed cost
+  auto f = ap::fit_collective(CollectiveKind::kAllReduce, 1, 2, {{8, 2e-5}, {4096, 1e-5}});
+  EXPECT_GT(f.gbs, 0);
+  EXPECT_GT(f.latency_us, 0);
+  // time proportional to size: no negative latency
+  f = ap::fit_collective(CollectiveKind::kAllGather, 1, 2, {{1000, 1e-6}, {2000, 2e-6}, {4000, 4e-6}});
+  EXPECT_GE(f.latency_us, 0);
+  EXPECT_NEAR(f.gbs, 0.5 * 1000 / 1e-6 * 1e-9, 1e-9);
+  // a single size still gives a profile
+  f = ap::fit_collective(CollectiveKind::kReduceScatter, 2, 2, {{4096, 1e-5}});
+  EXPECT_GT(f.gbs, 0);
+}
+
+TEST(PlannerCalibration, FitRejectsBadSamples) {
+  EXPECT_THROW(ap::fit_collective(CollectiveKind::kAllReduce, 1, 2, {}), axonn::InvalidArgument);
+  EXPECT_THROW(ap::fit_collective(CollectiveKind::kAllReduce, 1, 2, {{0, 1e-6}}), axonn::InvalidArgument);
+  EXPECT_THROW(ap::fit_collective(CollectiveKind::kAllReduce, 1, 1, {{8, 1e-6}}), axonn::InvalidArgument);
+  EXPECT_THROW(ap::fit_gemm({}), axonn::InvalidArgument);
+}
+
+TEST(PlannerCalibration, GemmFitRecoversRateAndCallCost) {
+  std::vector<ap::GemmSample> s;
+  for (long n : {32L, 128L, 512L, 1024L}) {
+    const auto x = static_cast<double>(n);
+    s.push_back({n, n, n, 2.0 * x * x * x / 55e9 + 4e-6});
+  }
+  const auto f = ap::fit_gemm(s);
+  EXPECT_NEAR(f.gflops, 55, 1e-6);
+  EXPECT_NEAR(f.call_us, 4, 1e-6);
+}
+
+// What `axonn calibrate` writes, the planner reads: every field, every rule, the samples.
+TEST(PlannerCalibration, ProfileRoundTrip) {
+  const ap::Calibration c = four_rank_calibration();
+  const std::string json = ap::calibration_profile_json(c);
+  const ap::MachineProfile m = ap::parse_machine_profile(json, "local.json");
+  EXPECT_EQ(m.name, "local");
+  EXPECT_EQ(m.implementation, ap::Implementation::kAxonnCpp);
+  EXPECT_EQ(m.gpus_per_node, 4);
+  EXPECT_EQ(m.calibrated_ranks, 4);
+  EXPECT_NEAR(m.memory_gib, 5.5, 1e-9);
+  EXPECT_NEAR(m.hbm_gbs, 6.0, 1e-9);
+  EXPECT_NEAR(m.gemm_flops_per_s(), 40e9, 40e9 * 1e-3);  // 4 significant digits written
+  EXPECT_NEAR(m.gemm_call_us, 3.0, 3e-3);
+  ASSERT_EQ(m.bandwidth_table.size(), c.collectives.size());
+  for (const auto& f : c.collectives) {
+    EXPECT_NEAR(m.bandwidth_gbs(f.kind, f.ip, f.size), f.gbs, f.gbs * 1e-3) << ap::to_string(f.kind);
+    EXPECT_NEAR(m.latency_s(f.kind, f.ip, f.size), 5e-6, 5e-9) << ap::to_string(f.kind);
+    // the measured curve: exact at the samples (4 digits), linear in between, + M/β beyond
+    for (const auto& s : f.samples) {
+      auto t = m.measured_seconds(f.kind, f.ip, f.size, s.bytes);
+      ASSERT_TRUE(t.has_value());
+      EXPECT_NEAR(*t, s.seconds, s.seconds * 1e-3);
+    }
+    const double mid = 0.5 * (f.samples[2].bytes + f.samples[3].bytes);
+    EXPECT_NEAR(*m.measured_seconds(f.kind, f.ip, f.size, mid), 0.5 * (f.samples[2].seconds + f.samples[3].seconds),
+                f.samples[3].seconds * 1e-3);
+    EXPECT_NEAR(*m.measured_seconds(f.kind, f.ip, f.size, 2.0), f.samples[0].seconds, f.samples[0].seconds * 1e-3);
+    const double big = 8.0 * 1048576;
+    const double want = ring_seconds(f.kind, f.size, 5.0, f.gbs, big);
+    EXPECT_NEAR(*m.measured_seconds(f.kind, f.ip, f.size, big), want, want * 2e-3);
+  }
+  // positions not measured use the fallback: the widest intra-node all-reduce ring
+  EXPECT_NEAR(m.intra_node_gbs, c.collectives[6].gbs, c.collectives[6].gbs * 1e-3);
+  EXPECT_EQ(m.intra_node_gbs, m.inter_node_gbs);  // one node: not measured
+  EXPECT_FALSE(m.measured_seconds(CollectiveKind::kAllReduce, 1, 8, 1024).has_value());
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 8), m.inter_node_gbs / 1);
+  // the raw record is there for people
+  const auto doc = nlohmann::json::parse(json);
+  EXPECT_EQ(doc["calibration"]["ranks"], 4);
+  EXPECT_EQ(doc["calibration"]["gemm"].size(), 2u);
+  EXPECT_EQ(doc["network"]["bandwidth_gbs"][0]["samples"].size(), 5u);
+}
+
+// The profile, written where `axonn calibrate` writes it, is found by name (`--machine local`).
+TEST(PlannerCalibration, LocalProfileFoundByName) {
+  const auto dir = std::filesystem::temp_directory_path() / ("axonn_calib_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "local.json") << ap::calibration_profile_json(four_rank_calibration());
+  }
+  const char* old = std::getenv("AXONN_PROFILE_PATH");
+  const std::string saved = old ? old : "";
+  ::setenv("AXONN_PROFILE_PATH", dir.c_str(), 1);
+  EXPECT_EQ(ap::find_machine_profile_file("local"), (dir / "local.json").string());
+  const ap::MachineProfile m = ap::load_machine_profile("local");
+  EXPECT_EQ(m.implementation, ap::Implementation::kAxonnCpp);
+  EXPECT_FALSE(ap::find_machine_profile_file("no-such-profile").has_value());
+  if (old)
+    ::setenv("AXONN_PROFILE_PATH", saved.c_str(), 1);
+  else
+    ::unsetenv("AXONN_PROFILE_PATH");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlannerCalibration, JsonNeedsAMeasuredRate) {
+  ap::Calibration c = four_rank_calibration();
+  c.gemm_fit = {};
+  EXPECT_THROW(ap::calibration_profile_json(c), axonn::InvalidArgument);
+  c = four_rank_calibration();
+  c.stream_gbs = 0;
+  EXPECT_THROW(ap::calibration_profile_json(c), axonn::InvalidArgument);
+}
+
+namespace {
+std::string parse_error(const std::string& network_extra, const std::string& top_extra = "") {
+  const std::string json = R"({"name": "t", "gpus_per_node": 4,)" + top_extra +
+                           R"( "gpu": {"memory_gib": 8, "peak_tflops": 1, "gemm_efficiency": 1, "hbm_gbs": 10},
+      "network": {"intra_node_gbs": 1, "inter_node_gbs": 1)" +
+                           network_extra + "}}";
+  try {
+    ap::parse_machine_profile(json, "bad.json");
+  } catch (const axonn::InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(PlannerCalibration, BadCalibratedFieldsAreNamed) {
+  EXPECT_NE(parse_error(R"(, "bandwidth_gbs": [{"op": "broadcast", "ip": 1, "size": 2, "gbs": 1}])")
+                .find("network.bandwidth_gbs[0].op' must be \"all-reduce\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"(, "bandwidth_gbs": [{"ip": 1, "size": 2, "gbs": 1, "samples": [[8, 1e-6]]}])")
+                .find("bandwidth_gbs[0].samples' needs an \"op\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"(, "bandwidth_gbs": [{"op": "all-reduce", "ip": 1, "size": 2, "gbs": 1,
+                                                "samples": [[64, 1e-6], [8, 2e-6]]}])")
+                .find("must be sorted by bytes"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"(, "bandwidth_gbs": [{"op": "all-reduce", "ip": 1, "size": 2, "gbs": 1,
+                                                "samples": [[64, -1]]}])")
+                .find("[bytes, seconds] pairs of positive numbers"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"(, "bandwidth_gbs": [{"op": "all-reduce", "ip": 1, "size": 2, "gbs": 1, "latency_us": -3}])")
+                .find("bandwidth_gbs[0].latency_us' must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(parse_error("", R"( "implementation": "pytorch",)").find("field 'implementation' must be"),
+            std::string::npos);
+  EXPECT_EQ(parse_error("", R"( "implementation": "axonn-cpp",)"), "");
+}
+
+// A rule restricted to one collective applies to it alone; op-less rules to all (and to the
+// op-agnostic lookup that the as-coded variant uses).
+TEST(PlannerCalibration, PerCollectiveRules) {
+  const auto m = ap::parse_machine_profile(
+      R"({"name": "t", "gpus_per_node": 4,
+          "gpu": {"memory_gib": 8, "peak_tflops": 1, "gemm_efficiency": 1, "hbm_gbs": 10},
+          "network": {"latency_us": 2, "intra_node_gbs": 1, "inter_node_gbs": 1, "bandwidth_gbs": [
+            {"op": "reduce-scatter", "ip": 1, "size": 2, "gbs": 3, "latency_us": 9},
+            {"ip": 1, "size": 2, "gbs": 7}]}})",
+      "t.json");
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(CollectiveKind::kReduceScatter, 1, 2), 3);
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 2), 7);
+  EXPECT_DOUBLE_EQ(m.bandwidth_gbs(1, 2), 7);
+  EXPECT_DOUBLE_EQ(m.latency_s(CollectiveKind::kReduceScatter, 1, 2), 9e-6);
+  EXPECT_DOUBLE_EQ(m.latency_s(CollectiveKind::kAllGather, 1, 2), 2e-6);
+  EXPECT_TRUE(m.in_table(1, 2));
+  EXPECT_FALSE(m.in_table(2, 2));
+}
+
+TEST(PlannerAxonnCpp, SettingsFollowTheProfile) {
+  ap::MachineProfile m;
+  EXPECT_EQ(ap::settings_for(m).implementation, ap::Implementation::kMegatronAxonn);
+  EXPECT_TRUE(ap::settings_for(m).recompute);
+  m.implementation = ap::Implementation::kAxonnCpp;
+  const ap::CostSettings s = ap::settings_for(m);
+  EXPECT_EQ(s.implementation, ap::Implementation::kAxonnCpp);
+  EXPECT_FALSE(s.recompute);
+  EXPECT_FALSE(s.overlap);
+  EXPECT_TRUE(s.regather_in_backward);
+  EXPECT_EQ(s.comm_bytes, 4);
+  EXPECT_EQ(s.weight_bytes + s.grad_bytes + s.optimizer_bytes, 16);
+}
+
+// One rank: no communication; GEMM time = FLOPs / rate + calls × per-call cost, FLOPs as counted
+// for the trainer's kernels (linear 3 passes, attention 12·N·T·C, LM head 3 GEMMs).
+TEST(PlannerAxonnCpp, OneRankComputeOnly) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  const ap::Workload w = small_gpt();
+  const auto s = ap::settings_for(m);
+  const auto e = ap::estimate(m, w, {1, 1, 1, 1}, s);
+  EXPECT_EQ(e.comm_s, 0);
+  const double N = 8 * 64, C = 256, L = 4, T = 64, V = 2048, heads = 4;
+  const double flops = L * 3 * 2 * N * 12 * C * C + L * 12 * N * T * C + 3 * 2 * N * C * V;
+  const double calls = L * 12 + L * 6 * (N / T) * heads + 3;
+  EXPECT_NEAR(e.gemm_s, flops / m.gemm_flops_per_s() + calls * m.gemm_call_us * 1e-6, 1e-12);
+  EXPECT_GT(e.memory_bound_s, 0);
+  EXPECT_DOUBLE_EQ(e.total_s, e.compute_s);
+}
+
+// Pure data parallelism: the loss and one all-reduce per parameter tensor over data, nothing else.
+TEST(PlannerAxonnCpp, DataParallelSyncsEveryTensorOnce) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  const ap::Workload w = small_gpt();
+  const auto e = ap::estimate(m, w, {1, 1, 1, 4}, ap::settings_for(m));
+  EXPECT_EQ(e.comm.x + e.comm.y + e.comm.z + e.comm.embedding, 0);
+  const double C = 256, L = 4, V = 2048, T = 64;
+  auto ar = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, bytes); };
+  double want = ar(4);  // the loss
+  for (double n : {V * C, T * C, L * C, L * C, L * 3 * C, L * C, L * C, L * C, L * 4 * C, L * C, C, C,  // replicated
+                   L * 3 * C * C, L * C * C, L * 4 * C * C, L * 4 * C * C})                           // weights
+    want += ar(4 * n);
+  EXPECT_NEAR(e.comm.data, want, want * 1e-12);
+  EXPECT_DOUBLE_EQ(e.exposed_comm_s, e.comm_s);  // blocking
+}
+
+// Tensor parallelism over X issues the LayerNorm statistics and the embedding / LM head traffic of
+// docs/parallelism.md; over Y neither LayerNorm nor the hidden gathers.
+TEST(PlannerAxonnCpp, TensorParallelCollectives) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  const ap::Workload w = small_gpt();
+  const auto s = ap::settings_for(m);
+  const auto x = ap::estimate(m, w, {4, 1, 1, 1}, s);
+  const auto y = ap::estimate(m, w, {1, 4, 1, 1}, s);
+  EXPECT_GT(x.comm.x, 0);
+  EXPECT_EQ(x.comm.y, 0);
+  EXPECT_GT(y.comm.y, 0);
+  EXPECT_EQ(y.comm.x, 0);
+  const double N = 8 * 64, C = 256, L = 4;
+  auto ar = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, bytes); };
+  auto ag = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllGather, 1, 4, bytes); };
+  // X: per layer 4 LayerNorm fwd (N floats) + 2 bwd (2N); QKV/FC1 forward outputs over X (3C, 4C),
+  // out-proj/FC2 backward dX over X (C, 4C); + final LayerNorm; + LM head and embedding all-gathers.
+  const double layer = 4 * ar(4 * N) + 2 * ar(8 * N) + ar(4 * N * 3 * C) + ar(4 * N * 4 * C) + ar(4 * N * C) +
+                       ar(4 * N * 4 * C);
+  const double want_x = L * layer + 2 * ar(4 * N) + ar(8 * N) + 2 * ag(4 * N * C);
+  EXPECT_NEAR(x.comm.x, want_x, want_x * 1e-12);
+  // X·Y: embedding forward and LM head backward rows, cross-entropy max and sums, gradient norm
+  const double want_xy = 2 * ar(4 * N * C) + ar(4 * N) + ar(8 * N) + ar(8);
+  EXPECT_NEAR(x.comm.embedding, want_xy, want_xy * 1e-12);
+  EXPECT_NEAR(y.comm.embedding, want_xy, want_xy * 1e-12);
+  // replicated work: attention over X, so the X grid computes more GEMM FLOPs than the Y grid
+  EXPECT_GT(x.gemm_s, y.gemm_s);
+}
+
+// Z shards weights: per layer and linear, two all-gathers (forward, backward) and a reduce-scatter
+// of the Gx·Gy block; the replicated tensors are all-reduced over Z.
+TEST(PlannerAxonnCpp, DepthAxisGathersTwicePerLayer) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  const ap::Workload w = small_gpt();
+  const auto z = ap::estimate(m, w, {1, 1, 4, 1}, ap::settings_for(m));
+  const double C = 256, L = 4, V = 2048, T = 64;
+  auto ar = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, bytes); };
+  auto ag = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllGather, 1, 4, bytes); };
+  auto rs = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kReduceScatter, 1, 4, bytes); };
+  double want = ar(4);  // the loss over Z
+  for (double block : {3 * C * C, C * C, 4 * C * C, 4 * C * C}) want += L * (2 * ag(4 * block) + rs(4 * block));
+  for (double n : {V * C, T * C, L * C, L * C, L * 3 * C, L * C, L * C, L * C, L * 4 * C, L * C, C, C}) want += ar(4 * n);
+  EXPECT_NEAR(z.comm.z, want, want * 1e-12);
+}
+
+// `axonn train --grid auto`'s error when no grid is admissible says what to change in its terms.
+TEST(PlannerAxonnCpp, NoAdmissibleGridWording) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  ap::PlanRequest req;
+  req.workload = small_gpt(4);
+  req.gpus = 3;
+  req.settings = ap::settings_for(m);
+  req.unit = "ranks";
+  req.advice = "Change mpirun -np";
+  try {
+    ap::plan(m, req);
+    FAIL() << "3 ranks cannot run C=256, 4 heads, B=4";
+  } catch (const axonn::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no 4D grid of 3 ranks can run this model and batch"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Change mpirun -np"), std::string::npos) << e.what();
+  }
+}
