@@ -4,7 +4,7 @@
 // training-step time of each (forward, backward, gradient sync, norm, AdamW: the trainer's step),
 // and compares with the planner's prediction from a machine profile (default `local`, written by
 // `axonn calibrate`): Spearman rank correlation, the measured best's place in the predicted
-// ranking, mean relative error of the predicted step time. docs/perf-model.md §10 has a run.
+// ranking, mean relative error of the predicted step time. docs/perf-model.md §11 has a run.
 //
 //   OMP_NUM_THREADS=1 mpirun -n 4 --oversubscribe build/bin/bench_plan_validate
 //       [--layers 4 --channels 256 --heads 4 --vocab 2048 --seq-len 64 --batch-size 8]

@@ -153,6 +153,9 @@ std::string calibration_profile_json(const Calibration& c) {
                     "by message size (every group of the position at once), which the planner interpolates; gbs and "
                     "latency_us = the fit t = c(p-1)·latency_us + c(p-1)/p·M/gbs to them (beyond the largest size, and "
                     "the summary)");
+  sources.push_back("sync_us: time per iteration of [compute burst, 8-byte all-reduce over all ranks] minus the burst "
+                    "alone and minus that all-reduce in a tight loop: what a collective costs between computations "
+                    "beyond its own time");
   sources.push_back(inter ? "inter_node_gbs: the narrowest inter-node all-reduce measured"
                           : "inter_node_gbs: not measured (one node): a copy of intra_node_gbs");
   if (!intra && !inter)
@@ -188,6 +191,7 @@ std::string calibration_profile_json(const Calibration& c) {
         {"hbm_gbs", rounded(c.stream_gbs)}}},
       {"network",
        {{"latency_us", rounded(alpha)},
+        {"sync_us", rounded(std::max(0.0, c.sync_us))},
         {"intra_node_gbs", rounded(intra_gbs)},
         {"inter_node_gbs", rounded(inter_gbs)},
         {"bandwidth_gbs", rules}}},

@@ -1,7 +1,7 @@
 // The step of this project's CPU implementation (Implementation::kAxonnCpp), collective by
 // collective as src/model/gpt.cpp and src/parallel/linear.cpp issue them (docs/parallelism.md,
 // "The collectives of one step"), GEMM by GEMM as src/kernels/cpu calls sgemm. Derivation and the
-// validation on this machine: docs/perf-model.md §11.
+// validation on this machine: docs/perf-model.md §10 and §11.
 #include <algorithm>
 
 #include "axonn/planner/cost_model.hpp"

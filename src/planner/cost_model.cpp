@@ -116,6 +116,7 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
       per_call = *t;
     else
       per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p);
+    per_call += m.sync_us * 1e-6;  // the step's synchronisation cost, where the profile measured one
   }
   c.seconds = calls * per_call;
   out->push_back(std::move(c));

@@ -227,6 +227,7 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
 
   const json& net = p.field(doc, "network", "");
   if (net.contains("latency_us")) m.latency_us = p.number(net, "latency_us", "network", false);
+  if (net.contains("sync_us")) m.sync_us = p.number(net, "sync_us", "network", false);
   m.intra_node_gbs = p.number(net, "intra_node_gbs", "network");
   m.inter_node_gbs = p.number(net, "inter_node_gbs", "network");
   if (auto it = net.find("bandwidth_gbs"); it != net.end()) {

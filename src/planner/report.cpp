@@ -49,12 +49,20 @@ std::string format_table(const PlanResult& r, std::size_t top) {
   const CostSettings& s = r.request.settings;
   const bool as_coded = s.variant == ModelVariant::kAsCoded;
   std::string out;
-  appendf(&out, "machine  %s: %ld x %s per node, %.1f TFLOP/s bf16 peak x %.2f GEMM efficiency, %.0f GiB\n",
-          m.name.c_str(), m.gpus_per_node, m.gpu_name.empty() ? "GPU" : m.gpu_name.c_str(), m.peak_tflops,
-          m.gemm_efficiency, m.memory_gib);
-  appendf(&out, "model    %s: L=%ld H=%ld heads=%ld V=%ld, %.2f B parameters; S=%ld, batch %ld sequences\n",
+  if (m.implementation == Implementation::kAxonnCpp)
+    appendf(&out,
+            "machine  %s: %ld ranks per node (%s), sgemm %.1f GFLOP/s + %.2f us per call, memory-bound %.1f GB/s, "
+            "%.1f GiB per rank\n",
+            m.name.c_str(), m.gpus_per_node, m.gpu_name.empty() ? "CPU" : m.gpu_name.c_str(),
+            m.gemm_flops_per_s() * 1e-9, m.gemm_call_us, m.hbm_gbs, m.memory_gib);
+  else
+    appendf(&out, "machine  %s: %ld x %s per node, %.1f TFLOP/s bf16 peak x %.2f GEMM efficiency, %.0f GiB\n",
+            m.name.c_str(), m.gpus_per_node, m.gpu_name.empty() ? "GPU" : m.gpu_name.c_str(), m.peak_tflops,
+            m.gemm_efficiency, m.memory_gib);
+  const bool billions = w.parameters() >= 1e9;
+  appendf(&out, "model    %s: L=%ld H=%ld heads=%ld V=%ld, %.2f %s parameters; S=%ld, batch %ld sequences\n",
           w.model.name.empty() ? "custom" : w.model.name.c_str(), w.model.layers, w.model.hidden, w.model.heads,
-          w.model.vocab, w.parameters() / 1e9, w.seq_len, w.batch_size);
+          w.model.vocab, w.parameters() / (billions ? 1e9 : 1e6), billions ? "B" : "M", w.seq_len, w.batch_size);
   appendf(&out,
           "search   %ld GPUs, Gx*Gy*Gz >= %ld: %ld factorizations, %ld admissible, %ld fit in %.1f GiB "
           "(%.0f%% of %.0f GiB)\n",

@@ -64,7 +64,7 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
 
 // --grid auto: the planner's best admissible grid for this model, batch and job size, predicted with
 // a machine profile (--machine, else the calibrated `local`) for this implementation's step
-// (docs/perf-model.md §11). Says which grid it chose and why.
+// (docs/perf-model.md §10). Says which grid it chose and why.
 parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   const model::GptConfig mc = resolve_model(c, detail::plan_start(c));
   std::string source = c.machine;

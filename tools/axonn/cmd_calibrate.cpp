@@ -293,6 +293,21 @@ int run_calibrate(const CalibrateOptions& o) {
       coll.push_back(std::move(cp));
     }
   }
+  // a collective between computations: [burst; 8-byte all-reduce over the world] against [burst]
+  const long burst_n = 128, burst_gemms = 4;  // ≈ 0.1-0.5 ms of compute per rank
+  std::vector<float> ba(static_cast<size_t>(burst_n * burst_n), 0.5f), bb(ba.size(), 0.25f), bc(ba.size(), 0.0f);
+  auto burst = [&] {
+    for (long i = 0; i < burst_gemms; ++i)
+      kernels::sgemm(false, false, burst_n, burst_n, burst_n, 1.0f, ba.data(), burst_n, bb.data(), burst_n, 0.0f,
+                     bc.data(), burst_n);
+  };
+  float sync_value = 0.0f;
+  const size_t burst_point = rr.add(burst);
+  const size_t burst_sync_point = c.ranks > 1 ? rr.add([&] {
+    burst();
+    w.all_reduce(&sync_value, 1, DType::kF32);  // over world
+  })
+                                              : burst_point;
   rr.run(o.quick ? 3 : 7, o.quick ? 0.004 : 0.02);
 
   for (size_t i = 0; i < c.gemm.size(); ++i) c.gemm[i].seconds = rr.seconds(gemm_points[i]);
@@ -306,6 +321,13 @@ int run_calibrate(const CalibrateOptions& o) {
     std::printf("%-15s %4s %4s %6s %10s %12s %8s\n", "collective", "ip", "p", "node", "busbw_GB/s", "alpha_us",
                 "fit_err");
   }
+  double tight_ar = 0;  // the 8-byte all-reduce over all ranks in a tight loop
+  for (const auto& cp : coll)
+    if (cp.kind == CollectiveKind::kAllReduce && cp.ip == 1 && cp.p == c.ranks) tight_ar = rr.seconds(cp.sizes.front().second);
+  c.sync_us = c.ranks > 1 ? std::max(0.0, rr.seconds(burst_sync_point) - rr.seconds(burst_point) - tight_ar) * 1e6 : 0.0;
+  if (root)
+    std::printf("sync     %.2f us per collective between computations (burst %.3f ms, with an all-reduce %.3f ms)\n",
+                c.sync_us, rr.seconds(burst_point) * 1e3, rr.seconds(burst_sync_point) * 1e3);
   for (const auto& cp : coll) {
     std::vector<planner::CollectiveSample> samples;
     for (const auto& [bytes, point] : cp.sizes) samples.push_back({bytes, rr.seconds(point)});

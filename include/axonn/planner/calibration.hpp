@@ -64,6 +64,7 @@ struct Calibration {
   std::string gemm_backend;  // "onednn" | "openblas"
   bool quick = false;
   double memory_gib = 0;  // per rank: the node's memory / ranks on it
+  double sync_us = 0;     // extra cost of a collective between computations (network.sync_us)
   double stream_gbs = 0;  // memory-bound kernels' bandwidth per rank (AdamW), every rank at once
   std::vector<GemmSample> gemm;
   GemmFit gemm_fit;

@@ -28,7 +28,7 @@ std::string_view to_string(CollectiveKind k);  // "all-gather", "reduce-scatter"
 CollectiveKind parse_collective_kind(std::string_view text);
 
 // Which software runs on the machine: it decides which collectives a step issues, in which
-// precision, and whether they overlap (docs/perf-model.md §2 and §11).
+// precision, and whether they overlap (docs/perf-model.md §2 and §10).
 enum class Implementation {
   kMegatronAxonn,  // AxoNN's GPU training (SC24): bf16, activation recompute, OAR/ORS/OAG overlap,
                    // Megatron-AxoNN's embedding / LM head; the built-in profiles
@@ -77,6 +77,10 @@ struct MachineProfile {
   long calibrated_ranks = 0;  // "calibration.ranks": job size `axonn calibrate` measured (0: not calibrated)
 
   double latency_us = 0;                       // α per ring step (0: no latency term)
+  // Extra cost of one blocking collective inside a training step beyond what it costs in a tight loop
+  // of collectives: ranks that compute between collectives drift apart, and on a machine with more
+  // ranks than free cores the late one waits for a core (`axonn calibrate` measures it; 0: none).
+  double sync_us = 0;
   double intra_node_gbs = 0;                   // fallback: one ring inside a node
   double inter_node_gbs = 0;                   // fallback: one ring leaving a node; k such rings per node share it
   std::vector<BandwidthRule> bandwidth_table;  // first match wins

@@ -351,3 +351,18 @@ TEST(PlannerAxonnCpp, NoAdmissibleGridWording) {
     EXPECT_NE(std::string(e.what()).find("Change mpirun -np"), std::string::npos) << e.what();
   }
 }
+
+// network.sync_us: what a blocking collective costs between computations beyond its own time, once
+// per call (written by calibrate, read back, charged per collective).
+TEST(PlannerAxonnCpp, SyncCostPerCall) {
+  ap::Calibration c = four_rank_calibration();
+  const ap::MachineProfile plain = ap::parse_machine_profile(ap::calibration_profile_json(c), "a.json");
+  c.sync_us = 250;
+  const ap::MachineProfile synced = ap::parse_machine_profile(ap::calibration_profile_json(c), "b.json");
+  EXPECT_DOUBLE_EQ(synced.sync_us, 250);
+  const ap::Workload w = small_gpt();
+  // data parallelism: the loss and 16 gradient tensors, one all-reduce each
+  const auto a = ap::estimate(plain, w, {1, 1, 1, 4}, ap::settings_for(plain));
+  const auto b = ap::estimate(synced, w, {1, 1, 1, 4}, ap::settings_for(synced));
+  EXPECT_NEAR(b.comm_s - a.comm_s, 17 * 250e-6, 1e-12);
+}
