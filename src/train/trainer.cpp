@@ -66,7 +66,18 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
 // a machine profile (--machine, else the calibrated `local`) for this implementation's step
 // (docs/perf-model.md §10). Says which grid it chose and why.
 parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
-  const model::GptConfig mc = resolve_model(c, detail::plan_start(c));
+  // the model this run trains (train() plans its start again, and says what it found there)
+  const LogLevel level = log_level();
+  if (level > LogLevel::kWarn) set_log_level(LogLevel::kWarn);
+  detail::StartPlan start;
+  try {
+    start = detail::plan_start(c);
+  } catch (...) {
+    set_log_level(level);
+    throw;
+  }
+  set_log_level(level);
+  const model::GptConfig mc = resolve_model(c, start);
   std::string source = c.machine;
   if (source.empty()) {
     auto file = planner::find_machine_profile_file("local");
