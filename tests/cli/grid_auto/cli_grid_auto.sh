@@ -67,6 +67,11 @@ case $case_name in
     # 3 ranks: 3 divides neither the channels (64) nor the heads (4) nor the batch (4)
     expect_once 3 "--grid auto: no 4D grid of 3 ranks can run this model and batch .*Change the number of ranks" \
       train --grid auto --machine "$here/local.json" "${flags[@]}" ;;
+  fits_no_grid)
+    # the fixture with 1 MiB per rank: gpt2-tiny's weights, gradients and AdamW state alone need more
+    sed 's/"memory_gib": 4/"memory_gib": 0.001/' "$here/local.json" >"$tmp/small.json"
+    expect_once 2 "--grid auto: no grid of 2 ranks fits this model in 0.0009 GiB per rank .*Use more ranks" \
+      train --grid auto --machine "$tmp/small.json" "${flags[@]}" ;;
   bad_profile)
     expect_once 2 "missing_field.json': missing field 'gpu.peak_tflops'" \
       train --grid auto --machine "$here/../plan/missing_field.json" "${flags[@]}" ;;
