@@ -285,10 +285,10 @@ int run_bench_comm(const CommBenchOptions& o) {
 
 struct OverlapOptions {
   std::string op = "all_reduce";
-  int64_t bytes = 64 << 20;
-  int gemm_n = 640;
+  int64_t bytes = 32 << 20;
+  int gemm_n = 1024;
   int threads = 1;
-  int reps = 3;
+  int reps = 9;
   std::string modes = "none,thread:0,thread:50,thread:1000";
 };
 
@@ -386,14 +386,56 @@ int run_bench_overlap(const OverlapOptions& o) {
   };
   const double flops = 2.0 * static_cast<double>(n * n * n);
 
-  // The computation alone (no collective in flight, no progress thread alive).
+  // Warm-up of the computation.
   compute(A, B, C, o.gemm_n, o.threads);  // warm-up
+  // One communicator (and progress thread, for thread modes) per mode, all alive at once: every
+  // repetition measures the computation alone and then each mode in turn, so that load from other
+  // processes drifting over time hits every column alike (this machine is shared).
+  struct Samples {
+    std::vector<double> comm, issue, gemm, wait, total;
+    int done_at_end = 0;
+  };
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const Mode& m : modes) {
+    comms.push_back(comm::world(m.options));
+    start(*comms.back())->wait();  // warm-up
+  }
   std::vector<double> gemm_times;
+  std::vector<Samples> samples(modes.size());
+  int wrong = 0;
   for (int r = 0; r < o.reps; ++r) {
     world.barrier();
-    Timer t;
+    Timer t0;
     compute(A, B, C, o.gemm_n, o.threads);
-    gemm_times.push_back(max_over(world, t.seconds()));
+    gemm_times.push_back(max_over(world, t0.seconds()));
+    for (size_t k = 0; k < modes.size(); ++k) {
+      Communicator& c = *comms[k];
+      Samples& s = samples[k];
+      // The collective alone, issued and waited at once: the same MPI algorithm as overlapped.
+      std::fill(send.begin(), send.end(), 1.0f);
+      c.barrier();
+      Timer t1;
+      start(c)->wait();
+      s.comm.push_back(max_over(world, t1.seconds()));
+      // Issued, then the computation, then wait().
+      std::fill(send.begin(), send.end(), static_cast<float>(c.rank() + 1));
+      std::fill(recv.begin(), recv.end(), 0.0f);
+      c.barrier();
+      Timer t;
+      auto w = start(c);  // over world
+      const double t_issue = t.seconds();
+      compute(A, B, C, o.gemm_n, o.threads);
+      const double t_gemm = t.seconds();
+      const bool done = w->test();
+      w->wait();
+      const double t_total = t.seconds();
+      s.issue.push_back(max_over(world, t_issue));
+      s.gemm.push_back(max_over(world, t_gemm - t_issue));
+      s.wait.push_back(max_over(world, t_total - t_gemm));
+      s.total.push_back(max_over(world, t_total));
+      s.done_at_end += static_cast<int>(sum_over(world, done ? 1 : 0));
+      wrong += static_cast<int>(sum_over(world, result_ok() ? 0 : 1));
+    }
   }
   const double gemm_alone = median(gemm_times);
   if (world.rank() == 0) {
@@ -401,57 +443,24 @@ int run_bench_overlap(const OverlapOptions& o) {
                 "a %dx%dx%d fp32 matmul on %d thread(s) per rank (%.2f GFLOP/s alone), then wait()\n",
                 world.size(), o.op.c_str(), count * 4, o.gemm_n, o.gemm_n, o.gemm_n,
                 o.threads, flops / gemm_alone * 1e-9);
-    std::printf("# times in ms, median of %d reps of the max over ranks; hidden = share of the collective's "
-                "time that the overlap saved: (comm + compute - total) / comm\n", o.reps);
+    std::printf("# times in ms, median of %d reps of the max over ranks; hidden = share of the "
+                "collective's time that the overlap saved: (comm + compute - total) / comm\n",
+                o.reps);
     std::printf("# comm, compute: each alone; then issue (the *_async call), compute|ovl "
                 "(the same computation, collective in flight), wait after (wait() once computed), "
                 "total; done@end: test() true right after the computation (rank-reps)\n");
     std::printf("# %-12s %9s %9s %7s %12s %11s %9s %9s %8s\n", "mode", "comm", "compute", "issue",
                 "compute|ovl", "wait after", "total", "done@end", "hidden");
-  }
-  int wrong = 0;
-  for (const Mode& m : modes) {
-    auto c = comm::world(m.options);
-    // Warm-up, then the collective alone (issued and waited at once: the same MPI algorithm as in
-    // the overlapped run).
-    start(*c)->wait();
-    std::vector<double> comm_t, issue_t, gemm_t, wait_t, total_t;
-    int done_at_end = 0;
-    for (int r = 0; r < o.reps; ++r) {
-      std::fill(send.begin(), send.end(), 1.0f);
-      c->barrier();
-      Timer t;
-      start(*c)->wait();
-      comm_t.push_back(max_over(world, t.seconds()));
+    for (size_t k = 0; k < modes.size(); ++k) {
+      const Samples& s = samples[k];
+      const double comm_alone = median(s.comm), total = median(s.total);
+      const double hidden = (comm_alone + gemm_alone - total) / comm_alone;
+      std::printf("  %-12s %9.2f %9.2f %7.2f %12.2f %11.2f %9.2f %5d/%-3d %7.0f%%\n",
+                  modes[k].name.c_str(), comm_alone * 1e3, gemm_alone * 1e3, median(s.issue) * 1e3,
+                  median(s.gemm) * 1e3, median(s.wait) * 1e3, total * 1e3, s.done_at_end,
+                  o.reps * world.size(), 100 * hidden);
     }
-    for (int r = 0; r < o.reps; ++r) {
-      std::fill(send.begin(), send.end(), static_cast<float>(c->rank() + 1));
-      std::fill(recv.begin(), recv.end(), 0.0f);
-      c->barrier();
-      Timer t;
-      auto w = start(*c);  // over world
-      const double t_issue = t.seconds();
-      compute(A, B, C, o.gemm_n, o.threads);
-      const double t_gemm = t.seconds();
-      const bool done = w->test();
-      w->wait();
-      const double t_total = t.seconds();
-      issue_t.push_back(max_over(world, t_issue));
-      gemm_t.push_back(max_over(world, t_gemm - t_issue));
-      wait_t.push_back(max_over(world, t_total - t_gemm));
-      total_t.push_back(max_over(world, t_total));
-      done_at_end += static_cast<int>(sum_over(world, done ? 1 : 0));
-      wrong += static_cast<int>(sum_over(world, result_ok() ? 0 : 1));
-    }
-    const double comm_alone = median(comm_t), total = median(total_t);
-    const double issue = median(issue_t), gemm_ovl = median(gemm_t), wait_after = median(wait_t);
-    const double hidden = (comm_alone + gemm_alone - total) / comm_alone;
-    if (world.rank() == 0) {
-      std::printf("  %-12s %9.2f %9.2f %7.2f %12.2f %11.2f %9.2f %5d/%-3d %7.0f%%\n", m.name.c_str(),
-                  comm_alone * 1e3, gemm_alone * 1e3, issue * 1e3, gemm_ovl * 1e3, wait_after * 1e3,
-                  total * 1e3, done_at_end, o.reps * world.size(), 100 * hidden);
-      std::fflush(stdout);
-    }
+    std::fflush(stdout);
   }
   if (world.rank() == 0 && wrong) std::printf("# FAILED: %d wrong results\n", wrong);
   return wrong == 0 ? 0 : 1;
