@@ -217,38 +217,15 @@ class CommBench {
   Values a_, b_;
 };
 
-// For errors every rank detects alike (flags, grid): rank 0 prints the message once, and every rank
-// leaves with exit code 2 without MPI_Abort, whose banner would bury the message. The barrier
-// keeps the others from exiting (and mpiexec from killing the job) before rank 0 has printed.
-int refuse(Communicator& world, const std::string& message) {
-  if (world.rank() == 0) log_error("%s", message.c_str());
-  world.barrier();
-  return 2;
-}
-
-// Parses and checks --grid (no communication); false and the message on error.
-bool resolve_grid(const std::string& text, int world_size, parallel::GridShape* shape,
-                  std::string* error) {
-  try {
-    *shape = parallel::parse_grid(text, world_size);
-    parallel::check_grid(*shape, world_size);
-    return true;
-  } catch (const InvalidArgument& e) {
-    *error = e.what();
-    return false;
-  }
-}
-
 int run_bench_comm(const CommBenchOptions& o) {
   auto world = comm::world();
-  parallel::GridShape shape;
-  std::string error;
-  if (!resolve_grid(o.grid, world->size(), &shape, &error)) return refuse(*world, error);
+  // bad flags throw InvalidArgument alike on every rank; main prints it once and exits quietly
+  const parallel::GridShape shape = parallel::parse_grid(o.grid, world->size());
   const bool flags_ok = o.min_bytes > 0 && o.max_bytes >= o.min_bytes && o.step_factor >= 2 &&
                         o.iters >= 1 && o.rounds >= 1 && o.warmup >= 0 &&
                         (o.dtype == "f32" || o.dtype == "bf16");
   if (!flags_ok)
-    return refuse(*world, "bench comm: need 0 < --min-bytes <= --max-bytes, --step-factor >= 2, "
+    throw InvalidArgument("bench comm: need 0 < --min-bytes <= --max-bytes, --step-factor >= 2, "
                           "--iters >= 1, --rounds >= 1, --warmup >= 0, --dtype f32|bf16");
   const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   parallel::Grid grid(shape, world);
@@ -370,7 +347,7 @@ int run_bench_overlap(const OverlapOptions& o) {
   }
   auto probe = comm::world(comm::CommOptions{false, 0});  // rank, barriers, all-rank maxima
   Communicator& world = *probe;
-  if (!error.empty()) return refuse(world, error);
+  if (!error.empty()) throw InvalidArgument(error);  // printed once by main's handler
   const auto n = static_cast<size_t>(o.gemm_n);
   std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n, 0.0f);
   // --bytes counted as nccl-tests does: per rank (all-reduce), gathered, or scattered.
