@@ -26,6 +26,7 @@ TEST(GridMath, AxonnWorkedExampleOn2x2x2x2) {
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXY), (std::vector<int>{12, 13, 14, 15}));
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXYZ),
             (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kZData), (std::vector<int>{1, 5, 9, 13}));
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kWorld).size(), 16u);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kX), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kY), 0);
@@ -33,6 +34,7 @@ TEST(GridMath, AxonnWorkedExampleOn2x2x2x2) {
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kData), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXY), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXYZ), 5);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kZData), 3);  // z = 1, d = 1
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kWorld), 13);
 }
 
