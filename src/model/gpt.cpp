@@ -647,11 +647,17 @@ void Gpt::sync_gradients() {
     // DP overlap: everything else was issued during the backward; the shards just completed now
     issue_final_weight_grads();
   } else {
+    // no DP overlap: the same buckets in the same order, each completed before the next is packed
     (void)rs_.take_retired();
     issue_head_grads();
+    dp_.wait_all();
     for (int l = config_.num_layers - 1; l >= 0; l--) {
-      for (int k = kNumLinears - 1; k >= 0; k--) issue_shard_grad(k, l);
+      for (int k = kNumLinears - 1; k >= 0; k--) {
+        issue_shard_grad(k, l);
+        dp_.wait_all();
+      }
       issue_layer_grads(l);
+      dp_.wait_all();
     }
     issue_embedding_grads();
   }
