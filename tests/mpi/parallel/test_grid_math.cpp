@@ -79,7 +79,7 @@ TEST(GridMath, EveryRankRoundTripsAndGroupsPartitionTheWorld) {
       const size_t want_size = g == GridGroup::kX ? gx : g == GridGroup::kY ? gy
                              : g == GridGroup::kZ || g == GridGroup::kZ2 ? gz
                              : g == GridGroup::kXY ? gx * gy : g == GridGroup::kXYZ ? gx * gy * gz
-                             : g == GridGroup::kData ? gd : s.size();
+                             : g == GridGroup::kData ? gd : g == GridGroup::kZData ? gz * gd : s.size();
       EXPECT_EQ(groups.begin()->size(), want_size) << s.str() << " " << grid_group_name(g);
     }
   }
