@@ -30,6 +30,11 @@ void AdamW::step(Arena& params, const Arena& grads, float lr, float grad_scale) 
   }
 }
 
+void AdamW::set_steps(int t) {
+  AXONN_CHECK_ARG(t >= 0, "AdamW step count must be >= 0, got ", t);
+  t_ = t;
+}
+
 double grad_norm(const Arena& grads, const kernels::Ops& ops) {
   double s = 0.0;
   for (size_t i = 0; i < grads.size(); i++) {

@@ -19,6 +19,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/overlap.hpp"
+#include "checkpointing.hpp"
 
 namespace axonn::train {
 
@@ -44,6 +45,7 @@ void validate(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
                   "(--layers --heads --channels --vocab --max-seq-len)");
+  detail::validate_checkpoint_flags(c);
   (void)parallel::parse_overlap(c.overlap);
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
                   c.micro_batch_size);
@@ -81,7 +83,7 @@ void write_trace(const std::string& path, const Trace& trace, const parallel::Gr
   world.all_reduce(&neg_origin_ns, 1, DType::kI64, comm::ReduceOp::kMax);  // over world
   const double origin_us = static_cast<double>(-neg_origin_ns) * 1e-3;
   const parallel::GridCoords& at = grid.coords();
-  const std::string label = detail::concat("rank ", world.rank(), " (x,y,z,d)=(", at.x, ",", at.y, ",", at.z, ",", at.d, ")");
+  const std::string label = ::axonn::detail::concat("rank ", world.rank(), " (x,y,z,d)=(", at.x, ",", at.y, ",", at.z, ",", at.d, ")");
   std::string events = trace.chrome_events(world.rank(), label, origin_us);
   // gather the texts as 32-bit words
   events.resize((events.size() + 3) / 4 * 4, ' ');
@@ -110,8 +112,8 @@ void write_trace(const std::string& path, const Trace& trace, const parallel::Gr
   AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
 }
 
-model::GptConfig resolve_model(const TrainConfig& c) {
-  if (!c.init.empty()) return checkpoint::read_llmc_config(c.init);
+model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& start) {
+  if (start.model) return *start.model;
   model::GptConfig m = model::gpt_preset(c.model.empty() ? "gpt2-tiny" : c.model);
   if (c.layers) m.num_layers = c.layers;
   if (c.heads) m.num_heads = c.heads;
@@ -155,15 +157,16 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
-  const model::GptConfig mc = resolve_model(c);
+  const detail::StartPlan start = detail::plan_start(c);
+  const model::GptConfig mc = resolve_model(c, start);
   AXONN_CHECK_ARG(c.seq_len <= mc.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
                   mc.max_seq_len, "; use --seq-len <= ", mc.max_seq_len);
   const int token_groups = shape.gz * shape.gdata;  // the batch is split over Z and data
   AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
                   shape.gz, "*", shape.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
   AXONN_CHECK_ARG(c.save.empty() || world->size() == 1,
-                  "--save writes an llm.c file from one rank's full weights; with several ranks use sharded "
-                  "checkpoints (not available yet) or train on one rank");
+                  "--save writes an llm.c file from one rank's full weights; with several ranks use "
+                  "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
   const int B_local = c.batch_size / token_groups;
   validate_on_grid(c, shape, B_local);
   const int micro = c.micro_batch_size ? c.micro_batch_size : B_local;
@@ -187,21 +190,20 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   // the grid, the model's shards on it, and the optimizer on those shards
   parallel::Grid grid(shape, world);
   model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
-  if (c.init.empty()) {
-    gpt.init_random(c.seed);
-  } else {
-    checkpoint::read_llmc_tensors(c.init, mc, [&](model::Param p, int layer, const float* full) {
-      gpt.load_full_layer(p, layer, full);
-    });
-  }
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
     decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
   optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
+  // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
+  const int first_step = detail::start_state(start, c, mc, grid, gpt, opt, loader, shard->size());
+  gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
+  detail::Checkpointer checkpointer(c, mc, grid, start);
 
   const double peak = c.peak_gflops > 0 ? c.peak_gflops : kernels::measure_sgemm_gflops(1536, 3);
   log_info("model     %s, %.2fM parameters, %s", mc.str().c_str(), static_cast<double>(mc.num_parameters()) / 1e6,
-           c.init.empty() ? ("random init (seed " + std::to_string(c.seed) + ")").c_str() : c.init.c_str());
+           !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
+           : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
+                                   : c.init.c_str());
   log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
            static_cast<long long>(shard->size()));
   log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
@@ -226,7 +228,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
 
   std::optional<std::ofstream> metrics;
   if (!c.metrics.empty() && world->rank() == 0) {
-    metrics.emplace(c.metrics, std::ios::trunc);
+    metrics.emplace(c.metrics, first_step > 0 ? std::ios::app : std::ios::trunc);  // a resumed run appends
     AXONN_CHECK_IO(metrics->good(), "cannot write metrics file '", c.metrics, "'");
   }
 
@@ -234,6 +236,9 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   Trace trace;
   const std::pair<int, int> window = c.trace.empty() ? std::pair{0, -1} : parse_trace_steps(c.trace_steps, c.steps);
   if (!c.trace.empty()) gpt.set_trace(&trace);
+  if (!c.trace.empty() && window.second <= first_step)
+    log_warn("--trace-steps %d:%d lie before the resumed step %d: no trace is written", window.first, window.second,
+             first_step + 1);
 
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch_size) * c.seq_len;
   const int64_t local_tokens = static_cast<int64_t>(B_local) * c.seq_len;
@@ -242,7 +247,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const int64_t block_offset = (static_cast<int64_t>(grid.coords().d) * shape.gz + grid.coords().z) * local_tokens;
   std::vector<int> inputs(static_cast<size_t>(tokens_per_step)), targets(inputs.size());
   std::vector<StepMetrics> history;
-  for (int step = 0; step < c.steps; step++) {
+  for (int step = first_step; step < c.steps; step++) {
     trace.set_step(step + 1);
     trace.set_recording(step + 1 >= window.first && step + 1 <= window.second);
     Timer timer;
@@ -306,6 +311,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
       *metrics << j.dump() << '\n';
       metrics->flush();
     }
+    checkpointer.after_step(step + 1, loader, gpt, opt);
   }
   if (!c.save.empty()) {
     checkpoint::save_llmc(c.save, mc, gpt.params());

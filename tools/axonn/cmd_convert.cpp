@@ -14,6 +14,7 @@
 #include "axonn/checkpoint/hf_gpt2.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
@@ -53,18 +54,10 @@ Loaded load_any(const ConvertOptions& o) {
   AXONN_CHECK_IO(fs::exists(o.from, ec), "cannot open '", o.from, "': no such file or directory");
   if (fs::is_directory(o.from, ec)) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a checkpoint records its heads");
-    std::string dir = checkpoint::resolve_checkpoint(o.from);
-    checkpoint::Manifest man = checkpoint::verify_checkpoint(dir);
-    AXONN_CHECK_IO(man.grid.gx == 1 && man.grid.gy == 1 && man.grid.gz == 1, "checkpoint '", dir,
-                   "' was written on grid ", man.grid.str(),
-                   ", sharded over tensor parallelism; converting it "
-                   "needs a consolidated checkpoint (tensor-parallel grid 1x1x1), which this build cannot make yet");
+    // any grid: the shards are put together into full tensors (checkpoint/sharded.hpp)
+    checkpoint::Manifest man = checkpoint::load_consolidated_params(o.from, m.params);
     m.config = man.model;
-    model::reserve_gpt_params(m.params, m.config);
-    m.params.allocate();
-    checkpoint::SafetensorsFile f((fs::path(dir) / checkpoint::tp_file_name(0, 0, 0)).string());
-    checkpoint::read_arena(f, "params", m.params);
-    m.what = "checkpoint step " + std::to_string(man.step);
+    m.what = "checkpoint step " + std::to_string(man.step) + ", grid " + man.grid.str();
     return m;
   }
   if (first_int(o.from) == checkpoint::kLlmcModelMagic) {
@@ -132,7 +125,8 @@ int run_convert(const ConvertOptions& o) {
     man.model = m.config;
     std::string tmp = checkpoint::begin_checkpoint(o.to, man.step);
     checkpoint::SafetensorsWriter w;
-    checkpoint::add_arena(w, "params", m.params);
+    checkpoint::add_shard_metadata(w, man, 0, 0, 0);
+    checkpoint::add_arena(w, checkpoint::kParamsPrefix, m.params);
     man.files.push_back(checkpoint::write_checkpoint_file(tmp, checkpoint::tp_file_name(0, 0, 0), w));
     man.extra["converted_from"] = o.from;
     written = checkpoint::commit_checkpoint(o.to, man);

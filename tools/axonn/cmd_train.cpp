@@ -16,7 +16,9 @@ void add_train_command(CLI::App& app, Action* action) {
   std::string models;
   for (const auto& n : model::gpt_preset_names()) models += (models.empty() ? "" : "|") + n;
 
-  sub->add_option("--init", c->init, "llm.c checkpoint to start from (version 3 fp32 or 5 bf16)");
+  sub->add_option("--init", c->init,
+                  "weights to start from: llm.c file (version 3 fp32 or 5 bf16), HF GPT-2 safetensors, or a "
+                  "checkpoint directory (any grid; fresh optimizer)");
   sub->add_option("--model", c->model, "model shape for random init: " + models + " (default gpt2-tiny)");
   sub->add_option("--layers", c->layers, "override the number of layers (0: from --model)");
   sub->add_option("--heads", c->heads, "override the number of attention heads");
@@ -46,6 +48,14 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)");
   sub->add_option("--metrics", c->metrics, "write one JSON object per step to this file (JSON Lines)");
   sub->add_option("--save", c->save, "write the final weights as an llm.c checkpoint (version 3)");
+  sub->add_option("--checkpoint-dir", c->checkpoint_dir,
+                  "write sharded checkpoints here (one step-N directory each; also at the end of training)");
+  sub->add_option("--checkpoint-every", c->checkpoint_every, "save every N steps (0: only at the end)");
+  sub->add_option("--keep", c->keep, "keep the newest N checkpoints (0: all)");
+  sub->add_flag("--resume", c->resume,
+                "continue from the latest checkpoint in --checkpoint-dir (start at step 0 if it has none)");
+  sub->add_option("--resume-from", c->resume_from,
+                  "continue from this checkpoint (a root or a step directory), possibly written on another grid");
   sub->add_option("--kernels", c->kernels, "cpu|ref (ref: the naive test-oracle kernels)");
   sub->add_option("--gemm", c->gemm, "CPU GEMM backend: onednn|openblas");
   sub->add_option("--peak-gflops", c->peak_gflops, "peak for MFU (0: measure sgemm at start)");

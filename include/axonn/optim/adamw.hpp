@@ -32,6 +32,10 @@ class AdamW {
   int steps() const { return t_; }
   const Arena& m() const { return m_; }
   const Arena& v() const { return v_; }
+  // For restoring a checkpoint: the moments to load into, and the step count t to continue from.
+  Arena& m() { return m_; }
+  Arena& v() { return v_; }
+  void set_steps(int t);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
 
  private:

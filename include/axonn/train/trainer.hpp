@@ -16,8 +16,9 @@
 namespace axonn::train {
 
 struct TrainConfig {
-  // model: an llm.c checkpoint, or a named shape (random init) with optional overrides
-  std::string init;                 // --init FILE
+  // model: an llm.c checkpoint, HF GPT-2 safetensors or a checkpoint directory's weights, or a named
+  // shape (random init) with optional overrides
+  std::string init;                 // --init FILE|DIR
   std::string model;                // --model NAME (default gpt2-tiny when no --init)
   int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
   // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
@@ -46,6 +47,12 @@ struct TrainConfig {
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure sgemm at start
   std::string metrics;              // JSON Lines file, one object per step
   std::string save;                 // llm.c checkpoint written at the end (empty: none)
+  // sharded checkpoints (docs/checkpoints.md)
+  std::string checkpoint_dir;       // --checkpoint-dir DIR: where checkpoints are written
+  int checkpoint_every = 0;         // --checkpoint-every N: every N steps (0: only at the end)
+  int keep = 0;                     // --keep N: the newest N checkpoints (0: all)
+  bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
+  std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
   bool quiet = false;               // no per-step progress lines
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
@@ -58,7 +65,7 @@ struct TrainConfig {
 };
 
 struct StepMetrics {
-  int step = 0;           // 0-based
+  int step = 0;           // 0-based, counted from the start of training (a resumed run goes on)
   float loss = 0.0f;      // mean loss of this step's forward, before its update
   float lr = 0.0f;
   double grad_norm = 0.0; // before clipping
@@ -72,7 +79,7 @@ struct StepMetrics {
 std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
 
 // Validates the configuration (InvalidArgument with what to change), builds the grid over `world`
-// and everything on it, trains, and returns the per-step metrics (the same on every rank).
+// and everything on it, trains, and returns the metrics of the steps it ran (the same on every rank).
 // Collective over world. Progress goes to the log (rank 0); the metrics file is written by rank 0.
 std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world);
 

@@ -1,0 +1,192 @@
+#include "checkpointing.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "axonn/checkpoint/hf_gpt2.hpp"
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/safetensors.hpp"
+#include "axonn/checkpoint/sharded.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+
+namespace axonn::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The shortest text that reads back as the same float.
+std::string exact(float v) {
+  char buf[40];
+  for (int precision = 6; precision <= 9; precision++) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+bool shape_flags(const TrainConfig& c) {
+  return !c.model.empty() || c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
+}
+
+}  // namespace
+
+void validate_checkpoint_flags(const TrainConfig& c) {
+  AXONN_CHECK_ARG(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0 (0: only at the end), got ",
+                  c.checkpoint_every);
+  AXONN_CHECK_ARG(c.keep >= 0, "--keep must be >= 0 (0 keeps every checkpoint), got ", c.keep);
+  AXONN_CHECK_ARG(!c.checkpoint_dir.empty() || (c.checkpoint_every == 0 && c.keep == 0 && !c.resume),
+                  "--checkpoint-every, --keep and --resume need --checkpoint-dir DIR");
+  AXONN_CHECK_ARG(!(c.resume && !c.resume_from.empty()),
+                  "give either --resume (the latest checkpoint in --checkpoint-dir) or --resume-from DIR, not both");
+}
+
+std::map<std::string, std::string> run_settings(const TrainConfig& c) {
+  return {{"data", c.data.empty() ? "synthetic:" + std::to_string(c.synthetic_tokens) : c.data},
+          {"seed", std::to_string(c.seed)},
+          {"batch_size", std::to_string(c.batch_size)},
+          {"seq_len", std::to_string(c.seq_len)},
+          {"steps", std::to_string(c.steps)},
+          {"lr", exact(c.lr)},
+          {"lr_schedule", c.lr_schedule},
+          {"warmup_steps", std::to_string(c.warmup_steps)},
+          {"min_lr_frac", exact(c.min_lr_frac)},
+          {"weight_decay", exact(c.weight_decay)},
+          {"decay_all", c.decay_all ? "true" : "false"},
+          {"beta1", exact(c.beta1)},
+          {"beta2", exact(c.beta2)},
+          {"eps", exact(c.eps)},
+          {"grad_clip", exact(c.grad_clip)}};
+}
+
+StartPlan plan_start(const TrainConfig& c) {
+  StartPlan s;
+  if (!c.init.empty()) {
+    s.init_path = c.init;
+    std::error_code ec;
+    if (fs::is_directory(c.init, ec)) {
+      s.init = StartPlan::Init::kCheckpoint;
+      s.init_path = checkpoint::resolve_checkpoint(c.init);
+      s.model = checkpoint::read_manifest(s.init_path).model;
+    } else if (checkpoint::looks_like_safetensors(c.init)) {
+      s.init = StartPlan::Init::kSafetensors;
+      s.model = checkpoint::read_hf_gpt2_config(checkpoint::SafetensorsFile(c.init));
+    } else {
+      s.init = StartPlan::Init::kLlmc;
+      s.model = checkpoint::read_llmc_config(c.init);
+    }
+  }
+  if (c.resume) {
+    if (auto latest = checkpoint::find_latest(c.checkpoint_dir)) {
+      s.resume_dir = *latest;
+    } else {
+      log_info("resume    no checkpoint in '%s' yet: starting from step 0", c.checkpoint_dir.c_str());
+    }
+  } else if (!c.resume_from.empty()) {
+    s.resume_dir = checkpoint::resolve_checkpoint(c.resume_from);
+  }
+  if (!s.resume_dir.empty()) {
+    s.resume_manifest = checkpoint::read_manifest(s.resume_dir);
+    // the checkpoint's model, unless --init or the shape flags name one (which must then match it)
+    if (!s.model && !shape_flags(c)) s.model = s.resume_manifest->model;
+  }
+  return s;
+}
+
+int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
+                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens) {
+  if (!plan.resume_dir.empty()) {
+    const checkpoint::Manifest& m = *plan.resume_manifest;
+    AXONN_CHECK_IO(m.loader.position >= 0 && m.loader.position < data_tokens, "checkpoint '", plan.resume_dir,
+                   "' stopped at token ", m.loader.position, " of its data, but the data has ", data_tokens,
+                   " tokens: resume with the data it was trained on (it recorded '",
+                   m.extra.count("data") ? m.extra.at("data") : std::string("?"), "')");
+    checkpoint::LoadResult r = checkpoint::load_sharded(plan.resume_dir, grid, mc, gpt.params(), &opt.m(), &opt.v());
+    const checkpoint::Manifest& got = r.manifest;
+    int adam_steps = static_cast<int>(got.step);
+    if (auto it = got.extra.find("adam_steps"); it != got.extra.end()) adam_steps = std::stoi(it->second);
+    opt.set_steps(adam_steps);
+    loader.set_position(got.loader.position);
+    log_info("resume    %s: step %lld, %lld tokens seen, written on grid %s%s; %.1f MiB read by rank 0 in %.2f s",
+             r.dir.c_str(), static_cast<long long>(got.step), static_cast<long long>(got.tokens_seen),
+             got.grid.str().c_str(), r.resharded ? " (resharded to this grid)" : "", mib(r.bytes_read), r.seconds);
+    // settings that change the trajectory: a resumed run matches the uninterrupted one only if equal
+    for (const auto& [key, now] : run_settings(c)) {
+      auto it = got.extra.find(key);
+      if (it != got.extra.end() && it->second != now)
+        log_warn("resume    %s is %s, the checkpoint's run had %s: the run continues, but not as the original "
+                 "would have", key.c_str(), now.c_str(), it->second.c_str());
+    }
+    if (got.step >= c.steps)
+      log_info("resume    the checkpoint is at step %lld and --steps is %d: nothing left to train",
+               static_cast<long long>(got.step), c.steps);
+    return static_cast<int>(got.step);
+  }
+  switch (plan.init) {
+    case StartPlan::Init::kRandom: gpt.init_random(c.seed); break;
+    case StartPlan::Init::kLlmc:
+      checkpoint::read_llmc_tensors(plan.init_path, mc, [&](model::Param p, int layer, const float* full) {
+        gpt.load_full_layer(p, layer, full);
+      });
+      break;
+    case StartPlan::Init::kSafetensors: {
+      // the whole model on every rank for a moment; each keeps its shard
+      checkpoint::SafetensorsFile f(plan.init_path);
+      Arena full("init");
+      model::reserve_gpt_params(full, mc);
+      full.allocate();
+      checkpoint::load_hf_gpt2_params(f, mc, full);
+      for (int i = 0; i < model::kNumParamTensors; i++) {
+        const auto p = static_cast<model::Param>(i);
+        Tensor t = full.tensor(static_cast<size_t>(i));
+        const int layers = model::param_is_per_layer(p) ? mc.num_layers : 1;
+        for (int l = 0; l < layers; l++) gpt.load_full_layer(p, l, model::param_is_per_layer(p) ? t[l].f32() : t.f32());
+      }
+      break;
+    }
+    case StartPlan::Init::kCheckpoint: {
+      checkpoint::LoadResult r = checkpoint::load_sharded(plan.init_path, grid, mc, gpt.params());
+      log_info("init      weights of %s (step %lld, grid %s), fresh optimizer", r.dir.c_str(),
+               static_cast<long long>(r.manifest.step), r.manifest.grid.str().c_str());
+      break;
+    }
+  }
+  return 0;
+}
+
+Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
+                           const StartPlan& plan)
+    : c_(c), mc_(mc), grid_(grid) {
+  if (plan.resume_manifest) {
+    first_step_ = static_cast<int>(plan.resume_manifest->step);
+    tokens_before_ = plan.resume_manifest->tokens_seen;
+    resumed_from_ = plan.resume_dir;
+  }
+}
+
+void Checkpointer::after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
+                              const optim::AdamW& opt) {
+  if (c_.checkpoint_dir.empty()) return;
+  const bool due = (c_.checkpoint_every > 0 && done % c_.checkpoint_every == 0) || done == c_.steps;
+  if (!due) return;
+  checkpoint::Manifest m;
+  m.model = mc_;
+  m.step = done;
+  m.tokens_seen = tokens_before_ + static_cast<int64_t>(done - first_step_) * c_.batch_size * c_.seq_len;
+  m.loader.position = loader.position();
+  m.rng.seed = c_.seed;  // initialisation and synthetic data are counter-based; training draws nothing
+  m.extra = run_settings(c_);
+  m.extra["adam_steps"] = std::to_string(opt.steps());
+  if (!resumed_from_.empty()) m.extra["resumed_from"] = resumed_from_;
+  checkpoint::SaveResult r =
+      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, gpt.params(), &opt.m(), &opt.v(), c_.keep);
+  const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
+  log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
+           mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);
+}
+
+}  // namespace axonn::train::detail

@@ -1,0 +1,63 @@
+// train/checkpointing.hpp (private to the train module) — where a run starts and when it saves.
+//
+// A run starts from random weights, an llm.c file, a Hugging Face GPT-2 safetensors file or a
+// checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
+// position (--resume, --resume-from), on the same or another grid. With --checkpoint-dir it saves a
+// sharded checkpoint every --checkpoint-every steps and at the end (checkpoint/sharded.hpp).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "axonn/parallel/grid.hpp"
+#include "axonn/train/trainer.hpp"
+
+namespace axonn::train::detail {
+
+// The checkpoint flags make sense together (InvalidArgument saying what to change).
+void validate_checkpoint_flags(const TrainConfig& c);
+
+// What the run starts from, decided before anything is built; the same on every rank (it reads only
+// headers and manifests).
+struct StartPlan {
+  enum class Init { kRandom, kLlmc, kSafetensors, kCheckpoint };
+  Init init = Init::kRandom;
+  std::string init_path;                     // --init (kCheckpoint: the step directory it resolves to)
+  std::string resume_dir;                    // the step directory to continue; empty: start at step 0
+  std::optional<checkpoint::Manifest> resume_manifest;
+  std::optional<model::GptConfig> model;     // the model --init or the resumed checkpoint dictates
+};
+StartPlan plan_start(const TrainConfig& c);
+
+// Collective over the grid. Sets the weights (and, when resuming, the AdamW state and the loader's
+// position) and returns the first step to run. A bad checkpoint is refused on every rank before
+// anything is changed. data_tokens: the training data's length (a resumed position must lie in it).
+int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
+                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
+
+// The settings a checkpoint records (manifest "extra") and a resumed run compares with its own.
+std::map<std::string, std::string> run_settings(const TrainConfig& c);
+
+class Checkpointer {
+ public:
+  // Counts steps and tokens on from the checkpoint the plan resumes (if any).
+  Checkpointer(const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid, const StartPlan& plan);
+  // Called after each step with the number of steps done; collective. Saves when due: every
+  // --checkpoint-every steps and after the last step.
+  void after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt, const optim::AdamW& opt);
+
+ private:
+  const TrainConfig& c_;
+  model::GptConfig mc_;
+  const parallel::Grid& grid_;
+  int first_step_ = 0;
+  int64_t tokens_before_ = 0;
+  std::string resumed_from_;
+};
+
+}  // namespace axonn::train::detail
