@@ -115,7 +115,7 @@ std::unique_ptr<Work> Communicator::checked_all_gather(const void* send, void* r
   if (!in_place) check.no_overlap(send, block, recv, block * static_cast<size_t>(size()));
   if (count == 0) return done(async);
   if (size() == 1) {
-    if (!in_place) std::memcpy(recv, send, block);
+    if (!in_place) copy_local(recv, send, block);
     return done(async);
   }
   return do_all_gather(send, recv, count, dtype, async);
@@ -146,7 +146,7 @@ std::unique_ptr<Work> Communicator::checked_all_gather_v(const void* send, size_
   const size_t es = dtype_size(dtype);
   check.no_overlap(send, send_count * es, recv, total * es);
   if (size() == 1) {
-    if (send_count > 0) std::memcpy(recv, send, send_count * es);
+    if (send_count > 0) copy_local(recv, send, send_count * es);
     return done(async);
   }
   return do_all_gather_v(send, recv, recv_counts, dtype, async);
@@ -176,7 +176,7 @@ std::unique_ptr<Work> Communicator::checked_reduce_scatter(const void* send, voi
   check.no_overlap(send, block * static_cast<size_t>(size()), recv, block);
   if (recv_count == 0) return done(async);
   if (size() == 1) {
-    std::memcpy(recv, send, block);
+    copy_local(recv, send, block);
     return done(async);
   }
   return do_reduce_scatter(send, recv, recv_count, dtype, op, async);
@@ -223,7 +223,7 @@ std::unique_ptr<Work> Communicator::checked_all_to_all(const void* send, void* r
   check.no_overlap(send, bytes, recv, bytes);
   if (count == 0) return done(async);
   if (size() == 1) {
-    std::memcpy(recv, send, bytes);
+    copy_local(recv, send, bytes);
     return done(async);
   }
   return do_all_to_all(send, recv, count, dtype, async);
@@ -256,11 +256,13 @@ std::unique_ptr<Work> Communicator::checked_all_to_all_v(const void* send,
   if (size() == 1) {
     AXONN_CHECK_ARG(send_total == recv_total, check.what(), ": a group of one rank sends ",
                     send_total, " elements to itself but expects ", recv_total);
-    if (send_total > 0) std::memcpy(recv, send, send_total * es);
+    if (send_total > 0) copy_local(recv, send, send_total * es);
     return done(async);
   }
   return do_all_to_all_v(send, send_counts, recv, recv_counts, dtype, async);
 }
+
+void Communicator::copy_local(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 // --- barrier ----------------------------------------------------------------------------------
 

@@ -142,6 +142,9 @@ class Communicator {
                                                 std::span<const size_t> recv_counts, DType dtype,
                                                 bool async) = 0;
   virtual std::unique_ptr<Work> do_barrier(bool async) = 0;
+  // The copy a group of one rank makes instead of a collective (all-gather, reduce-scatter,
+  // all-to-all): memcpy for host buffers; a device backend copies on its device.
+  virtual void copy_local(void* dst, const void* src, size_t bytes);
 
  private:
   // Check the arguments, take the short cuts (one rank, zero elements), else call do_*.

@@ -127,6 +127,11 @@ AXONN_DECLARE_OPS
 namespace cpu {
 AXONN_DECLARE_OPS
 }
+// The CUDA implementations: every pointer is a DEVICE pointer. Built only with AXONN_CUDA=ON
+// (target axonn_kernels_cuda); their table and the rest of the GPU API are in kernels/cuda.hpp.
+namespace cuda {
+AXONN_DECLARE_OPS
+}
 #undef AXONN_DECLARE_OPS
 
 }  // namespace axonn::kernels

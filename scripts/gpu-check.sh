@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# GPU check, for a machine with an NVIDIA GPU (GPU time is scarce: one prepared script, < 5 minutes).
+# Configures a Release build with -DAXONN_CUDA=ON for the visible GPU's architecture, builds the GPU
+# tests, runs every test labelled "gpu" (CUDA kernels vs kernels::ref; NCCL communicator under
+# mpiexec), prints a summary, and exits non-zero if anything failed, or if a test that this machine
+# can run was skipped (e.g. a driver older than the toolkit).
+#
+#   bash scripts/gpu-check.sh [build-dir]        (default build-gpu)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+build=${1:-build-gpu}
+log() { echo "gpu-check: $*"; }
+elapsed() { echo $(( $(date +%s) - start )); }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+nvcc_bin=$(command -v nvcc || true)
+[ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc_bin" ]; then log "FAIL: no nvcc (CUDA toolkit) on this machine"; exit 2; fi
+export CUDACXX="$nvcc_bin"
+log "toolkit: $("$nvcc_bin" --version | tail -1)"
+
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader |
+    sed 's/^/gpu-check: device /'
+fi
+if [ "$gpus" -gt 0 ]; then arch=native; else arch="80;90"; log "WARNING: no GPU visible; tests will skip"; fi
+
+# The CPU dependencies (MPI, BLAS, oneDNN, GoogleTest, ...) must be there; install them if not.
+if ! command -v mpiexec >/dev/null 2>&1 || ! command -v cmake >/dev/null 2>&1; then
+  log "installing the build dependencies (scripts/install-deps.sh)"
+  bash scripts/install-deps.sh || { log "FAIL: could not install the dependencies"; exit 2; }
+fi
+
+jobs=$(nproc)
+log "configure $build (Release, CUDA architectures $arch)"
+mkdir -p "$build"
+logs="$build/gpu-check"
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DAXONN_BUILD_TOOLS=ON \
+     >"$logs.configure.log" 2>&1; then
+  tail -30 "$logs.configure.log"; log "FAIL: configure (log: $logs.configure.log)"; exit 1
+fi
+log "build the GPU tests (and what they link; not the tools or CPU tests) with $jobs jobs"
+targets="test_cuda_kernels"
+grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" && targets="$targets test_cuda_nccl"
+if ! timeout 200 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
+  grep -E "error|Error" "$logs.build.log" | head -30; log "FAIL: build (log: $logs.build.log)"; exit 1
+fi
+log "built in $(elapsed) s; running the gpu tests"
+
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 >"$logs.ctest.log" 2>&1
+rc=$?
+grep -E "tests passed|Passed|\*\*\*Failed|\*\*\*Skipped|Timeout|Exception" "$logs.ctest.log" | sed -E 's/  # GetParam\(\) = [^.(]*/ /' | tail -40
+skipped=$(grep -E '^\s+[0-9]+ - .*\(Skipped\)' "$logs.ctest.log" | sed -E 's/  # GetParam\(\) = [^.(]*/ /' || true)
+bad_skips=""
+if [ "$gpus" -gt 0 ] && [ -n "$skipped" ]; then
+  # With a GPU only the 2-rank NCCL test may skip (one GPU: NCCL needs a device per rank).
+  bad_skips=$(echo "$skipped" | grep -v 'gpu.nccl.np2' || true)
+  [ "$gpus" -ge 2 ] && bad_skips="$skipped"
+fi
+
+echo "==================== gpu-check summary ===================="
+echo "devices visible : $gpus"
+grep -E "tests passed|tests failed" "$logs.ctest.log" | tail -1
+[ -n "$skipped" ] && { echo "skipped:"; echo "$skipped"; }
+echo "time            : $(elapsed) s (logs: $logs.{configure,build,ctest}.log)"
+if [ $rc -ne 0 ]; then echo "RESULT: FAIL (ctest exit $rc)"; exit 1; fi
+if [ -n "$bad_skips" ]; then echo "RESULT: FAIL (tests skipped although a GPU is visible)"; exit 1; fi
+if [ "$gpus" -eq 0 ]; then echo "RESULT: NOT RUN (no GPU visible; everything skipped)"; exit 3; fi
+echo "RESULT: PASS"

@@ -1,0 +1,129 @@
+// kernels/cuda/layernorm.cu — LayerNorm forward and backward, one warp per row.
+//
+// Same formulas and the same two-pass statistics as kernels::ref (mean first, then the centred sum
+// of squares), with the sums over a row done by 32 lanes and a butterfly instead of one loop.
+#include "axonn/kernels/ops.hpp"
+#include "common.cuh"
+
+namespace axonn::kernels::cuda {
+namespace {
+
+using detail::kWarp;
+using detail::warp_sum;
+
+constexpr float kLayerNormEps = 1e-5f;
+constexpr int kRowsPerBlock = 8;  // warps per block: 256 threads
+
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+                                         const float* weight, const float* bias, int64_t N, int C,
+                                         float c_total) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;  // the whole warp leaves together
+  const float* x = inp + n * C;
+  float s = 0.0f;
+  for (int i = lane; i < C; i += kWarp) s += x[i];
+  const float m = warp_sum(s) / c_total;
+  float v = 0.0f;
+  for (int i = lane; i < C; i += kWarp) {
+    const float d = x[i] - m;
+    v += d * d;
+  }
+  const float r = 1.0f / sqrtf(warp_sum(v) / c_total + kLayerNormEps);
+  float* o = out + n * C;
+  for (int i = lane; i < C; i += kWarp) o[i] = r * (x[i] - m) * weight[i] + bias[i];
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+// dinp += (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)) * rstd, dnorm = weight * dout.
+__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
+                                                const float* weight, const float* mean, const float* rstd,
+                                                int64_t N, int C, float c_total) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;
+  const float* x = inp + n * C;
+  const float* dy = dout + n * C;
+  const float m = mean[n], r = rstd[n];
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int i = lane; i < C; i += kWarp) {
+    const float dnorm = weight[i] * dy[i];
+    s1 += dnorm;
+    s2 += dnorm * ((x[i] - m) * r);
+  }
+  const float dnorm_mean = warp_sum(s1) / c_total, dnorm_norm_mean = warp_sum(s2) / c_total;
+  float* dx = dinp + n * C;
+  for (int i = lane; i < C; i += kWarp) {
+    const float xhat = (x[i] - m) * r;
+    dx[i] += (weight[i] * dy[i] - dnorm_mean - xhat * dnorm_norm_mean) * r;
+  }
+}
+
+// dweight[c] += sum_n xhat * dout, dbias[c] += sum_n dout. Block (32, 8): 32 adjacent columns
+// (coalesced loads), 8 threads down the rows of a chunk of `rows_per_block` rows; one atomic per
+// column per block.
+constexpr int kColThreadsY = 8;
+__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout,
+                                                 const float* inp, const float* mean, const float* rstd,
+                                                 int64_t N, int C, int64_t rows_per_block) {
+  __shared__ float sw[kColThreadsY][kWarp + 1], sb[kColThreadsY][kWarp + 1];
+  const int c = blockIdx.x * kWarp + threadIdx.x;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t n1 = n0 + rows_per_block < N ? n0 + rows_per_block : N;
+  float aw = 0.0f, ab = 0.0f;
+  if (c < C)
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += kColThreadsY) {
+      const float dy = dout[n * C + c];
+      aw += (inp[n * C + c] - mean[n]) * rstd[n] * dy;
+      ab += dy;
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int y = 1; y < kColThreadsY; y++) {
+      aw += sw[y][threadIdx.x];
+      ab += sb[y][threadIdx.x];
+    }
+    atomicAdd(&dweight[c], aw);
+    atomicAdd(&dbias[c], ab);
+  }
+}
+
+unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
+  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels
+  detail::require_no_reducer(reducer, "layernorm_forward");
+  if (N == 0) return;
+  layernorm_forward_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(
+      out, mean, rstd, inp, weight, bias, N, C, static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer) {
+  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+  detail::require_no_reducer(reducer, "layernorm_backward");
+  if (N == 0 || C == 0) return;
+  layernorm_backward_input_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(
+      dinp, dout, inp, weight, mean, rstd, N, C, static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+  // Chunks of at least 256 rows, and no more than 65535 of them (grid.y's limit).
+  int64_t rows_per_block = 256;
+  if ((N + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (N + 65534) / 65535;
+  const dim3 grid(static_cast<unsigned>((C + kWarp - 1) / kWarp),
+                  static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block));
+  layernorm_backward_params_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(
+      dweight, dbias, dout, inp, mean, rstd, N, C, rows_per_block);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace axonn::kernels::cuda

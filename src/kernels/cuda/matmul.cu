@@ -1,0 +1,91 @@
+// kernels/cuda/matmul.cu — the linear layer: cuBLAS fp32 GEMMs plus small bias kernels.
+//
+// cuBLAS is column-major; our matrices are row-major. A row-major [R, K] matrix is the column-major
+// [K, R] matrix with the same leading dimension, i.e. its transpose, so each product is computed
+// transposed, (XY)^T = Y^T X^T (spec axonn.md §6):
+//   out = inp W^T     <=>  out^T  = W inp^T     gemm(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  "TN"
+//   dinp += dout W    <=>  dinp^T += W^T dout^T gemm(N, N, m=C,  n=N,  k=OC, A=W,   lda=C, B=dout, ldb=OC) "NN"
+//   dW += dout^T inp  <=>  dW^T   += inp^T dout gemm(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) "NT"
+// Plain fp32 (CUBLAS_DEFAULT_MATH, no TF32). Choosing among layouts per shape (the GEMM tuner of §6)
+// is still to do.
+#include "axonn/kernels/ops.hpp"
+#include "common.cuh"
+
+namespace axonn::kernels::cuda {
+namespace {
+
+using detail::global_index;
+using detail::global_stride;
+using detail::kWarp;
+
+constexpr int kThreads = 256;
+
+__global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int OC) {
+  for (int64_t i = global_index(); i < N * OC; i += global_stride()) out[i] += bias[i % OC];
+}
+
+// dst[c] += sum_r src[r * cols + c]. Block (32, 8): 32 adjacent columns, 8 threads down a chunk of
+// rows; one atomic per column per block.
+constexpr int kColThreadsY = 8;
+__global__ void column_sums_kernel(float* dst, const float* src, int64_t rows, int cols, int64_t rows_per_block) {
+  __shared__ float partial[kColThreadsY][kWarp + 1];
+  const int c = blockIdx.x * kWarp + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
+  float acc = 0.0f;
+  if (c < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColThreadsY) acc += src[r * cols + c];
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int y = 1; y < kColThreadsY; y++) acc += partial[y][threadIdx.x];
+    atomicAdd(&dst[c], acc);
+  }
+}
+
+void column_sums_accumulate(float* dst, const float* src, int64_t rows, int cols) {
+  if (rows == 0 || cols == 0) return;
+  int64_t rows_per_block = 256;
+  if ((rows + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (rows + 65534) / 65535;
+  const dim3 grid(static_cast<unsigned>((cols + kWarp - 1) / kWarp),
+                  static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
+  column_sums_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(dst, src, rows, cols,
+                                                                               rows_per_block);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
+                    int OC) {
+  // out [N,OC], inp [N,C], weight [OC,C], bias [OC] or null
+  const int n = detail::to_blas_int(N, "rows N");
+  if (N == 0 || OC == 0) return;
+  const float one = 1.0f, zero = 0.0f;
+  if (C == 0)  // an empty sum; cuBLAS refuses the leading dimension 0
+    AXONN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(N) * OC * sizeof(float), detail::stream()));
+  else
+    AXONN_CUBLAS_CHECK(cublasSgemm(detail::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, n, C, &one, weight, C, inp, C,
+                                   &zero, out, OC));
+  if (bias != nullptr) {
+    add_bias_kernel<<<detail::grid_for(N * OC, kThreads), kThreads, 0, detail::stream()>>>(out, bias, N, OC);
+    AXONN_CUDA_CHECK_LAUNCH();
+  }
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int C, int OC) {
+  // dinp [N,C] or null, dweight [OC,C], dbias [OC] or null, dout [N,OC], inp [N,C], weight [OC,C]
+  const int n = detail::to_blas_int(N, "rows N");
+  if (N == 0) return;
+  const float one = 1.0f;
+  cublasHandle_t h = detail::cublas();
+  if (dinp != nullptr && C > 0 && OC > 0)
+    AXONN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, n, OC, &one, weight, C, dout, OC, &one, dinp, C));
+  if (C > 0 && OC > 0)
+    AXONN_CUBLAS_CHECK(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, n, &one, inp, C, dout, OC, &one, dweight, C));
+  if (dbias != nullptr) column_sums_accumulate(dbias, dout, N, OC);
+}
+
+}  // namespace axonn::kernels::cuda

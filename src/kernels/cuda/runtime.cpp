@@ -1,0 +1,76 @@
+// kernels/cuda/runtime.cpp — cuBLAS handles, scratch memory and the Ops table of the CUDA backend.
+#include "runtime.hpp"
+
+#include <sstream>
+#include <vector>
+
+#include "axonn/kernels/cuda.hpp"
+#include "core/cuda/device_buffer.hpp"
+
+namespace axonn::kernels {
+
+const Ops& cuda_ops() {
+  static const Ops table{
+      cuda::embedding_forward, cuda::embedding_backward, cuda::position_forward, cuda::position_backward,
+      cuda::layernorm_forward, cuda::layernorm_backward, cuda::matmul_forward, cuda::matmul_backward,
+      cuda::attention_forward, cuda::attention_backward, cuda::gelu_forward, cuda::gelu_backward,
+      cuda::residual_forward, cuda::residual_backward, cuda::softmax_crossentropy_forward,
+      cuda::softmax_crossentropy_backward, cuda::adamw_update, cuda::sum_squares};
+  return table;
+}
+
+void cuda_synchronize() { AXONN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace axonn::kernels
+
+namespace axonn::kernels::cuda::detail {
+
+namespace {
+int current_device() {
+  int device = 0;
+  AXONN_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+}  // namespace
+
+cublasHandle_t cublas() {
+  thread_local std::vector<cublasHandle_t> handles;  // indexed by device
+  const int device = current_device();
+  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  cublasHandle_t& h = handles[static_cast<size_t>(device)];
+  if (h == nullptr) {
+    AXONN_CUBLAS_CHECK(cublasCreate(&h));
+    AXONN_CUBLAS_CHECK(cublasSetStream(h, stream()));
+    // Plain fp32 arithmetic (no TF32): the fp32 path must match the CPU reference tightly.
+    AXONN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  }
+  return h;
+}
+
+void* scratch(size_t bytes) {
+  thread_local cuda_detail::DeviceBuffer buffer;
+  thread_local int buffer_device = -1;
+  const int device = current_device();
+  if (device != buffer_device) {
+    buffer = cuda_detail::DeviceBuffer();
+    buffer_device = device;
+  }
+  buffer.reserve(bytes);
+  return buffer.data();
+}
+
+CudaError cublas_error(cublasStatus_t status, std::string_view call, const std::source_location& loc) {
+  std::ostringstream os;
+  os << cublasGetStatusName(status) << ": " << cublasGetStatusString(status) << " in '" << call << "' at "
+     << loc.file_name() << ":" << loc.line();
+  return CudaError(os.str());
+}
+
+void require_no_reducer(const void* reducer, const char* op) {
+  AXONN_CHECK_ARG(reducer == nullptr, "cuda ", op,
+                  ": a RowReducer is not supported on the GPU yet (its callback works on host arrays); "
+                  "rows sharded over ranks need a device-side reducer (an NCCL all-reduce of the row "
+                  "statistics) — run this layer unsharded or with the cpu kernels");
+}
+
+}  // namespace axonn::kernels::cuda::detail

@@ -1,0 +1,260 @@
+// Every CUDA kernel against the naive `ref` one, on awkward shapes: copy the inputs to the device,
+// run, copy back, compare. Without a CUDA device every test here is SKIPPED.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+#include "axonn/kernels/cuda.hpp"
+#include "axonn/kernels/ops.hpp"
+#include "gpu_test.hpp"
+#include "tensor_expect.hpp"
+
+namespace k = axonn::kernels;
+using axonn::test::allclose;
+using axonn::test::DeviceArray;
+using axonn::test::randint;
+using axonn::test::randn;
+using Vec = std::vector<float>;
+using Dev = DeviceArray<float>;
+using IDev = DeviceArray<int>;
+
+namespace {
+
+// Shapes that are multiples of nothing nice; the second crosses the block sizes of the kernels
+// (rows longer than a warp, more rows than a column-reduction chunk, a vocabulary longer than a block).
+struct Shape {
+  int B, T, C, NH, V, Vp, OC;
+  int64_t N() const { return static_cast<int64_t>(B) * T; }
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH << " V=" << s.V << " Vp=" << s.Vp
+      << " OC=" << s.OC;
+}
+const Shape kShapes[] = {{3, 7, 12, 3, 37, 40, 10}, {5, 67, 200, 5, 1003, 1024, 77}};
+
+class CudaKernels : public ::testing::TestWithParam<Shape> {};
+
+}  // namespace
+
+TEST(CudaOps, TableHoldsTheCudaFunctions) {
+  // No device needed: this checks what was linked.
+  EXPECT_EQ(k::cuda_ops().matmul_forward, &k::cuda::matmul_forward);
+  EXPECT_EQ(k::cuda_ops().attention_backward, &k::cuda::attention_backward);
+  EXPECT_EQ(k::cuda_ops().sum_squares, &k::cuda::sum_squares);
+}
+
+TEST_P(CudaKernels, EmbeddingAndPosition) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  Vec wte = randn(Vp * C, 1), wpe = randn(T * C, 2), dout = randn(N * C, 3);
+  auto inp = randint(N, V, 4);
+  inp[1] = inp[2] = inp[0];  // repeated tokens: the scatter must accumulate
+  IDev d_inp(inp);
+  for (auto [begin, rows] : {std::pair{0, Vp}, std::pair{9, 11}}) {
+    Vec ref(N * C);
+    k::ref::embedding_forward(ref.data(), inp.data(), wte.data() + begin * C, begin, rows, N, C);
+    Dev d_out(Vec(N * C, 7.0f)), d_wte(Vec(wte.begin() + begin * C, wte.begin() + (begin + rows) * C));
+    k::cuda::embedding_forward(d_out.get(), d_inp.get(), d_wte.get(), begin, rows, N, C);
+    EXPECT_TRUE(allclose(d_out.host(), ref, 0, 0)) << "rows [" << begin << ", " << begin + rows << ")";
+    Vec dref(rows * C, 0.5f);
+    Dev d_dwte(dref);
+    k::ref::embedding_backward(dref.data(), dout.data(), inp.data(), begin, rows, N, C);
+    Dev d_dout(dout);
+    k::cuda::embedding_backward(d_dwte.get(), d_dout.get(), d_inp.get(), begin, rows, N, C);
+    EXPECT_TRUE(allclose(d_dwte.host(), dref, 1e-5f, 1e-5f));
+  }
+  Vec p = randn(N * C, 5), dp(T * C, 0.25f);
+  Dev d_p(p), d_dp(dp), d_wpe(wpe), d_dout(dout);
+  k::ref::position_forward(p.data(), wpe.data(), B, T, C);
+  k::cuda::position_forward(d_p.get(), d_wpe.get(), B, T, C);
+  EXPECT_TRUE(allclose(d_p.host(), p, 0, 0));
+  k::ref::position_backward(dp.data(), dout.data(), B, T, C);
+  k::cuda::position_backward(d_dp.get(), d_dout.get(), B, T, C);
+  EXPECT_TRUE(allclose(d_dp.host(), dp, 1e-5f, 1e-5f));
+}
+
+TEST_P(CudaKernels, LayerNorm) {
+  AXONN_REQUIRE_GPU();
+  const int C = GetParam().C;
+  const int64_t N = GetParam().N();
+  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+  for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
+  Vec out(N * C), mean(N), rstd(N);
+  k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
+  k::cuda::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C,
+                             nullptr);
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
+  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
+  Dev d_dx(dx), d_dw(dw), d_db(db);
+  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), N, C, C, nullptr);
+  k::cuda::layernorm_backward(d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
+                              d_rstd.get(), N, C, C, nullptr);
+  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+}
+
+TEST(CudaKernelsErrors, RowReducerIsRefusedOnTheDevice) {
+  AXONN_REQUIRE_GPU();
+  k::RowReducer reducer{[](void*, float*, int64_t, bool) {}, nullptr};
+  Dev buf(64);
+  EXPECT_THROW(k::cuda::layernorm_forward(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), 2, 4, 8,
+                                          &reducer),
+               axonn::InvalidArgument);
+  IDev tg(std::vector<int>{0, 1});
+  EXPECT_THROW(k::cuda::softmax_crossentropy_forward(buf.get(), buf.get(), buf.get(), tg.get(), 2, 4, 4, 0, &reducer),
+               axonn::InvalidArgument);
+}
+
+TEST_P(CudaKernels, Matmul) {
+  AXONN_REQUIRE_GPU();
+  const int C = GetParam().C, OC = GetParam().OC;
+  const int64_t N = GetParam().N();
+  Vec x = randn(N * C, 1), w = randn(OC * C, 2), b = randn(OC, 3), dy = randn(N * OC, 4);
+  Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * OC);
+  for (const bool bias : {true, false}) {
+    Vec out(N * OC);
+    k::ref::matmul_forward(out.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, C, OC);
+    k::cuda::matmul_forward(d_out.get(), d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, N, C, OC);
+    EXPECT_TRUE(allclose(d_out.host(), out, 1e-4f, 1e-4f)) << "bias " << bias;
+  }
+  for (const bool with_dinp_dbias : {true, false}) {
+    Vec dx(N * C, 0.1f), dw(OC * C, 0.2f), db(OC, 0.3f);
+    Dev d_dx(dx), d_dw(dw), d_db(db);
+    k::ref::matmul_backward(with_dinp_dbias ? dx.data() : nullptr, dw.data(), with_dinp_dbias ? db.data() : nullptr,
+                            dy.data(), x.data(), w.data(), N, C, OC);
+    k::cuda::matmul_backward(with_dinp_dbias ? d_dx.get() : nullptr, d_dw.get(),
+                             with_dinp_dbias ? d_db.get() : nullptr, d_dy.get(), d_x.get(), d_w.get(), N, C, OC);
+    EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
+    EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+    EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+  }
+}
+
+TEST_P(CudaKernels, Attention) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  const size_t att_n = static_cast<size_t>(B) * NH * T * T;
+  Vec qkv = randn(N * 3 * C, 1), dy = randn(N * C, 2);
+  Vec out(N * C), att(att_n), scratch(att_n);
+  k::ref::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  Dev d_qkv(qkv), d_dy(dy), d_out(N * C), d_att(Vec(att_n, 9.0f)), d_scratch(att_n);
+  k::cuda::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH);
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f));
+  EXPECT_TRUE(allclose(d_att.host(), att, 1e-6f, 1e-4f));  // including the zeros above the diagonal
+  Vec dqkv(N * 3 * C, 0.1f);
+  Dev d_dqkv(dqkv);
+  k::ref::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
+  k::cuda::attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_att.get(), B, T, C, NH);
+  EXPECT_TRUE(allclose(d_dqkv.host(), dqkv, 1e-4f, 1e-4f));
+}
+
+TEST_P(CudaKernels, GeluAndResidual) {
+  AXONN_REQUIRE_GPU();
+  const int64_t n = GetParam().N() * GetParam().C;
+  Vec x = randn(n, 1, 2.0f), dy = randn(n, 2), a = randn(n, 3), out(n);
+  Dev d_x(x), d_dy(dy), d_a(a), d_out(n);
+  k::ref::gelu_forward(out.data(), x.data(), n);
+  k::cuda::gelu_forward(d_out.get(), d_x.get(), n);
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-6f, 1e-5f));
+  Vec dx(n, 0.1f);
+  Dev d_dx(dx);
+  k::ref::gelu_backward(dx.data(), x.data(), dy.data(), n);
+  k::cuda::gelu_backward(d_dx.get(), d_x.get(), d_dy.get(), n);
+  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-5f, 1e-5f));
+  k::ref::residual_forward(out.data(), x.data(), a.data(), n);
+  k::cuda::residual_forward(d_out.get(), d_x.get(), d_a.get(), n);
+  EXPECT_TRUE(allclose(d_out.host(), out, 0, 0));
+  Vec da(n, 1.0f), db(n, 2.0f);
+  Dev d_da(da), d_db(db);
+  k::ref::residual_backward(da.data(), db.data(), dy.data(), n);
+  k::cuda::residual_backward(d_da.get(), d_db.get(), d_dy.get(), n);
+  EXPECT_TRUE(allclose(d_da.host(), da, 0, 0));
+  EXPECT_TRUE(allclose(d_db.host(), db, 0, 0));
+}
+
+TEST_P(CudaKernels, SoftmaxCrossEntropyOverTheWholeVocabularyAndASlice) {
+  AXONN_REQUIRE_GPU();
+  const int V = GetParam().V, Vp = GetParam().Vp;
+  const int64_t N = GetParam().N();
+  Vec z = randn(N * Vp, 1, 3.0f);
+  for (int64_t n = 0; n < N; n++)
+    for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
+  auto tg = randint(N, V, 2);
+  IDev d_tg(tg);
+  // The whole vocabulary, then the slice [9, Vp) of it: no reducer, so the slice's losses are its
+  // own partial ones; the targets below 9 are not held there.
+  for (auto [begin, width] : {std::pair{0, Vp}, std::pair{9, Vp - 9}}) {
+    const int valid = V - begin;
+    Vec zs;
+    for (int64_t n = 0; n < N; n++) zs.insert(zs.end(), z.begin() + n * Vp + begin, z.begin() + n * Vp + begin + width);
+    Vec loss(N), probs(N * width);
+    k::ref::softmax_crossentropy_forward(loss.data(), probs.data(), zs.data(), tg.data(), N, valid, width, begin,
+                                         nullptr);
+    Dev d_z(zs), d_loss(N), d_probs(N * width);
+    k::cuda::softmax_crossentropy_forward(d_loss.get(), d_probs.get(), d_z.get(), d_tg.get(), N, valid, width, begin,
+                                          nullptr);
+    EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "slice at " << begin;
+    EXPECT_TRUE(allclose(d_probs.host(), probs, 1e-7f, 1e-5f)) << "slice at " << begin;
+    // probs aliasing the logits (the model's in-place use)
+    k::cuda::softmax_crossentropy_forward(d_loss.get(), d_z.get(), d_z.get(), d_tg.get(), N, valid, width, begin,
+                                          nullptr);
+    EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "in place, slice at " << begin;
+    EXPECT_TRUE(allclose(d_z.host(), probs, 1e-7f, 1e-5f)) << "in place, slice at " << begin;
+    // backward: accumulating, then in place
+    Vec d(N * width, 0.5f);
+    Dev d_d(d);
+    k::ref::softmax_crossentropy_backward(d.data(), probs.data(), tg.data(), 0.25f, N, valid, width, begin);
+    k::cuda::softmax_crossentropy_backward(d_d.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
+    EXPECT_TRUE(allclose(d_d.host(), d, 1e-6f, 1e-6f)) << "slice at " << begin;
+    Vec q = probs;
+    k::ref::softmax_crossentropy_backward(q.data(), q.data(), tg.data(), 0.25f, N, valid, width, begin);
+    k::cuda::softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
+    EXPECT_TRUE(allclose(d_probs.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin;
+  }
+}
+
+TEST_P(CudaKernels, AdamWAndSumSquares) {
+  AXONN_REQUIRE_GPU();
+  const int64_t n = GetParam().N() * GetParam().C + 3;
+  Vec p = randn(n, 1), g = randn(n, 2), m(n, 0.0f), v(n, 0.0f);
+  Dev d_p(p), d_g(g), d_m(m), d_v(v);
+  for (int t = 1; t <= 5; t++) {
+    k::ref::adamw_update(p.data(), m.data(), v.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+    k::cuda::adamw_update(d_p.get(), d_m.get(), d_v.get(), d_g.get(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+  }
+  EXPECT_TRUE(allclose(d_p.host(), p, 1e-6f, 1e-5f));
+  EXPECT_TRUE(allclose(d_m.host(), m, 1e-7f, 1e-5f));
+  EXPECT_TRUE(allclose(d_v.host(), v, 1e-9f, 1e-5f));
+  const double ref = k::ref::sum_squares(g.data(), n);
+  EXPECT_NEAR(k::cuda::sum_squares(d_g.get(), n), ref, 1e-9 * ref);
+  EXPECT_EQ(k::cuda::sum_squares(d_g.get(), 0), 0.0);
+}
+
+TEST(CudaKernelsErrors, BadShapesAreRefusedBeforeAnyLaunch) {
+  AXONN_REQUIRE_GPU();
+  // Heads that do not divide the channels are refused before anything is launched.
+  Dev buf(64);
+  EXPECT_THROW(k::cuda::attention_forward(buf.get(), buf.get(), buf.get(), 1, 2, 10, 3), axonn::InvalidArgument);
+  try {
+    k::cuda_synchronize();
+  } catch (const axonn::CudaError& e) {
+    ADD_FAILURE() << "the device is in an error state: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaKernels, ::testing::ValuesIn(kShapes), [](const auto& param) {
+  const Shape& s = param.param;
+  return "B" + std::to_string(s.B) + "T" + std::to_string(s.T) + "C" + std::to_string(s.C) + "V" +
+         std::to_string(s.V);
+});
