@@ -37,6 +37,12 @@ double max_over(Communicator& world, double seconds) {
   return static_cast<double>(ns) * 1e-9;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 int64_t sum_over(Communicator& world, int64_t v) {
   world.all_reduce(&v, 1, DType::kI64);  // over world
   return v;
@@ -83,6 +89,7 @@ struct CommBenchOptions {
   std::string dtype = "f32";
   int warmup = 3;
   int iters = 10;
+  int rounds = 1;
   bool async = false;
 };
 
@@ -119,10 +126,16 @@ class CommBench {
     a_.zero();  // timing runs on zeros: sums stay finite however many iterations
     b_.zero();
     for (int i = 0; i < o_.warmup; ++i) call(c, op, count);
-    world.barrier();  // every group of this kind starts together, as in a training step
-    Timer timer;
-    for (int i = 0; i < o_.iters; ++i) call(c, op, count);
-    const double t = max_over(world, timer.seconds() / o_.iters);
+    // Mean time per call over `iters` calls (nccl-tests); with --rounds R the best of R such
+    // means, which filters out the preemptions of a shared machine.
+    double t = 0;
+    for (int round = 0; round < o_.rounds; ++round) {
+      world.barrier();  // every group of this kind starts together, as in a training step
+      Timer timer;
+      for (int i = 0; i < o_.iters; ++i) call(c, op, count);
+      const double mean = max_over(world, timer.seconds() / o_.iters);
+      t = round == 0 ? mean : std::min(t, mean);
+    }
     const int64_t wrong = sum_over(world, check(c, op, count));
     if (world.rank() == 0) {
       const double size = static_cast<double>(count * es_);
@@ -232,18 +245,19 @@ int run_bench_comm(const CommBenchOptions& o) {
   std::string error;
   if (!resolve_grid(o.grid, world->size(), &shape, &error)) return refuse(*world, error);
   const bool flags_ok = o.min_bytes > 0 && o.max_bytes >= o.min_bytes && o.step_factor >= 2 &&
-                        o.iters >= 1 && o.warmup >= 0 && (o.dtype == "f32" || o.dtype == "bf16");
+                        o.iters >= 1 && o.rounds >= 1 && o.warmup >= 0 &&
+                        (o.dtype == "f32" || o.dtype == "bf16");
   if (!flags_ok)
     return refuse(*world, "bench comm: need 0 < --min-bytes <= --max-bytes, --step-factor >= 2, "
-                          "--iters >= 1, --warmup >= 0, --dtype f32|bf16");
+                          "--iters >= 1, --rounds >= 1, --warmup >= 0, --dtype f32|bf16");
   const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   parallel::Grid grid(shape, world);
   if (world->rank() == 0) {
     std::printf("# axonn bench comm: grid %s (Gx,Gy,Gz,Gdata), %d ranks, %s, warmup %d, iters %d, "
-                "%s\n", shape.str().c_str(), world->size(), o.dtype.c_str(), o.warmup, o.iters,
-                o.async ? "non-blocking + wait" : "blocking");
+                "rounds %d, %s\n", shape.str().c_str(), world->size(), o.dtype.c_str(), o.warmup,
+                o.iters, o.rounds, o.async ? "non-blocking + wait" : "blocking");
     std::printf("# every group of a kind runs at once; time = max over all ranks of the mean time "
-                "per call\n# size = bytes per rank (all_reduce), gathered (all_gather), "
+                "per call (best round)\n# size = bytes per rank (all_reduce), gathered (all_gather), "
                 "scattered (reduce_scatter); busbw factors 2(n-1)/n, (n-1)/n, (n-1)/n\n");
     std::printf("#%9s %-14s %12s %11s %4s %11s %9s %9s %8s\n", "group(n)", "op", "size(B)",
                 "count", "type", "time(us)", "algbw", "busbw", "#wrong");
@@ -278,32 +292,40 @@ int run_bench_comm(const CommBenchOptions& o) {
 // axonn bench overlap
 
 struct OverlapOptions {
-  int64_t bytes = 64 << 20;
-  int gemm_n = 640;
+  std::string op = "all_reduce";
+  int64_t bytes = 32 << 20;
+  int gemm_n = 1024;
   int threads = 1;
-  int reps = 3;
+  int reps = 9;
   std::string modes = "none,thread:0,thread:50,thread:1000";
 };
 
-// C[n,n] += A[n,n] @ B[n,n], rows split over `threads` std::threads. A plain loop nest that the
-// compiler vectorises: a stand-in for the BLAS GEMM of a layer — what matters here is that it keeps
-// the cores busy and never calls MPI, as BLAS and OpenMP do not.
+// C[n,n] += A[n,n] @ B[n,n], rows split over `threads` std::threads. A tiled loop nest that the
+// compiler vectorises, working on cache-resident tiles so that it is bound by arithmetic, not by
+// memory: a stand-in for the BLAS GEMM of a layer. What matters here is that it keeps the cores
+// busy and never calls MPI, as BLAS and OpenMP do not.
 void compute(const std::vector<float>& A, const std::vector<float>& B, std::vector<float>& C,
              int n, int threads) {
-  auto rows = [&](int r0, int r1) {
-    const auto N = static_cast<size_t>(n);
-    for (size_t i = static_cast<size_t>(r0); i < static_cast<size_t>(r1); ++i)
-      for (size_t k = 0; k < N; ++k) {
-        const float a = A[i * N + k];
-        const float* b = &B[k * N];
-        float* c = &C[i * N];
-        for (size_t j = 0; j < N; ++j) c[j] += a * b[j];
+  constexpr size_t kTileK = 128, kTileJ = 256;  // a 128 KiB tile of B stays in L2
+  const auto N = static_cast<size_t>(n);
+  auto rows = [&](size_t r0, size_t r1) {
+    for (size_t kk = 0; kk < N; kk += kTileK)
+      for (size_t jj = 0; jj < N; jj += kTileJ) {
+        const size_t k1 = std::min(N, kk + kTileK), j1 = std::min(N, jj + kTileJ);
+        for (size_t i = r0; i < r1; ++i) {
+          float* c = &C[i * N];
+          for (size_t k = kk; k < k1; ++k) {
+            const float a = A[i * N + k];
+            const float* b = &B[k * N];
+            for (size_t j = jj; j < j1; ++j) c[j] += a * b[j];
+          }
+        }
       }
   };
-  if (threads <= 1) return rows(0, n);
+  if (threads <= 1) return rows(0, N);
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back(rows, n * t / threads, n * (t + 1) / threads);
+  const auto T = static_cast<size_t>(threads);
+  for (size_t t = 0; t < T; ++t) pool.emplace_back(rows, N * t / T, N * (t + 1) / T);
   for (auto& th : pool) th.join();
 }
 
@@ -337,8 +359,10 @@ std::vector<Mode> parse_modes(const std::string& text) {
 
 int run_bench_overlap(const OverlapOptions& o) {
   std::vector<Mode> modes;
-  const bool flags_ok = o.bytes >= 4 && o.gemm_n >= 1 && o.threads >= 1 && o.reps >= 1;
-  std::string error = flags_ok ? "" : "bench overlap: need --bytes >= 4, --gemm-n, --threads, --reps >= 1";
+  const bool flags_ok = o.bytes >= 4 && o.gemm_n >= 1 && o.threads >= 1 && o.reps >= 1 &&
+                        (o.op == "all_reduce" || o.op == "all_gather" || o.op == "reduce_scatter");
+  std::string error = flags_ok ? "" : "bench overlap: need --bytes >= 4, --gemm-n, --threads, "
+                                      "--reps >= 1, --op all_reduce|all_gather|reduce_scatter";
   try {
     if (flags_ok) modes = parse_modes(o.modes);
   } catch (const InvalidArgument& e) {
@@ -349,70 +373,104 @@ int run_bench_overlap(const OverlapOptions& o) {
   if (!error.empty()) return refuse(world, error);
   const auto n = static_cast<size_t>(o.gemm_n);
   std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n, 0.0f);
-  const size_t count = static_cast<size_t>(o.bytes) / 4;
-  std::vector<float> buf(count, 1.0f);
+  // --bytes counted as nccl-tests does: per rank (all-reduce), gathered, or scattered.
+  const auto ranks = static_cast<size_t>(world.size());
+  const size_t count = static_cast<size_t>(o.bytes) / 4 / ranks * ranks, block = count / ranks;
+  std::vector<float> send(count, 1.0f), recv(count, 0.0f);
+  const float tri = static_cast<float>(ranks * (ranks + 1) / 2);
+  // Starts the collective under test over `c` (the world); inputs are rank + 1.
+  auto start = [&](Communicator& c) {
+    if (o.op == "all_gather") return c.all_gather_async(send.data(), recv.data(), block, DType::kF32);
+    if (o.op == "reduce_scatter")
+      return c.reduce_scatter_async(send.data(), recv.data(), block, DType::kF32);
+    return c.all_reduce_async(send.data(), count, DType::kF32);
+  };
+  auto result_ok = [&] {
+    const float first = o.op == "all_reduce" ? send[0] : recv[0];
+    const float last = o.op == "all_reduce" ? send[count - 1] : o.op == "all_gather" ? recv[count - 1] : recv[block - 1];
+    const float want_first = o.op == "all_gather" ? 1.0f : tri;
+    const float want_last = o.op == "all_gather" ? static_cast<float>(ranks) : tri;
+    return first == want_first && last == want_last;
+  };
   const double flops = 2.0 * static_cast<double>(n * n * n);
 
-  // The computation alone (no collective in flight, no progress thread alive).
+  // Warm-up of the computation.
   compute(A, B, C, o.gemm_n, o.threads);  // warm-up
-  double gemm_alone = 0;
+  // One communicator (and progress thread, for thread modes) per mode, all alive at once: every
+  // repetition measures the computation alone and then each mode in turn, so that load from other
+  // processes drifting over time hits every column alike (this machine is shared).
+  struct Samples {
+    std::vector<double> comm, issue, gemm, wait, total;
+    int done_at_end = 0;
+  };
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const Mode& m : modes) {
+    comms.push_back(comm::world(m.options));
+    start(*comms.back())->wait();  // warm-up
+  }
+  std::vector<double> gemm_times;
+  std::vector<Samples> samples(modes.size());
+  int wrong = 0;
   for (int r = 0; r < o.reps; ++r) {
     world.barrier();
-    Timer t;
+    Timer t0;
     compute(A, B, C, o.gemm_n, o.threads);
-    gemm_alone += max_over(world, t.seconds()) / o.reps;
-  }
-  if (world.rank() == 0) {
-    std::printf("# axonn bench overlap: %d ranks; all_reduce of %lld B f32 issued non-blocking, then "
-                "a %dx%dx%d fp32 matmul on %d thread(s) per rank (%.2f GFLOP/s alone), then wait()\n",
-                world.size(), static_cast<long long>(o.bytes), o.gemm_n, o.gemm_n, o.gemm_n,
-                o.threads, flops / gemm_alone * 1e-9);
-    std::printf("# times in ms, mean of %d reps, max over ranks; hidden = share of the all-reduce "
-                "time that the overlap saved: (comm + compute - total) / comm\n", o.reps);
-    std::printf("# %-12s %9s %9s %12s %12s %9s %9s %8s\n", "mode", "comm", "compute",
-                "compute|ovl", "wait after", "total", "done@end", "hidden");
-  }
-  int wrong = 0;
-  for (const Mode& m : modes) {
-    auto c = comm::world(m.options);
-    // Warm-up, then the collective alone (issued and waited at once: the same MPI algorithm as in
-    // the overlapped run).
-    c->all_reduce_async(buf.data(), count, DType::kF32)->wait();
-    double comm_alone = 0, gemm_ovl = 0, wait_after = 0, total = 0;
-    int done_at_end = 0;
-    for (int r = 0; r < o.reps; ++r) {
-      std::fill(buf.begin(), buf.end(), 1.0f);
-      c->barrier();
+    gemm_times.push_back(max_over(world, t0.seconds()));
+    for (size_t k = 0; k < modes.size(); ++k) {
+      Communicator& c = *comms[k];
+      Samples& s = samples[k];
+      // The collective alone, issued and waited at once: the same MPI algorithm as overlapped.
+      std::fill(send.begin(), send.end(), 1.0f);
+      c.barrier();
+      Timer t1;
+      start(c)->wait();
+      s.comm.push_back(max_over(world, t1.seconds()));
+      // Issued, then the computation, then wait().
+      std::fill(send.begin(), send.end(), static_cast<float>(c.rank() + 1));
+      std::fill(recv.begin(), recv.end(), 0.0f);
+      c.barrier();
       Timer t;
-      c->all_reduce_async(buf.data(), count, DType::kF32)->wait();
-      comm_alone += max_over(world, t.seconds()) / o.reps;
-    }
-    for (int r = 0; r < o.reps; ++r) {
-      std::fill(buf.begin(), buf.end(), static_cast<float>(c->rank() + 1));
-      c->barrier();
-      Timer t;
-      auto w = c->all_reduce_async(buf.data(), count, DType::kF32);  // over world
+      auto w = start(c);  // over world
+      const double t_issue = t.seconds();
       compute(A, B, C, o.gemm_n, o.threads);
       const double t_gemm = t.seconds();
       const bool done = w->test();
       w->wait();
       const double t_total = t.seconds();
-      gemm_ovl += max_over(world, t_gemm) / o.reps;
-      wait_after += max_over(world, t_total - t_gemm) / o.reps;
-      total += max_over(world, t_total) / o.reps;
-      done_at_end += static_cast<int>(sum_over(world, done ? 1 : 0));
-      const float want = static_cast<float>(c->size() * (c->size() + 1) / 2);
-      wrong += static_cast<int>(sum_over(world, buf[count / 2] != want || buf[0] != want));
-    }
-    const double hidden = (comm_alone + gemm_alone - total) / comm_alone;
-    if (world.rank() == 0) {
-      std::printf("  %-12s %9.2f %9.2f %12.2f %12.2f %9.2f %5d/%-3d %7.0f%%\n", m.name.c_str(),
-                  comm_alone * 1e3, gemm_alone * 1e3, gemm_ovl * 1e3, wait_after * 1e3,
-                  total * 1e3, done_at_end, o.reps * world.size(), 100 * hidden);
-      std::fflush(stdout);
+      s.issue.push_back(max_over(world, t_issue));
+      s.gemm.push_back(max_over(world, t_gemm - t_issue));
+      s.wait.push_back(max_over(world, t_total - t_gemm));
+      s.total.push_back(max_over(world, t_total));
+      s.done_at_end += static_cast<int>(sum_over(world, done ? 1 : 0));
+      wrong += static_cast<int>(sum_over(world, result_ok() ? 0 : 1));
     }
   }
-  if (world.rank() == 0 && wrong) std::printf("# FAILED: %d wrong all-reduce results\n", wrong);
+  const double gemm_alone = median(gemm_times);
+  if (world.rank() == 0) {
+    std::printf("# axonn bench overlap: %d ranks; %s of %zu B f32 issued non-blocking, then "
+                "a %dx%dx%d fp32 matmul on %d thread(s) per rank (%.2f GFLOP/s alone), then wait()\n",
+                world.size(), o.op.c_str(), count * 4, o.gemm_n, o.gemm_n, o.gemm_n,
+                o.threads, flops / gemm_alone * 1e-9);
+    std::printf("# times in ms, median of %d reps of the max over ranks; hidden = share of the "
+                "collective's time that the overlap saved: (comm + compute - total) / comm\n",
+                o.reps);
+    std::printf("# comm, compute: each alone; then issue (the *_async call), compute|ovl "
+                "(the same computation, collective in flight), wait after (wait() once computed), "
+                "total; done@end: test() true right after the computation (rank-reps)\n");
+    std::printf("# %-12s %9s %9s %7s %12s %11s %9s %9s %8s\n", "mode", "comm", "compute", "issue",
+                "compute|ovl", "wait after", "total", "done@end", "hidden");
+    for (size_t k = 0; k < modes.size(); ++k) {
+      const Samples& s = samples[k];
+      const double comm_alone = median(s.comm), total = median(s.total);
+      const double hidden = (comm_alone + gemm_alone - total) / comm_alone;
+      std::printf("  %-12s %9.2f %9.2f %7.2f %12.2f %11.2f %9.2f %5d/%-3d %7.0f%%\n",
+                  modes[k].name.c_str(), comm_alone * 1e3, gemm_alone * 1e3, median(s.issue) * 1e3,
+                  median(s.gemm) * 1e3, median(s.wait) * 1e3, total * 1e3, s.done_at_end,
+                  o.reps * world.size(), 100 * hidden);
+    }
+    std::fflush(stdout);
+  }
+  if (world.rank() == 0 && wrong) std::printf("# FAILED: %d wrong results\n", wrong);
   return wrong == 0 ? 0 : 1;
 }
 
@@ -431,14 +489,18 @@ void add_bench_command(CLI::App& app, Action* action) {
   c->add_option("--step-factor", co->step_factor, "size multiplier between rows")->capture_default_str();
   c->add_option("--dtype", co->dtype, "f32 or bf16")->capture_default_str();
   c->add_option("--warmup", co->warmup, "untimed calls per size")->capture_default_str();
-  c->add_option("--iters", co->iters, "timed calls per size")->capture_default_str();
+  c->add_option("--iters", co->iters, "timed calls per size and round")->capture_default_str();
+  c->add_option("--rounds", co->rounds, "timed rounds per size; the fastest is reported")
+      ->capture_default_str();
   c->add_flag("--async", co->async, "time the non-blocking form (issue + wait)");
   c->callback([action, co] { *action = [co] { return run_bench_comm(*co); }; });
 
   auto oo = std::make_shared<OverlapOptions>();
-  auto* ov = bench->add_subcommand("overlap", "a non-blocking all-reduce over the world issued "
+  auto* ov = bench->add_subcommand("overlap", "a non-blocking collective over the world issued "
                                               "before a long matmul: how much of it is hidden");
-  ov->add_option("--bytes", oo->bytes, "all-reduce size in bytes (f32)")->capture_default_str();
+  ov->add_option("--op", oo->op, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
+  ov->add_option("--bytes", oo->bytes, "size in bytes (f32; per rank, gathered or scattered)")
+      ->capture_default_str();
   ov->add_option("--gemm-n", oo->gemm_n, "matmul size n (n x n x n)")->capture_default_str();
   ov->add_option("--threads", oo->threads, "compute threads per rank")->capture_default_str();
   ov->add_option("--reps", oo->reps, "repetitions per mode")->capture_default_str();
