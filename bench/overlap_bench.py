@@ -19,6 +19,7 @@ Prints a Markdown table (the one in docs/overlap.md) and writes raw numbers as J
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,7 +48,10 @@ def run(args, grid, overlap, tmp):
            "--metrics", metrics, "--trace", trace, "--trace-steps", str(args.steps)] + args.train_flags.split()
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)  # every rank, whole run
     if out.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
     steps = [json.loads(l) for l in open(metrics)]
@@ -57,7 +61,7 @@ def run(args, grid, overlap, tmp):
     if summary.returncode != 0:
         sys.exit(f"trace-summary failed: {summary.stderr}")
     ranks = json.loads(summary.stdout)
-    return {"step_ms": statistics.median(timed), "steps_ms": timed, "losses": losses,
+    return {"step_ms": statistics.median(timed), "steps_ms": timed, "losses": losses, "cpu_s": cpu_s,
             "hidden_fraction": statistics.mean(r["hidden_fraction"] for r in ranks),
             "comm_ms": statistics.mean(r["comm_ms"] for r in ranks),
             "exposed_ms": statistics.mean(r["exposed_ms"] for r in ranks),
@@ -92,7 +96,8 @@ def main():
                           file=sys.stderr, flush=True)
             results[g] = {s: {"step_ms": min(t for x in v for t in x["steps_ms"]),
                               "median_ms": statistics.median(t for x in v for t in x["steps_ms"]),
-                              "all_ms": [t for x in v for t in x["steps_ms"]], **{k: v[-1][k] for k in
+                              "all_ms": [t for x in v for t in x["steps_ms"]],
+                              "cpu_s": statistics.median(x["cpu_s"] for x in v), **{k: v[-1][k] for k in
                               ("hidden_fraction", "comm_ms", "exposed_ms", "compute_ms", "wall_ms", "losses")}}
                           for s, v in per.items()}
             base = results[g]["none"]["losses"]
@@ -100,13 +105,13 @@ def main():
                 if v["losses"] != base:
                     print(f"# WARNING {g} {s}: losses differ from none", file=sys.stderr)
     print("| grid (Gx,Gy,Gz,Gd) | overlap | ms/step (min) | vs none | ms/step (median) | vs none | "
-          "comm in flight ms | hidden | exposed ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "CPU s per run | comm in flight ms | hidden | exposed ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for g, per in results.items():
         none, none_med = per["none"]["step_ms"], per["none"]["median_ms"]
         for s, v in per.items():
             print(f"| {g} | {s} | {v['step_ms']:.0f} | {100 * (v['step_ms'] / none - 1):+.1f}% | "
-                  f"{v['median_ms']:.0f} | {100 * (v['median_ms'] / none_med - 1):+.1f}% | "
+                  f"{v['median_ms']:.0f} | {100 * (v['median_ms'] / none_med - 1):+.1f}% | {v['cpu_s']:.1f} | "
                   f"{v['comm_ms']:.0f} | {100 * v['hidden_fraction']:.0f}% | {v['exposed_ms']:.0f} |")
     if args.out:
         json.dump(results, open(args.out, "w"), indent=1)
