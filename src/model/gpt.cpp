@@ -31,19 +31,21 @@ float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
 }
 
-// Activation tensors kept from the forward for the backward ([L, ...] per layer); shapes local.
+// Activation tensors kept from the forward for the backward ([L, ...] per layer, [1, ...] under
+// recompute except the blocks' outputs kResidual3, which are the next blocks' inputs); shapes local.
 enum Act : size_t {
   kEncoded, kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttproj, kResidual2, kLn2, kLn2Mean, kLn2Rstd,
   kFch, kFchGelu, kFcproj, kResidual3, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets,
 };
 // Backward scratch (gradients of one layer's activations, reused by every layer) and workspaces.
 enum Scratch : size_t {
-  kDResidual, kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt, kFullA, kFullB, kGathered, kDwBlock,
+  kDResidual, kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt, kFullA, kFullB,
 };
 
+// A RowReducer's collective (LayerNorm statistics over X, cross-entropy over X*Y): blocking, traced.
 void reduce_over(void* ctx, float* values, int64_t n, bool max) {
-  static_cast<comm::Communicator*>(ctx)->all_reduce(values, static_cast<size_t>(n), DType::kF32,
-                                                    max ? comm::ReduceOp::kMax : comm::ReduceOp::kSum);
+  auto* r = static_cast<model::Gpt::Reduction*>(ctx);
+  r->tl->all_reduce(*r->group, values, static_cast<size_t>(n), max ? comm::ReduceOp::kMax : comm::ReduceOp::kSum);
 }
 
 // Columns [c0, c0 + width) of every row of a [rows, full_width] matrix, into [rows, width].
@@ -68,17 +70,18 @@ const GptConfig& checked(const GptConfig& c, const parallel::GridShape& g) {
 
 }  // namespace
 
-// Each kernel call is timed under its op name when profiling is on.
-#define AXONN_OP(op, ...)                \
-  do {                                   \
-    ProfileScope scope_(profiler_, #op); \
-    ops_->op(__VA_ARGS__);               \
+// Each kernel call is timed (and traced) under its op name.
+#define AXONN_OP(op, ...)                  \
+  do {                                     \
+    auto scope_ = tl_.compute(#op);        \
+    ops_->op(__VA_ARGS__);                 \
   } while (0)
-// Each tensor-parallel linear (GEMMs and their collectives) under the layer's direction.
-#define AXONN_LINEAR(layer, direction, ...)                    \
-  do {                                                         \
-    ProfileScope scope_(profiler_, "linear_" #direction);      \
-    layer.direction(__VA_ARGS__, *ops_);                       \
+// Each tensor-parallel linear (GEMMs, weight all-gather wait and the layer's collectives) as a group
+// named after the layer and direction ("fc_ backward").
+#define AXONN_LINEAR(layer, direction, ...)            \
+  do {                                                 \
+    auto scope_ = tl_.group(#layer " " #direction);    \
+    layer.direction(__VA_ARGS__, linear_run_);         \
   } while (0)
 
 const char* param_name(Param p) { return kParamNames[static_cast<int>(p)]; }
@@ -139,15 +142,17 @@ void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed) {
   }
 }
 
-Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend)
-    : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
+Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend,
+         const GptRunOptions& run)
+    : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)), run_(run),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),
       attproj_(grid, {.in = config.channels, .out = config.channels, .transposed = true}, "attproj"),
       fc_(grid, {.in = config.channels, .out = 4 * config.channels}, "fc"),
       fcproj_(grid, {.in = 4 * config.channels, .out = config.channels, .transposed = true}, "fcproj"),
-      params_("parameters"), grads_("gradients"), acts_("activations"), scratch_("backward scratch") {
+      params_("parameters"), grads_("gradients"), acts_("activations"), scratch_("backward scratch"),
+      rs_(tl_, run.reduce_scatter_slots, run.overlap.ors), dp_(tl_),
+      linear_run_{*ops_, tl_, &rs_, run.overlap.oar} {
   const parallel::GridShape& g = grid.shape();
-  const parallel::GridCoords& at = grid.coords();
   const int C = config_.channels, NH = config_.num_heads, L = config_.num_layers, Vp = config_.padded_vocab_size;
   AXONN_CHECK_ARG(B > 0, "batch size must be positive, got ", B);
   AXONN_CHECK_ARG(T > 0, "sequence length must be positive, got ", T);
@@ -160,9 +165,10 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   vocab_begin_ = static_cast<int>(parallel::split_begin(Vp, gxy, r));
   vocab_rows_ = static_cast<int>(parallel::split_begin(Vp, gxy, r + 1)) - vocab_begin_;
   vocab_valid_ = std::max(0, std::min(config_.vocab_size - vocab_begin_, vocab_rows_));
-  if (g.gx > 1) x_reducer_ = {reduce_over, &grid.x()};
-  if (gxy > 1) xy_reducer_ = {reduce_over, &grid.xy()};
-  (void)at;
+  x_reduction_ = {&tl_, &grid.x()};
+  xy_reduction_ = {&tl_, &grid.xy()};
+  if (g.gx > 1) x_reducer_ = {reduce_over, &x_reduction_};
+  if (gxy > 1) xy_reducer_ = {reduce_over, &xy_reduction_};
 
   // parameters: this rank's shards, one slot per llm.c tensor, stacked over layers
   const int64_t L64 = L;
@@ -190,27 +196,29 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   params_.allocate();
   grads_.allocate();
 
-  // activations kept for the backward
+  // activations kept for the backward: every block's, or under recompute one block's (slot 0)
+  // plus every block's output
   const int64_t N = static_cast<int64_t>(B) * T;
+  const int64_t Lk = run_.recompute ? 1 : L64;
   auto add = [&](Act a, const char* name, Shape s, DType dt = DType::kF32) {
     size_t slot = acts_.reserve(name, s, dt);
     AXONN_CHECK(slot == a, "activation slots out of order");
   };
   add(kEncoded, "encoded", {N, Cx_});
-  add(kLn1, "ln1", {L64, N, Cx_});
-  add(kLn1Mean, "ln1_mean", {L64, N});
-  add(kLn1Rstd, "ln1_rstd", {L64, N});
-  add(kQkv, "qkv", {L64, N, 3 * Cy_});
-  add(kAtty, "atty", {L64, N, Cy_});
-  add(kAtt, "att", {L64, B, NHy_, T, T});
-  add(kAttproj, "attproj", {L64, N, Cx_});
-  add(kResidual2, "residual2", {L64, N, Cx_});
-  add(kLn2, "ln2", {L64, N, Cx_});
-  add(kLn2Mean, "ln2_mean", {L64, N});
-  add(kLn2Rstd, "ln2_rstd", {L64, N});
-  add(kFch, "fch", {L64, N, 4 * Cy_});
-  add(kFchGelu, "fch_gelu", {L64, N, 4 * Cy_});
-  add(kFcproj, "fcproj", {L64, N, Cx_});
+  add(kLn1, "ln1", {Lk, N, Cx_});
+  add(kLn1Mean, "ln1_mean", {Lk, N});
+  add(kLn1Rstd, "ln1_rstd", {Lk, N});
+  add(kQkv, "qkv", {Lk, N, 3 * Cy_});
+  add(kAtty, "atty", {Lk, N, Cy_});
+  add(kAtt, "att", {Lk, B, NHy_, T, T});
+  add(kAttproj, "attproj", {Lk, N, Cx_});
+  add(kResidual2, "residual2", {Lk, N, Cx_});
+  add(kLn2, "ln2", {Lk, N, Cx_});
+  add(kLn2Mean, "ln2_mean", {Lk, N});
+  add(kLn2Rstd, "ln2_rstd", {Lk, N});
+  add(kFch, "fch", {Lk, N, 4 * Cy_});
+  add(kFchGelu, "fch_gelu", {Lk, N, 4 * Cy_});
+  add(kFcproj, "fcproj", {Lk, N, Cx_});
   add(kResidual3, "residual3", {L64, N, Cx_});
   add(kLnf, "lnf", {N, Cx_});
   add(kLnfMean, "lnf_mean", {N});
@@ -222,9 +230,6 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kTargets, "targets", {N}, DType::kI32);
   acts_.allocate();
 
-  int64_t block = 0;
-  for (const parallel::TpLinear* lin : {&qkv_, &attproj_, &fc_, &fcproj_})
-    block = std::max(block, lin->layout().block_size);
   auto sadd = [&](Scratch s, const char* name, Shape shape) {
     size_t slot = scratch_.reserve(name, shape);
     AXONN_CHECK(slot == s, "scratch slots out of order");
@@ -239,12 +244,44 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
   sadd(kFullA, "full_a", {sharded_channels ? N : 0, C});
   sadd(kFullB, "full_b", {sharded_channels ? N : 0, C});
-  sadd(kGathered, "gathered_weight", {g.gz > 1 ? block : 0});
-  sadd(kDwBlock, "dweight_block", {g.gz > 1 ? block : 0});
   scratch_.allocate();
+
+  // the weight blocks, all-gathered over the second Z communicator in the order the passes use them
+  std::vector<parallel::WeightGather::Kind> kinds;
+  for (int k = 0; k < kNumLinears; k++) {
+    const parallel::TpLinearLayout& lay = linear(k).layout();
+    kinds.push_back({param(weight_param(k)).f32(), lay.shard_size, lay.block_size});
+  }
+  gather_ = std::make_unique<parallel::WeightGather>(tl_, grid.z2(), std::move(kinds), L, run_.overlap.oag,
+                                                     run_.cache_gathered_weights);
 }
 
 Gpt::~Gpt() = default;
+
+const parallel::TpLinear& Gpt::linear(int k) const {
+  switch (k) {
+    case kLinQkv: return qkv_;
+    case kLinAttproj: return attproj_;
+    case kLinFc: return fc_;
+    default: return fcproj_;
+  }
+}
+
+Param Gpt::weight_param(int k) {
+  constexpr Param kWeights[kNumLinears] = {Param::kQkvw, Param::kAttprojw, Param::kFcw, Param::kFcprojw};
+  return kWeights[k];
+}
+
+size_t Gpt::comm_buffer_bytes() const {
+  int64_t largest = 0;
+  for (int k = 0; k < kNumLinears; k++) largest = std::max(largest, linear(k).layout().block_size);
+  // the reduce-scatter pool: a block and this rank's piece per slot, when Gz > 1
+  const size_t pool = grid_.shape().gz > 1
+                          ? sizeof(float) * static_cast<size_t>(largest + largest / 2 + 1) *
+                                static_cast<size_t>(run_.overlap.ors ? std::max(1, run_.reduce_scatter_slots) : 1)
+                          : 0;
+  return gather_->bytes() + pool;
+}
 
 int64_t Gpt::full_layer_numel(Param p) const {
   Shape s = param_shape(config_, p);
@@ -272,6 +309,7 @@ int64_t Gpt::global_index(Param p, int64_t j) const {
 }
 
 void Gpt::load_full_layer(Param p, int layer, const float* full) {
+  weights_updated();
   Tensor t = param(p);
   float* dst = param_is_per_layer(p) ? t[layer].f32() : t.f32();
   int64_t n = param_is_per_layer(p) ? t[layer].numel() : t.numel();
@@ -279,6 +317,7 @@ void Gpt::load_full_layer(Param p, int layer, const float* full) {
 }
 
 void Gpt::init_random(uint64_t seed) {
+  weights_updated();
   for (int i = 0; i < kNumParamTensors; i++) {
     auto p = static_cast<Param>(i);
     Tensor t = param(p);
@@ -294,12 +333,13 @@ void Gpt::init_random(uint64_t seed) {
 
 // The rows of x_slice [N, C/Gx] with all C channels, gathered over X into `full` ([N, C]);
 // `scratch` ([N, C]) receives the all-gather's rank-major blocks. With Gx = 1, x_slice itself.
-const float* Gpt::full_channels(const float* x_slice, float* full, float* scratch) const {
-  const comm::Communicator& xg = grid_.x();
+const float* Gpt::full_channels(const float* x_slice, float* full, float* scratch) {
+  comm::Communicator& xg = grid_.x();
   if (xg.size() == 1) return x_slice;
   const int64_t N = static_cast<int64_t>(B_) * T_;
   const int C = config_.channels;
-  grid_.x().all_gather(x_slice, scratch, static_cast<size_t>(N) * Cx_, DType::kF32);  // over X
+  tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_);  // over X
+  auto copy = tl_.compute("gather_channels");
 #pragma omp parallel for collapse(2) schedule(static)
   for (int r = 0; r < xg.size(); r++)
     for (int64_t n = 0; n < N; n++)
@@ -307,7 +347,27 @@ const float* Gpt::full_channels(const float* x_slice, float* full, float* scratc
   return full;
 }
 
+std::vector<parallel::WeightGather::Use> Gpt::forward_uses() const {
+  std::vector<parallel::WeightGather::Use> u;
+  for (int l = 0; l < config_.num_layers; l++)
+    for (int k = 0; k < kNumLinears; k++) u.push_back({k, l});
+  return u;
+}
+
+std::vector<parallel::WeightGather::Use> Gpt::backward_uses() const {
+  // Blocks in reverse; a recomputed block takes its weights in forward order first. The last block
+  // is not recomputed: the forward has just left its activations in the one slot.
+  std::vector<parallel::WeightGather::Use> u;
+  for (int l = config_.num_layers - 1; l >= 0; l--) {
+    if (run_.recompute && l != config_.num_layers - 1)
+      for (int k = 0; k < kNumLinears; k++) u.push_back({k, l});
+    for (int k = kNumLinears - 1; k >= 0; k--) u.push_back({k, l});
+  }
+  return u;
+}
+
 float Gpt::forward(const int* inputs, const int* targets) {
+  auto scope = tl_.group("forward");
   const int B = B_, T = T_, C = config_.channels, L = config_.num_layers, V = config_.vocab_size;
   const int Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
@@ -316,7 +376,6 @@ float Gpt::forward(const int* inputs, const int* targets) {
   auto P = [&](Param p) { return param(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
-  float* gathered = S(kGathered);
 
   int* in = static_cast<int*>(A(kInputs).data());
   for (int64_t i = 0; i < N; i++) {
@@ -333,6 +392,13 @@ float Gpt::forward(const int* inputs, const int* targets) {
       tg[i] = targets[i];
     }
   }
+  // A new step (the optimizer may have changed the weights since the last backward of the last
+  // one): no gathered weight block of before may be reused.
+  if (!step_open_) {
+    gather_->invalidate();
+    step_open_ = true;
+  }
+  gather_->begin(forward_uses());
 
   // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
   // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
@@ -342,39 +408,14 @@ float Gpt::forward(const int* inputs, const int* targets) {
   } else {
     float* emb = S(kFullA);
     AXONN_OP(embedding_forward, emb, in, P(Param::kWte).f32(), vocab_begin_, Vr, N, C);
-    grid_.xy().all_reduce(emb, static_cast<size_t>(N) * C, DType::kF32);  // over X*Y
+    tl_.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C);  // over X*Y
+    auto copy = tl_.compute("copy_columns");
     copy_columns(encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
   }
   AXONN_OP(position_forward, encoded, P(Param::kWpe).f32(), B, T, Cx_);
 
-  for (int l = 0; l < L; l++) {
-    const float* residual = l == 0 ? encoded : A(kResidual3)[l - 1].f32();
-    float* ln1 = A(kLn1)[l].f32();
-    float* qkv = A(kQkv)[l].f32();
-    float* atty = A(kAtty)[l].f32();
-    float* attproj = A(kAttproj)[l].f32();
-    float* residual2 = A(kResidual2)[l].f32();
-    float* ln2 = A(kLn2)[l].f32();
-    float* fch = A(kFch)[l].f32();
-    float* fch_gelu = A(kFchGelu)[l].f32();
-    float* fcproj = A(kFcproj)[l].f32();
-    // attention block: LayerNorm (statistics over X) -> QKV (A) -> attention on this rank's heads -> proj (B)
-    AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), residual,
-             P(Param::kLn1w)[l].f32(), P(Param::kLn1b)[l].f32(), N, Cx_, C, over_x);
-    AXONN_LINEAR(qkv_, forward, qkv, ln1, P(Param::kQkvw)[l].f32(), P(Param::kQkvb)[l].f32(), gathered, N);
-    AXONN_OP(attention_forward, atty, A(kAtt)[l].f32(), qkv, B, T, Cy_, NHy_);
-    AXONN_LINEAR(attproj_, forward, attproj, atty, P(Param::kAttprojw)[l].f32(), P(Param::kAttprojb)[l].f32(),
-                 gathered, N);
-    AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx_);
-    // MLP block: LayerNorm -> FC (A) -> GELU on this rank's 4C/Gy -> FC2 (B)
-    AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[l].f32(), A(kLn2Rstd)[l].f32(), residual2,
-             P(Param::kLn2w)[l].f32(), P(Param::kLn2b)[l].f32(), N, Cx_, C, over_x);
-    AXONN_LINEAR(fc_, forward, fch, ln2, P(Param::kFcw)[l].f32(), P(Param::kFcb)[l].f32(), gathered, N);
-    AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * Cy_);
-    AXONN_LINEAR(fcproj_, forward, fcproj, fch_gelu, P(Param::kFcprojw)[l].f32(), P(Param::kFcprojb)[l].f32(),
-                 gathered, N);
-    AXONN_OP(residual_forward, A(kResidual3)[l].f32(), residual2, fcproj, N * Cx_);
-  }
+  for (int l = 0; l < L; l++) forward_block(l);
+
   float* lnf = A(kLnf).f32();
   AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), A(kResidual3)[L - 1].f32(),
            P(Param::kLnfw).f32(), P(Param::kLnfb).f32(), N, Cx_, C, over_x);
@@ -392,25 +433,73 @@ float Gpt::forward(const int* inputs, const int* targets) {
   double local = 0.0;
   for (int64_t i = 0; i < N; i++) local += losses[i];
   float sum = static_cast<float>(local);
-  grid_.z().all_reduce(&sum, 1, DType::kF32);     // over Z
-  grid_.data().all_reduce(&sum, 1, DType::kF32);  // over data
+  tl_.all_reduce(grid_.z(), &sum, 1);     // over Z
+  tl_.all_reduce(grid_.data(), &sum, 1);  // over data
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
   return static_cast<float>(sum / global_tokens);
 }
 
-void Gpt::backward() {
+// One transformer block, forward: from its input (the previous block's output) to its output
+// kResidual3[l]; the intermediate activations go to slot(l). Run by the forward and, under
+// recompute, again by the backward (with the same collectives: the same results).
+void Gpt::forward_block(int l) {
+  auto scope = tl_.group("block forward");
+  const int B = B_, T = T_, C = config_.channels;
+  const int64_t N = static_cast<int64_t>(B) * T;
+  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
+  auto P = [&](Param p) { return param(p); };
+  auto A = [&](Act a) { return acts_.tensor(a); };
+  const int a = slot(l);
+  const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
+  float* ln1 = A(kLn1)[a].f32();
+  float* qkv = A(kQkv)[a].f32();
+  float* atty = A(kAtty)[a].f32();
+  float* attproj = A(kAttproj)[a].f32();
+  float* residual2 = A(kResidual2)[a].f32();
+  float* ln2 = A(kLn2)[a].f32();
+  float* fch = A(kFch)[a].f32();
+  float* fch_gelu = A(kFchGelu)[a].f32();
+  float* fcproj = A(kFcproj)[a].f32();
+  // Each linear takes its weight block from the WeightGather: it waits for the block's all-gather
+  // over Z (issued one linear earlier under OAG, else now) and issues the next linear's.
+  // attention block: LayerNorm (statistics over X) -> QKV (A) -> attention on this rank's heads -> proj (B)
+  AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), residual, P(Param::kLn1w)[l].f32(),
+           P(Param::kLn1b)[l].f32(), N, Cx_, C, over_x);
+  AXONN_LINEAR(qkv_, forward, qkv, ln1, gather_->take(kLinQkv, l), P(Param::kQkvb)[l].f32(), N);
+  AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv, B, T, Cy_, NHy_);
+  AXONN_LINEAR(attproj_, forward, attproj, atty, gather_->take(kLinAttproj, l), P(Param::kAttprojb)[l].f32(), N);
+  AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx_);
+  // MLP block: LayerNorm -> FC (A) -> GELU on this rank's 4C/Gy -> FC2 (B)
+  AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), residual2, P(Param::kLn2w)[l].f32(),
+           P(Param::kLn2b)[l].f32(), N, Cx_, C, over_x);
+  AXONN_LINEAR(fc_, forward, fch, ln2, gather_->take(kLinFc, l), P(Param::kFcb)[l].f32(), N);
+  AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * Cy_);
+  AXONN_LINEAR(fcproj_, forward, fcproj, fch_gelu, gather_->take(kLinFcproj, l), P(Param::kFcprojb)[l].f32(), N);
+  AXONN_OP(residual_forward, A(kResidual3)[l].f32(), residual2, fcproj, N * Cx_);
+}
+
+void Gpt::backward(const BackwardOptions& options) {
   AXONN_CHECK(have_targets_, "backward() needs a forward() with targets");
+  AXONN_CHECK(!dp_.pending() && !dp_armed_,
+              "backward() after the step's last backward: call sync_gradients() (and the optimizer) first");
+  auto scope = tl_.group("backward");
   const int B = B_, T = T_, C = config_.channels, L = config_.num_layers, Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
+  const bool last = options.last_micro_batch;
   const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   auto P = [&](Param p) { return param(p); };
   auto G = [&](Param p) { return grad(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
   const int* in = static_cast<const int*>(A(kInputs).data());
-  float* gathered = S(kGathered);
-  float* dw_block = S(kDwBlock);
-  scratch_.zero();
+  {
+    auto zero = tl_.compute("zero_scratch");
+    scratch_.zero();
+  }
+  // DP overlap: the gradient sums over data and Z·data are issued in this backward as each tensor's
+  // gradient becomes final, which is only in the step's last micro-batch.
+  dp_armed_ = run_.overlap.dp && last;
+  gather_->begin(backward_uses());
 
   // The residual stream's gradient is accumulated in one buffer (dresidual): a residual add
   // passes its output gradient unchanged to both inputs, so the branch reads dresidual as its
@@ -418,11 +507,12 @@ void Gpt::backward() {
   float* dresidual = S(kDResidual);
   float* dln = S(kDLn);
 
-  // d logits, in place over the probabilities: the loss is the mean over the global batch
+  // d logits, in place over the probabilities: the loss is loss_scale * the mean over the global
+  // batch (micro-batches: the mean over the whole step)
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
   float* dlogits = A(kLogits).f32();
   AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
-           static_cast<float>(1.0 / global_tokens), N, vocab_valid_, Vr, vocab_begin_);
+           static_cast<float>(options.loss_scale / global_tokens), N, vocab_valid_, Vr, vocab_begin_);
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
   // all-reduced over X*Y, then this rank keeps its X channels
   const float* lnf_full = grid_.x().size() == 1 ? A(kLnf).f32() : A(kLnfFull).f32();
@@ -432,63 +522,166 @@ void Gpt::backward() {
     float* dfull = S(kFullA);
     AXONN_OP(matmul_backward, dfull, G(Param::kWte).f32(), nullptr, dlogits, lnf_full, P(Param::kWte).f32(), N, C,
              Vr);
-    grid_.xy().all_reduce(dfull, static_cast<size_t>(N) * C, DType::kF32);  // over X*Y
+    tl_.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C);  // over X*Y
+    auto copy = tl_.compute("copy_columns");
     copy_columns(dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);
   }
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln,
            A(kResidual3)[L - 1].f32(), P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, Cx_, C,
            over_x);
+  if (dp_armed_) issue_head_grads();  // over Z·data: the final norm's gradient is complete
 
   for (int l = L - 1; l >= 0; l--) {
-    const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
-    // MLP block, reversed
-    std::memset(S(kDFchGelu), 0, sizeof(float) * N * 4 * Cy_);
-    std::memset(S(kDFch), 0, sizeof(float) * N * 4 * Cy_);
-    std::memset(dln, 0, sizeof(float) * N * Cx_);
-    AXONN_LINEAR(fcproj_, backward, S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(),
-                 dresidual, A(kFchGelu)[l].f32(), P(Param::kFcprojw)[l].f32(), gathered, dw_block, N);
-    AXONN_OP(gelu_backward, S(kDFch), A(kFch)[l].f32(), S(kDFchGelu), N * 4 * Cy_);
-    AXONN_LINEAR(fc_, backward, dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), A(kLn2)[l].f32(),
-                 P(Param::kFcw)[l].f32(), gathered, dw_block, N);
-    AXONN_OP(layernorm_backward, dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
-             A(kResidual2)[l].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[l].f32(), A(kLn2Rstd)[l].f32(), N, Cx_,
-             C, over_x);
-    // attention block, reversed
-    std::memset(S(kDAtty), 0, sizeof(float) * N * Cy_);
-    std::memset(S(kDQkv), 0, sizeof(float) * N * 3 * Cy_);
-    std::memset(dln, 0, sizeof(float) * N * Cx_);
-    AXONN_LINEAR(attproj_, backward, S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(),
-                 dresidual, A(kAtty)[l].f32(), P(Param::kAttprojw)[l].f32(), gathered, dw_block, N);
-    AXONN_OP(attention_backward, S(kDQkv), S(kDAtt), S(kDAtty), A(kQkv)[l].f32(), A(kAtt)[l].f32(), B, T, Cy_, NHy_);
-    AXONN_LINEAR(qkv_, backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[l].f32(),
-                 P(Param::kQkvw)[l].f32(), gathered, dw_block, N);
-    AXONN_OP(layernorm_backward, dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
-             P(Param::kLn1w)[l].f32(), A(kLn1Mean)[l].f32(), A(kLn1Rstd)[l].f32(), N, Cx_, C, over_x);
+    // recompute: the block's activations again, from its kept input (the last block's are still there)
+    if (run_.recompute && l != L - 1) forward_block(l);
+    backward_block(l, last);
   }
   AXONN_OP(position_backward, G(Param::kWpe).f32(), dresidual, B, T, Cx_);
   // token embedding: the rows' gradient over all channels (gathered over X; the same on every Y
   // rank), scattered into this rank's vocabulary rows
   const float* demb = full_channels(dresidual, S(kFullA), S(kFullB));
   AXONN_OP(embedding_backward, G(Param::kWte).f32(), demb, in, vocab_begin_, Vr, N, C);
+  if (dp_armed_) issue_embedding_grads();  // over Z·data
   // the probabilities were overwritten by their gradient: another backward needs another forward
   have_targets_ = false;
+  // the step's weights may change now: the next forward gathers them afresh
+  if (last) step_open_ = false;
 }
 
-void Gpt::sync_gradients() {
-  ProfileScope scope(profiler_, "sync_gradients");
-  for (int i = 0; i < kNumParamTensors; i++) {
-    auto p = static_cast<Param>(i);
-    Tensor g = grad(p);
-    auto n = static_cast<size_t>(g.numel());
-    bool weight_shard = p == Param::kQkvw || p == Param::kAttprojw || p == Param::kFcw || p == Param::kFcprojw;
-    // weight shards were summed over Z by the backward's reduce-scatter; the rest saw only this
-    // Z rank's tokens
-    if (!weight_shard) grid_.z().all_reduce(g.f32(), n, DType::kF32);  // over Z
-    grid_.data().all_reduce(g.f32(), n, DType::kF32);                   // over data
+// One transformer block, backward, in exact reverse of forward_block. Reads the block's activations
+// from slot(l); accumulates the parameter gradients of layer l.
+void Gpt::backward_block(int l, bool last) {
+  auto scope = tl_.group("block backward");
+  const int B = B_, T = T_, C = config_.channels;
+  const int64_t N = static_cast<int64_t>(B) * T;
+  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
+  auto P = [&](Param p) { return param(p); };
+  auto G = [&](Param p) { return grad(p); };
+  auto A = [&](Act a) { return acts_.tensor(a); };
+  auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
+  const int a = slot(l);
+  const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
+  float* dresidual = S(kDResidual);
+  float* dln = S(kDLn);
+  // Each linear's backward: dx all-reduced over its output group (overlapped with the dW GEMM under
+  // OAR), dW reduce-scattered over Z (retired later under ORS); after each, the weight shards whose
+  // gradient became complete are summed over data (DP overlap).
+  // MLP block, reversed
+  std::memset(S(kDFchGelu), 0, sizeof(float) * N * 4 * Cy_);
+  std::memset(S(kDFch), 0, sizeof(float) * N * 4 * Cy_);
+  std::memset(dln, 0, sizeof(float) * N * Cx_);
+  AXONN_LINEAR(fcproj_, backward, S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(), dresidual,
+               A(kFchGelu)[a].f32(), gather_->take(kLinFcproj, l), N, shard_tag(kLinFcproj, l, last));
+  issue_final_weight_grads();
+  AXONN_OP(gelu_backward, S(kDFch), A(kFch)[a].f32(), S(kDFchGelu), N * 4 * Cy_);
+  AXONN_LINEAR(fc_, backward, dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), A(kLn2)[a].f32(),
+               gather_->take(kLinFc, l), N, shard_tag(kLinFc, l, last));
+  issue_final_weight_grads();
+  AXONN_OP(layernorm_backward, dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
+           A(kResidual2)[a].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), N, Cx_, C,
+           over_x);
+  // attention block, reversed
+  std::memset(S(kDAtty), 0, sizeof(float) * N * Cy_);
+  std::memset(S(kDQkv), 0, sizeof(float) * N * 3 * Cy_);
+  std::memset(dln, 0, sizeof(float) * N * Cx_);
+  AXONN_LINEAR(attproj_, backward, S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(), dresidual,
+               A(kAtty)[a].f32(), gather_->take(kLinAttproj, l), N, shard_tag(kLinAttproj, l, last));
+  issue_final_weight_grads();
+  AXONN_OP(attention_backward, S(kDQkv), S(kDAtt), S(kDAtty), A(kQkv)[a].f32(), A(kAtt)[a].f32(), B, T, Cy_, NHy_);
+  AXONN_LINEAR(qkv_, backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[a].f32(),
+               gather_->take(kLinQkv, l), N, shard_tag(kLinQkv, l, last));
+  issue_final_weight_grads();
+  AXONN_OP(layernorm_backward, dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
+           P(Param::kLn1w)[l].f32(), A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), N, Cx_, C, over_x);
+  if (dp_armed_) issue_layer_grads(l);  // over Z·data: the block's norms and biases are complete
+}
+
+// --- the gradient sync: the same buckets, in the same order per communicator, whether issued during
+// the backward (DP overlap) or by sync_gradients(); so the sums are the same bits.
+//   Z·data: final norm | block L-1's norms and biases | ... | block 0's | wpe | wte
+//   data:   weight shards in backward order (block L-1: fcproj, fc, attproj, qkv; ...; block 0)
+// Weight shards were summed over Z by their reduce-scatters; every other tensor saw only this Z
+// rank's tokens, hence Z·data.
+
+void Gpt::issue_shard_grad(int k, int l) {
+  Tensor g = grad(weight_param(k))[l];
+  dp_.issue(grid_.data(), {{g.f32(), g.numel()}});  // over data
+}
+
+void Gpt::issue_final_weight_grads() {
+  // the retired reduce-scatters, oldest first; only the last micro-batch's make a shard final
+  for (int tag : rs_.take_retired()) {
+    if (!dp_armed_ || tag % 2 == 0) continue;
+    const int id = tag / 2;
+    issue_shard_grad(id % kNumLinears, id / kNumLinears);
   }
 }
 
+void Gpt::issue_layer_grads(int l) {
+  std::vector<parallel::GradAllReduce::Part> parts;
+  for (Param p : {Param::kLn1w, Param::kLn1b, Param::kQkvb, Param::kAttprojb, Param::kLn2w, Param::kLn2b,
+                  Param::kFcb, Param::kFcprojb}) {
+    Tensor g = grad(p)[l];
+    parts.push_back({g.f32(), g.numel()});
+  }
+  dp_.issue(grid_.zdata(), parts);  // over Z·data, one packed bucket
+}
+
+void Gpt::issue_head_grads() {
+  Tensor w = grad(Param::kLnfw), b = grad(Param::kLnfb);
+  dp_.issue(grid_.zdata(), {{w.f32(), w.numel()}, {b.f32(), b.numel()}});  // over Z·data
+}
+
+void Gpt::issue_embedding_grads() {
+  Tensor wpe = grad(Param::kWpe), wte = grad(Param::kWte);
+  dp_.issue(grid_.zdata(), {{wpe.f32(), wpe.numel()}});  // over Z·data, in place
+  dp_.issue(grid_.zdata(), {{wte.f32(), wte.numel()}});  // over Z·data, in place
+}
+
+void Gpt::sync_gradients() {
+  auto scope = tl_.group("sync_gradients");
+  // the weight-gradient reduce-scatters still in flight (ORS): accumulated into the shards first,
+  // before anything reads or sums the gradients
+  rs_.drain();
+  if (dp_armed_) {
+    // DP overlap: everything else was issued during the backward; the shards just completed now
+    issue_final_weight_grads();
+  } else {
+    // no DP overlap: the same buckets in the same order, each completed before the next is packed
+    (void)rs_.take_retired();
+    issue_head_grads();
+    dp_.wait_all();
+    for (int l = config_.num_layers - 1; l >= 0; l--) {
+      for (int k = kNumLinears - 1; k >= 0; k--) {
+        issue_shard_grad(k, l);
+        dp_.wait_all();
+      }
+      issue_layer_grads(l);
+      dp_.wait_all();
+    }
+    issue_embedding_grads();
+  }
+  dp_.wait_all();
+  dp_armed_ = false;
+}
+
+void Gpt::zero_grad() {
+  // A reduce-scatter retired after the zeroing would add the old step's gradient to the new one.
+  rs_.drain();
+  (void)rs_.take_retired();
+  AXONN_CHECK(!dp_.pending(), "zero_grad() while gradient sums are in flight: call sync_gradients() first");
+  dp_armed_ = false;
+  grads_.zero();
+}
+
+void Gpt::weights_updated() {
+  gather_->invalidate();
+  step_open_ = false;
+}
+
 double Gpt::grad_norm() const {
+  AXONN_CHECK(rs_.empty() && !dp_.pending(), "grad_norm() before sync_gradients(): gradients are incomplete");
+  auto scope = tl_.group("grad_norm");
   const parallel::GridShape& g = grid_.shape();
   // How many ranks of one model replica (X*Y*Z) hold the same elements of each tensor.
   auto replicas = [&](Param p) -> double {
@@ -500,14 +693,17 @@ double Gpt::grad_norm() const {
     }
   };
   double local = 0.0;
-  for (int i = 0; i < kNumParamTensors; i++) {
-    auto p = static_cast<Param>(i);
-    Tensor t = grad(p);
-    local += ops_->sum_squares(t.f32(), t.numel()) / replicas(p);
+  {
+    auto sums = tl_.compute("sum_squares");
+    for (int i = 0; i < kNumParamTensors; i++) {
+      auto p = static_cast<Param>(i);
+      Tensor t = grad(p);
+      local += ops_->sum_squares(t.f32(), t.numel()) / replicas(p);
+    }
   }
   // fp32 all-reduce of a double: split into a high and a low part to keep the precision
   float parts[2] = {static_cast<float>(local), static_cast<float>(local - static_cast<float>(local))};
-  grid_.xyz().all_reduce(parts, 2, DType::kF32);  // over X*Y*Z
+  tl_.all_reduce(grid_.xyz(), parts, 2);  // over X*Y*Z
   return std::sqrt(static_cast<double>(parts[0]) + parts[1]);
 }
 

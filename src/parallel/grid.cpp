@@ -21,6 +21,7 @@ Varies varies(GridGroup g) {
     case GridGroup::kXY: return {true, true, false, false};
     case GridGroup::kXYZ: return {true, true, true, false};
     case GridGroup::kData: return {false, false, false, true};
+    case GridGroup::kZData: return {false, false, true, true};
     case GridGroup::kWorld: return {true, true, true, true};
   }
   AXONN_CHECK(false, "unknown grid group ", static_cast<int>(g));
@@ -48,6 +49,7 @@ std::string_view grid_group_name(GridGroup g) {
     case GridGroup::kXY: return "xy";
     case GridGroup::kXYZ: return "xyz";
     case GridGroup::kData: return "data";
+    case GridGroup::kZData: return "zdata";
     case GridGroup::kWorld: return "world";
   }
   return "?";
@@ -134,6 +136,7 @@ Grid::Grid(const GridShape& shape, std::shared_ptr<comm::Communicator> world)
   xy_ = split(GridGroup::kXY);
   xyz_ = split(GridGroup::kXYZ);
   data_ = split(GridGroup::kData);
+  zdata_ = split(GridGroup::kZData);
 }
 
 Grid::~Grid() = default;
@@ -147,6 +150,7 @@ comm::Communicator& Grid::group(GridGroup g) const {
     case GridGroup::kXY: return *xy_;
     case GridGroup::kXYZ: return *xyz_;
     case GridGroup::kData: return *data_;
+    case GridGroup::kZData: return *zdata_;
     case GridGroup::kWorld: return *world_;
   }
   AXONN_CHECK(false, "unknown grid group ", static_cast<int>(g));

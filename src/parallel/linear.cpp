@@ -1,48 +1,64 @@
 #include "axonn/parallel/linear.hpp"
 
-#include <cstring>
+#include "axonn/core/error.hpp"
 
 namespace axonn::parallel {
 
 TpLinear::TpLinear(const Grid& grid, const TpLinearSpec& spec, const char* name)
     : layout_(spec, grid.shape(), grid.coords(), name),
+      name_(name),
       in_group_(spec.transposed ? grid.y() : grid.x()),
       out_group_(spec.transposed ? grid.x() : grid.y()),
       z_(grid.z()),
       z_gather_(grid.z2()) {}
 
-const float* TpLinear::gather_weight(const float* w_shard, float* gathered) const {
+const float* TpLinear::gather_weight(const float* w_shard, float* gathered, Timeline& tl) const {
   if (z_gather_.size() == 1) return w_shard;
-  z_gather_.all_gather(w_shard, gathered, static_cast<size_t>(layout_.shard_size), DType::kF32);  // over Z
+  tl.all_gather(z_gather_, w_shard, gathered, static_cast<size_t>(layout_.shard_size));  // over Z (second)
   return gathered;
 }
 
-void TpLinear::forward(float* y, const float* x, const float* w_shard, const float* bias, float* gathered,
-                       int64_t m, const kernels::Ops& ops) const {
+void TpLinear::forward(float* y, const float* x, const float* w, const float* bias, int64_t m,
+                       const LinearRun& run) const {
   const TpLinearLayout& l = layout_;
-  const float* w = gather_weight(w_shard, gathered);
   // The bias is added by one rank of the input group only, so the all-reduce adds it exactly once.
   const float* b = in_group_.rank() == 0 ? bias : nullptr;
-  ops.matmul_forward(y, x, w, b, m, l.in_local, l.out_local);
-  in_group_.all_reduce(y, static_cast<size_t>(m) * l.out_local, DType::kF32);  // over X (normal) / Y (transposed)
+  {
+    auto gemm = run.tl.compute("matmul_forward");
+    run.ops.matmul_forward(y, x, w, b, m, l.in_local, l.out_local);
+  }
+  // Blocking, as in AxoNN: the next op needs y at once, and there is no other work to hide it under.
+  run.tl.all_reduce(in_group_, y, static_cast<size_t>(m) * l.out_local);  // over X (normal) / Y (transposed)
 }
 
-void TpLinear::backward(float* dx, float* dw_shard, float* dbias, const float* dy, const float* x,
-                        const float* w_shard, float* gathered, float* dw_block, int64_t m,
-                        const kernels::Ops& ops) const {
+void TpLinear::backward(float* dx, float* dw_shard, float* dbias, const float* dy, const float* x, const float* w,
+                        int64_t m, int tag, const LinearRun& run) const {
   const TpLinearLayout& l = layout_;
-  const float* w = gather_weight(w_shard, gathered);
-  // With Gz = 1 the block is the shard: accumulate into it directly.
-  float* dw = z_.size() == 1 ? dw_shard : dw_block;
-  if (dw != dw_shard) std::memset(dw, 0, sizeof(float) * static_cast<size_t>(l.block_size));
-  ops.matmul_backward(dx, dw, dbias, dy, x, w, m, l.in_local, l.out_local);
-  out_group_.all_reduce(dx, static_cast<size_t>(m) * l.in_local, DType::kF32);  // over Y (normal) / X (transposed)
-  if (dw != dw_shard) {
-    // Sum the block over Z (each Z rank saw other tokens) and keep this rank's piece; the gathered
-    // weight is no longer needed, so its buffer receives the piece.
-    z_.reduce_scatter(dw, gathered, static_cast<size_t>(l.shard_size), DType::kF32);  // over Z
-    for (int64_t i = 0; i < l.shard_size; i++) dw_shard[i] += gathered[i];
+  // dx = dy W, partial over this rank's output features: summed over the output group. Issued now;
+  // under OAR it runs during the dW GEMM below (spec §4.1), else it completes before that GEMM.
+  {
+    auto gemm = run.tl.compute("matmul_backward_dx");
+    run.ops.matmul_backward(dx, nullptr, nullptr, dy, x, w, m, l.in_local, l.out_local);
   }
+  auto dx_sum = run.tl.all_reduce_async(out_group_, dx, static_cast<size_t>(m) * l.in_local);  // over Y / X
+  if (!run.overlap_all_reduce) dx_sum->wait();
+
+  // dW = dy^T x over this rank's tokens. With Gz = 1 it is the shard: accumulate into it directly.
+  // Else into a block of the reduce-scatter queue, summed over Z (each Z rank saw other tokens) by
+  // a reduce-scatter that the queue retires now or, under ORS, later (spec §4.2).
+  const bool reduce = z_.size() > 1;
+  AXONN_CHECK(!reduce || run.reduce_scatters, "TpLinear::backward with Gz > 1 needs a ReduceScatterQueue");
+  float* dw = reduce ? run.reduce_scatters->block(l.block_size) : dw_shard;
+  {
+    auto gemm = run.tl.compute("matmul_backward_dw");
+    run.ops.matmul_backward(nullptr, dw, dbias, dy, x, w, m, l.in_local, l.out_local);
+  }
+  if (reduce)
+    run.reduce_scatters->issue(z_, dw, dw_shard, l.shard_size, tag);  // over Z
+  else if (run.reduce_scatters)
+    run.reduce_scatters->complete_now(tag);
+
+  dx_sum->wait();  // the previous layer needs dx
 }
 
 }  // namespace axonn::parallel

@@ -12,12 +12,14 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
+#include "axonn/core/trace.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/parallel/overlap.hpp"
 #include "checkpointing.hpp"
 
 namespace axonn::train {
@@ -45,6 +47,70 @@ void validate(const TrainConfig& c) {
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
                   "(--layers --heads --channels --vocab --max-seq-len)");
   detail::validate_checkpoint_flags(c);
+  (void)parallel::parse_overlap(c.overlap);
+  AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
+                  c.micro_batch_size);
+  AXONN_CHECK_ARG(c.reduce_scatter_slots >= 1, "--reduce-scatter-slots must be >= 1, got ", c.reduce_scatter_slots);
+  AXONN_CHECK_ARG(c.trace_steps.empty() || !c.trace.empty(),
+                  "--trace-steps chooses the steps written by --trace; give --trace FILE too");
+  if (!c.trace.empty()) (void)parse_trace_steps(c.trace_steps, c.steps);
+}
+
+// Overlap, micro-batching and caching checks that need the grid.
+void validate_on_grid(const TrainConfig& c, const parallel::GridShape& shape, int B_local) {
+  AXONN_CHECK_ARG(c.micro_batch_size == 0 || B_local % c.micro_batch_size == 0, "--micro-batch-size ",
+                  c.micro_batch_size, " does not divide the ", B_local, " sequences each rank gets (--batch-size ",
+                  c.batch_size, " over Gz*Gdata = ", shape.gz * shape.gdata, "); choose a divisor of ", B_local);
+  AXONN_CHECK_ARG(!c.cache_gathered_weights || shape.gz > 1,
+                  "--cache-gathered-weights keeps the weights all-gathered over Z, but Gz = 1: nothing is gathered; "
+                  "drop the flag or use a grid with Gz > 1");
+}
+
+// Rank 0 opens the trace file now, so that an unwritable path fails every rank at the start.
+void check_trace_writable(const std::string& path, comm::Communicator& world) {
+  int32_t bad = 0;
+  if (world.rank() == 0) bad = std::ofstream(path, std::ios::trunc).good() ? 0 : 1;
+  world.all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
+  AXONN_CHECK_IO(!bad, "cannot write trace file '", path, "'");
+}
+
+// Every rank's trace events to rank 0, which writes one Chrome trace-event file: one process per
+// rank (pid = world rank), its tracks as threads. Collective over world.
+void write_trace(const std::string& path, const Trace& trace, const parallel::Grid& grid, const std::string& meta,
+                 comm::Communicator& world) {
+  // a common time origin: the earliest span of any rank
+  const double mine = trace.earliest_us();
+  int64_t neg_origin_ns = std::isfinite(mine) ? -static_cast<int64_t>(mine * 1e3) : INT64_MIN;
+  world.all_reduce(&neg_origin_ns, 1, DType::kI64, comm::ReduceOp::kMax);  // over world
+  const double origin_us = static_cast<double>(-neg_origin_ns) * 1e-3;
+  const parallel::GridCoords& at = grid.coords();
+  const std::string label = ::axonn::detail::concat("rank ", world.rank(), " (x,y,z,d)=(", at.x, ",", at.y, ",", at.z, ",", at.d, ")");
+  std::string events = trace.chrome_events(world.rank(), label, origin_us);
+  // gather the texts as 32-bit words
+  events.resize((events.size() + 3) / 4 * 4, ' ');
+  std::vector<int64_t> words(static_cast<size_t>(world.size()));
+  const int64_t n = static_cast<int64_t>(events.size() / 4);
+  world.all_gather(&n, words.data(), 1, DType::kI64);  // over world
+  std::vector<size_t> counts(words.begin(), words.end());
+  size_t total = 0;
+  for (size_t w : counts) total += w;
+  std::string all(total * 4, ' ');
+  world.all_gather_v(events.data(), static_cast<size_t>(n), all.data(), counts, DType::kI32);  // over world
+  if (world.rank() != 0) return;
+  std::ofstream f(path, std::ios::trunc);
+  f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << meta << ",\"traceEvents\":[\n";
+  size_t at_word = 0;
+  bool first = true;
+  for (size_t r = 0; r < counts.size(); r++) {
+    std::string part = all.substr(at_word * 4, counts[r] * 4);
+    at_word += counts[r];
+    while (!part.empty() && part.back() == ' ') part.pop_back();
+    if (part.empty()) continue;
+    f << (first ? "" : ",\n") << part;
+    first = false;
+  }
+  f << "\n]}\n";
+  AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
 }
 
 model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& start) {
@@ -145,6 +211,17 @@ parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
 
 }  // namespace
 
+std::pair<int, int> parse_trace_steps(const std::string& text, int steps) {
+  if (text.empty()) return steps == 1 ? std::pair{1, 1} : std::pair{2, std::min(4, steps)};
+  int a = 0, b = 0;
+  char extra = 0;
+  const int got = std::sscanf(text.c_str(), "%d:%d%c", &a, &b, &extra);
+  if (got == 1 && text.find(':') == std::string::npos) b = a;
+  AXONN_CHECK_ARG((got == 2 || (got == 1 && b == a)) && a >= 1 && b >= a && b <= steps,
+                  "--trace-steps wants A:B or A with 1 <= A <= B <= --steps (", steps, "), got '", text, "'");
+  return {a, b};
+}
+
 std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Communicator> world) {
   validate(c);
   const parallel::GridShape shape = resolve_grid(c, world->size());
@@ -162,6 +239,15 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
                   "--save writes an llm.c file from one rank's full weights; with several ranks use "
                   "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
   const int B_local = c.batch_size / token_groups;
+  validate_on_grid(c, shape, B_local);
+  const int micro = c.micro_batch_size ? c.micro_batch_size : B_local;
+  const int micro_batches = B_local / micro;
+  model::GptRunOptions run;
+  run.overlap = parallel::parse_overlap(c.overlap);
+  run.recompute = c.recompute;
+  run.cache_gathered_weights = c.cache_gathered_weights;
+  run.reduce_scatter_slots = c.reduce_scatter_slots;
+  if (!c.trace.empty()) check_trace_writable(c.trace, *world);
 
   // data
   std::unique_ptr<data::TokenShard> shard;
@@ -174,13 +260,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
 
   // the grid, the model's shards on it, and the optimizer on those shards
   parallel::Grid grid(shape, world);
-  model::Gpt gpt(mc, grid, B_local, c.seq_len, backend);
+  model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
     decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
   optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
   const int first_step = detail::start_state(start, c, mc, grid, gpt, opt, loader, shard->size());
+  gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
   detail::Checkpointer checkpointer(c, mc, grid, start);
 
   const double peak = c.peak_gflops > 0 ? c.peak_gflops : kernels::measure_sgemm_gflops(1536, 3);
@@ -196,9 +283,15 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
            c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
   log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank", shape.gx, shape.gy, shape.gz,
            shape.gdata, world->size(), world->size() > 1 ? "s" : "", B_local, B_local > 1 ? "s" : "");
-  log_info("memory    per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, total %.1f MiB",
+  log_info("overlap   %s; %d micro-batch%s of %d sequence%s per rank%s%s", parallel::overlap_name(run.overlap).c_str(),
+           micro_batches, micro_batches > 1 ? "es" : "", micro, micro > 1 ? "s" : "",
+           c.recompute ? "; activation recompute" : "", c.cache_gathered_weights ? "; gathered weights cached" : "");
+  log_info("memory    per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, "
+           "comm buffers %.1f MiB, total %.1f MiB",
            mib(gpt.param_bytes()), mib(gpt.grad_bytes()), mib(opt.state_bytes()), mib(gpt.activation_bytes()),
-           mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes()));
+           mib(gpt.comm_buffer_bytes()),
+           mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes() +
+               gpt.comm_buffer_bytes()));
   log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
            std::string(kernels::backend_name(backend)).c_str(),
            std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
@@ -210,25 +303,65 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     AXONN_CHECK_IO(metrics->good(), "cannot write metrics file '", c.metrics, "'");
   }
 
+  // the timeline trace: recorded during the window's steps, written once after its last
+  Trace trace;
+  const std::pair<int, int> window = c.trace.empty() ? std::pair{0, -1} : parse_trace_steps(c.trace_steps, c.steps);
+  if (!c.trace.empty()) gpt.set_trace(&trace);
+  if (!c.trace.empty() && window.second <= first_step)
+    log_warn("--trace-steps %d:%d lie before the resumed step %d: no trace is written", window.first, window.second,
+             first_step + 1);
+
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch_size) * c.seq_len;
   const int64_t local_tokens = static_cast<int64_t>(B_local) * c.seq_len;
-  // this rank's sequences of each global batch: block d*Gz + z
+  const int64_t micro_tokens = static_cast<int64_t>(micro) * c.seq_len;
+  // this rank's sequences of each global batch: block d*Gz + z, cut into its micro-batches
   const int64_t block_offset = (static_cast<int64_t>(grid.coords().d) * shape.gz + grid.coords().z) * local_tokens;
   std::vector<int> inputs(static_cast<size_t>(tokens_per_step)), targets(inputs.size());
   std::vector<StepMetrics> history;
   for (int step = first_step; step < c.steps; step++) {
+    trace.set_step(step + 1);
+    trace.set_recording(step + 1 >= window.first && step + 1 <= window.second);
     Timer timer;
-    loader.next(inputs.data(), targets.data());
-    float loss = gpt.forward(inputs.data() + block_offset, targets.data() + block_offset);
-    AXONN_CHECK(std::isfinite(loss), "the loss is ", loss, " at step ", step,
-                "; training diverged: lower --lr or enable --grad-clip");
-    gpt.zero_grad();
-    gpt.backward();
-    gpt.sync_gradients();
-    double norm = gpt.grad_norm();
+    float loss = 0.0f;
+    double norm = 0.0;
     float lr = optim::learning_rate(schedule, c.lr, step, c.warmup_steps, c.steps, c.min_lr_frac);
-    opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
+    {
+      TraceScope step_span(&trace, "step", SpanKind::kGroup);
+      loader.next(inputs.data(), targets.data());
+      // gradient accumulation: each micro-batch's loss is the mean over its global tokens, so the
+      // step's loss and gradient (scaled by 1/M) are those of the mean over the whole batch; the
+      // gradient sums run once, after the last micro-batch
+      gpt.zero_grad();
+      double loss_sum = 0.0;
+      for (int k = 0; k < micro_batches; k++) {
+        const int64_t at = block_offset + k * micro_tokens;
+        float lk = gpt.forward(inputs.data() + at, targets.data() + at);
+        AXONN_CHECK(std::isfinite(lk), "the loss is ", lk, " at step ", step,
+                    "; training diverged: lower --lr or enable --grad-clip");
+        gpt.backward({1.0 / micro_batches, k == micro_batches - 1});
+        loss_sum += lk;
+      }
+      loss = static_cast<float>(loss_sum / micro_batches);
+      gpt.sync_gradients();
+      norm = gpt.grad_norm();
+      TraceScope opt_span(&trace, "adamw_step");
+      opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
+    }
     double seconds = timer.seconds();
+    trace.set_recording(false);
+    if (step + 1 == window.second) {
+      const std::string meta = nlohmann::json({{"grid", shape.str()},
+                                               {"overlap", parallel::overlap_name(run.overlap)},
+                                               {"micro_batch_size", micro},
+                                               {"micro_batches", micro_batches},
+                                               {"recompute", c.recompute},
+                                               {"cache_gathered_weights", c.cache_gathered_weights},
+                                               {"steps", {window.first, window.second}}})
+                                   .dump();
+      write_trace(c.trace, trace, grid, meta, *world);
+      trace.clear();
+      log_info("trace     steps %d-%d written to %s", window.first, window.second, c.trace.c_str());
+    }
 
     StepMetrics m;
     m.step = step;
@@ -237,7 +370,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     m.grad_norm = norm;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = static_cast<double>(tokens_per_step) / seconds;
-    m.mfu = gpt.flops_per_step() / seconds / (peak * 1e9 * world->size());
+    m.mfu = gpt.flops_per_step() * micro_batches / seconds / (peak * 1e9 * world->size());
     history.push_back(m);
     if (!c.quiet)
       log_info("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", step + 1,

@@ -64,6 +64,21 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--peak-gflops", c->peak_gflops, "peak for MFU (0: measure sgemm at start)");
   sub->add_option("--synthetic-tokens", c->synthetic_tokens, "length of the built-in synthetic corpus");
   sub->add_flag("--quiet", c->quiet, "no per-step progress lines");
+  // overlap, micro-batches, recompute, trace (docs/overlap.md)
+  sub->add_option("--overlap", c->overlap, "collectives overlapped with computation: none|all|a list of "
+                  "oar,ors,oag,dp (results are identical; all is the fastest measured, docs/overlap.md)");
+  sub->add_option("--micro-batch-size", c->micro_batch_size, "sequences per rank per micro-batch; gradients "
+                  "accumulate over the rank's sequences (0: one micro-batch of all of them)");
+  sub->add_flag("--cache-gathered-weights", c->cache_gathered_weights, "keep the weights all-gathered over Z "
+                "for the whole step (all micro-batches) instead of gathering them again; needs Gz > 1");
+  sub->add_flag("--recompute", c->recompute, "keep only each block's input; recompute the block's forward "
+                "(with its collectives) in the backward");
+  sub->add_option("--reduce-scatter-slots", c->reduce_scatter_slots, "weight-gradient reduce-scatters in "
+                  "flight at once under ORS");
+  sub->add_option("--trace", c->trace, "write a Chrome trace-event JSON timeline (Perfetto, chrome://tracing) "
+                  "of the --trace-steps to this file; rank 0 writes every rank's spans (pid = rank)");
+  sub->add_option("--trace-steps", c->trace_steps, "steps to trace, A:B or A, 1-based (default: 2:4 within "
+                  "--steps)");
   sub->callback([c, action] {
     *action = [c] {
       train::train(*c, comm::world());

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   axonn::tools::add_bench_command(app, &action);
   axonn::tools::add_convert_command(app, &action);
   axonn::tools::add_inspect_command(app, &action);
+  axonn::tools::add_trace_summary_command(app, &action);
 
   try {
     app.parse(argc, argv);

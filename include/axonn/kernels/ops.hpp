@@ -50,7 +50,8 @@ struct Ops {
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)
   void (*matmul_forward)(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
                          int OC);
-  // dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums (dinp/dbias may be null)
+  // dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums. Any output
+  // may be null; calling for dinp alone and then for dweight/dbias gives the bits of one call.
   void (*matmul_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, int64_t N, int C, int OC);
   // Causal self-attention. qkv[B,T,3C] holds q|k|v; out[B,T,C]; att[B,NH,T,T] keeps the softmax

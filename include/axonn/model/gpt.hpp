@@ -9,27 +9,41 @@
 //   token embedding = LM head:    vocabulary rows split over X*Y (full C); vocabulary-parallel
 //                                 cross-entropy over X*Y
 //   position embedding:           [maxT, C/Gx]
-// The forward and backward are straight-line code over the layers (src/model/gpt.cpp), every
-// collective visible where it runs; the backward runs in exact reverse order.
+// The forward and backward are straight-line code over the layers (src/model/gpt.cpp), one forward
+// and one backward per block, every collective visible where it runs; the backward runs in exact
+// reverse order. GptRunOptions chooses which collectives overlap with computation (docs/overlap.md),
+// activation recompute and the caching of gathered weights; none of them changes the results.
 //
 //   model::Gpt gpt(cfg, grid, B_local, T, kernels::Backend::kCpu);
 //   gpt.init_random(seed);                      // or load_llmc(...) through load_full_layer
-//   float loss = gpt.forward(inputs, targets);  // this rank's B_local*T tokens; returns the global mean
 //   gpt.zero_grad();
+//   float loss = gpt.forward(inputs, targets);  // this rank's B_local*T tokens; returns the global mean
 //   gpt.backward();
 //   gpt.sync_gradients();                       // once per optimizer step
+//   ... optimizer step on gpt.params()
+// Gradient accumulation over M micro-batches (B_local = the micro-batch):
+//   gpt.zero_grad();
+//   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
+//   gpt.sync_gradients();
+// Gathered weights (and the cache, --cache-gathered-weights) are reused only within one step: the
+// first forward after a last micro-batch's backward gathers afresh. After writing params() outside
+// of the optimizer loop above (loading, a step without backward), call weights_updated().
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "axonn/core/profiler.hpp"
+#include "axonn/core/trace.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/linear.hpp"
+#include "axonn/parallel/overlap.hpp"
+#include "axonn/parallel/timeline.hpp"
 #include "axonn/tensor/arena.hpp"
 
 namespace axonn::model {
@@ -59,13 +73,31 @@ float gpt2_init_value(const GptConfig& c, Param p, int64_t index, uint64_t seed)
 // Fills an arena of full tensors (reserve_gpt_params) with gpt2_init_value.
 void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed);
 
+// How the model runs (docs/overlap.md). None of these changes the results: losses, gradients and
+// updated weights are bit-identical for every combination.
+struct GptRunOptions {
+  parallel::Overlap overlap;            // which collectives overlap with computation (default: none)
+  bool recompute = false;               // keep only the blocks' inputs; re-run each block's forward
+                                        // (with its collectives) in the backward
+  bool cache_gathered_weights = false;  // keep every weight block gathered over Z for the whole step
+                                        // (all micro-batches), instead of two buffers
+  int reduce_scatter_slots = 4;         // ORS: dW blocks in flight at once (a transformer block's four)
+};
+
+struct BackwardOptions {
+  double loss_scale = 1.0;        // the gradient is of loss_scale * the forward's mean loss (1/M for M micro-batches)
+  bool last_micro_batch = true;   // the step's last backward: DP overlap issues the gradient sums in it
+};
+
 class Gpt {
  public:
   // B_local sequences of T tokens per forward on this rank; T <= max_seq_len. Every rank of the
   // grid constructs the model (collective-free; throws InvalidArgument if the grid does not divide
   // the model).
-  Gpt(GptConfig config, const parallel::Grid& grid, int B_local, int T, kernels::Backend backend);
+  Gpt(GptConfig config, const parallel::Grid& grid, int B_local, int T, kernels::Backend backend,
+      const GptRunOptions& run = {});
   ~Gpt();
+  const GptRunOptions& run_options() const { return run_; }
 
   const GptConfig& config() const { return config_; }
   const parallel::Grid& grid() const { return grid_; }
@@ -92,16 +124,24 @@ class Gpt {
   // global batch (all ranks' tokens), the same value on every rank. targets may be null: then only
   // the logits are computed and NaN is returned.
   float forward(const int* inputs, const int* targets);
-  void zero_grad() { grads_.zero(); }
-  // Accumulates the gradient of the last forward's global mean loss: weight shards are complete
-  // over Z; everything else holds this rank's tokens' contribution until sync_gradients().
-  void backward();
-  // Sums the gradients over the ranks that saw other tokens (spec §3.5): weight shards over data,
-  // replicated tensors (biases, norms, embeddings) over Z and data. Once per optimizer step.
+  // Zeroes the gradients (after completing any weight-gradient reduce-scatter still in flight, whose
+  // late accumulation would otherwise land in the new step's gradients).
+  void zero_grad();
+  // Accumulates the gradient of loss_scale * the last forward's global mean loss. Weight shards are
+  // summed over Z (at once, or by sync_gradients() under ORS); everything holds this rank's tokens'
+  // contribution until sync_gradients().
+  void backward(const BackwardOptions& options = {});
+  // Completes the weight-gradient reduce-scatters and sums the gradients over the ranks that saw
+  // other tokens (spec §3.5): weight shards over data, replicated tensors (biases, norms,
+  // embeddings) over Z·data; under DP overlap most sums were issued during the last backward and
+  // are only waited here. Once per optimizer step, before grad_norm() and the optimizer.
   void sync_gradients();
   // L2 norm of the whole model's gradient, each element counted once however many ranks hold it.
-  // Collective over X*Y*Z.
+  // Collective over X*Y*Z. After sync_gradients().
   double grad_norm() const;
+  // The parameters were changed other than by the optimizer after a last backward: forget the
+  // gathered weight blocks.
+  void weights_updated();
 
   // This rank's softmax probabilities [B_local, T, its vocabulary rows] after a forward with
   // targets, logits without; vocab_begin() is the id of the first column.
@@ -109,33 +149,69 @@ class Gpt {
   int vocab_begin() const { return vocab_begin_; }
   int vocab_rows() const { return vocab_rows_; }
 
-  // Bytes held by this rank: parameters, gradients, activations (incl. the backward's scratch and
-  // the gathered-weight workspaces).
+  // Bytes held by this rank: parameters, gradients, activations (incl. the backward's scratch), and
+  // the communication buffers (gathered weight blocks, the reduce-scatter pool, at their largest).
   size_t param_bytes() const { return params_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
+  size_t comm_buffer_bytes() const;
 
   // Model FLOPs of one forward+backward over the global batch (matmuls and attention, 3x the
   // forward), the numerator of MFU.
   double flops_per_step() const;
 
   // Time every kernel call and layer into `profiler` (null: off).
-  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
+  void set_profiler(Profiler* profiler) { tl_.set_profiler(profiler); }
+  // Record kernels, layers and collectives into `trace` while it records (null: off).
+  void set_trace(Trace* trace) { tl_.set_trace(trace); }
+
+  // The tensor-parallel linears of a block, in forward order (the weight all-gathers' order).
+  enum Linear : int { kLinQkv, kLinAttproj, kLinFc, kLinFcproj, kNumLinears };
+  // Reduction context of a RowReducer: the group, and the timeline that records the collective.
+  struct Reduction {
+    parallel::Timeline* tl;
+    comm::Communicator* group;
+  };
 
  private:
-  const float* full_channels(const float* x_slice, float* full, float* scratch) const;
+  const float* full_channels(const float* x_slice, float* full, float* scratch);
+  void forward_block(int l);
+  void backward_block(int l, bool last);
+  // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
+  std::vector<parallel::WeightGather::Use> forward_uses() const;
+  std::vector<parallel::WeightGather::Use> backward_uses() const;
+  // Activation slot of layer l: l, or 0 under recompute (one block's activations are kept).
+  int slot(int l) const { return run_.recompute ? 0 : l; }
+  const parallel::TpLinear& linear(int k) const;
+  static Param weight_param(int k);
+  // Tag of the weight shard (linear k, layer l) in the reduce-scatter queue; odd on the last micro-batch.
+  static int shard_tag(int k, int l, bool last) { return 2 * (l * kNumLinears + k) + (last ? 1 : 0); }
+  // The buckets of the gradient sync (issued in the same order with and without DP overlap).
+  void issue_final_weight_grads();
+  void issue_shard_grad(int k, int l);
+  void issue_layer_grads(int l);
+  void issue_head_grads();
+  void issue_embedding_grads();
 
   GptConfig config_;
   const parallel::Grid& grid_;
   int B_, T_;
   const kernels::Ops* ops_;
+  GptRunOptions run_;
   // this rank's share of the dimensions
   int Cx_, Cy_, NHy_, vocab_begin_, vocab_rows_, vocab_valid_;
   parallel::TpLinear qkv_, attproj_, fc_, fcproj_;
   Arena params_, grads_, acts_, scratch_;
+  mutable parallel::Timeline tl_;  // kernels and collectives, timed and traced
+  parallel::ReduceScatterQueue rs_;
+  parallel::GradAllReduce dp_;
+  std::unique_ptr<parallel::WeightGather> gather_;
+  parallel::LinearRun linear_run_;
+  Reduction x_reduction_{}, xy_reduction_{};
   kernels::RowReducer x_reducer_{}, xy_reducer_{};
   bool have_targets_ = false;
-  Profiler* profiler_ = nullptr;
+  bool step_open_ = false;  // gathered weights may be reused (a step is under way)
+  bool dp_armed_ = false;   // the last backward issued the gradient sums (DP overlap)
 };
 
 }  // namespace axonn::model

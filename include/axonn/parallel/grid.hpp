@@ -15,7 +15,8 @@
 // communicator is the linearised varying coordinates (so x().rank() == coords().x, and
 // xy().rank() == y*Gx + x). Groups: X, Y, Z, a second Z (same ranks, independent communicator, for
 // the weight all-gathers so they never queue behind the reduce-scatters on Z), X·Y (vocabulary-
-// parallel embedding and loss), X·Y·Z (one model replica: gradient-norm reductions), data.
+// parallel embedding and loss), X·Y·Z (one model replica: gradient-norm reductions), data, Z·data
+// (every rank that saw other tokens: the gradient sum of tensors replicated over Z).
 //
 // No globals: build one Grid after MPI is up and pass it to whoever communicates.
 //
@@ -57,11 +58,11 @@ struct GridCoords {
   bool operator==(const GridCoords&) const = default;
 };
 
-enum class GridGroup { kX, kY, kZ, kZ2, kXY, kXYZ, kData, kWorld };
-inline constexpr GridGroup kAllGridGroups[] = {GridGroup::kX,  GridGroup::kY,   GridGroup::kZ,
-                                               GridGroup::kZ2, GridGroup::kXY,  GridGroup::kXYZ,
-                                               GridGroup::kData, GridGroup::kWorld};
-// "x", "y", "z", "z2", "xy", "xyz", "data", "world" (also the communicators' names).
+enum class GridGroup { kX, kY, kZ, kZ2, kXY, kXYZ, kData, kZData, kWorld };
+inline constexpr GridGroup kAllGridGroups[] = {GridGroup::kX,    GridGroup::kY,     GridGroup::kZ,
+                                               GridGroup::kZ2,   GridGroup::kXY,    GridGroup::kXYZ,
+                                               GridGroup::kData, GridGroup::kZData, GridGroup::kWorld};
+// "x", "y", "z", "z2", "xy", "xyz", "data", "zdata", "world" (also the communicators' names).
 std::string_view grid_group_name(GridGroup g);
 
 // --- the mapping, pure functions (no MPI) ---
@@ -105,6 +106,8 @@ class Grid {
   comm::Communicator& xy() const { return *xy_; }
   comm::Communicator& xyz() const { return *xyz_; }
   comm::Communicator& data() const { return *data_; }
+  // Z·data: the ranks of one (x, y) position, which saw different tokens.
+  comm::Communicator& zdata() const { return *zdata_; }
   comm::Communicator& world() const { return *world_; }
   comm::Communicator& group(GridGroup g) const;
 
@@ -115,7 +118,7 @@ class Grid {
   GridShape shape_;
   GridCoords coords_;
   std::shared_ptr<comm::Communicator> world_;
-  std::unique_ptr<comm::Communicator> x_, y_, z_, z2_, xy_, xyz_, data_;
+  std::unique_ptr<comm::Communicator> x_, y_, z_, z2_, xy_, xyz_, data_, zdata_;
 };
 
 }  // namespace axonn::parallel

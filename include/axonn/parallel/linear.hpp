@@ -10,8 +10,9 @@
 // over X) is exactly a transposed layer's input, so A -> B -> A chains need no re-layout.
 // Groups of size 1 cost nothing (the communicator short-circuits them).
 //
-// Collectives are blocking here; they are written as issue + wait so that they can be overlapped
-// with the GEMMs (OAR, ORS, OAG) without changing the layer's shape.
+// The weight all-gather is the caller's (WeightGather, which prefetches it under OAG): forward and
+// backward take the gathered block. The backward's collectives overlap as LinearRun says: OAR (the
+// dx all-reduce runs during the dW GEMM) and ORS (the dW reduce-scatter is queued, not waited).
 #pragma once
 
 #include <cstdint>
@@ -19,30 +20,45 @@
 #include "axonn/kernels/ops.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/layout.hpp"
+#include "axonn/parallel/overlap.hpp"
+#include "axonn/parallel/timeline.hpp"
 
 namespace axonn::parallel {
+
+// How one call of a layer runs: kernels, where its time and collectives are recorded, and which
+// of its collectives overlap.
+struct LinearRun {
+  const kernels::Ops& ops;
+  Timeline& tl;
+  // The dW reduce-scatters over Z (completed in the layer unless the queue overlaps: ORS).
+  ReduceScatterQueue* reduce_scatters = nullptr;
+  bool overlap_all_reduce = false;  // OAR
+};
 
 class TpLinear {
  public:
   TpLinear(const Grid& grid, const TpLinearSpec& spec, const char* name);
   const TpLinearLayout& layout() const { return layout_; }
+  const char* name() const { return name_; }
+
+  // The full weight block [block_size]: the shard itself when Gz = 1, else all-gathered now (blocking)
+  // over the second Z communicator into `gathered` [block_size]. For callers without a WeightGather.
+  const float* gather_weight(const float* w_shard, float* gathered, Timeline& tl) const;
 
   // y[m, out_local] = x[m, in_local] W^T + b, complete on every rank (summed over the input group).
-  // w_shard [shard_size]; bias [out_local] or null; gathered: workspace of block_size floats.
-  void forward(float* y, const float* x, const float* w_shard, const float* bias, float* gathered, int64_t m,
-               const kernels::Ops& ops) const;
+  // w: the gathered block [block_size]; bias [out_local] or null.
+  void forward(float* y, const float* x, const float* w, const float* bias, int64_t m, const LinearRun& run) const;
 
   // dx[m, in_local] (zero on entry) receives the complete input gradient; dw_shard [shard_size]
-  // += this rank's piece of dW summed over Z; dbias [out_local] += column sums of dy (dbias may be
-  // null). gathered, dw_block: workspaces of block_size floats.
-  void backward(float* dx, float* dw_shard, float* dbias, const float* dy, const float* x, const float* w_shard,
-                float* gathered, float* dw_block, int64_t m, const kernels::Ops& ops) const;
+  // += this rank's piece of dW summed over Z, at once (Gz = 1), or when run.reduce_scatters retires
+  // it (needed when Gz > 1; `tag` names the shard there); dbias [out_local] += column sums of dy
+  // (dbias may be null). w: the gathered block.
+  void backward(float* dx, float* dw_shard, float* dbias, const float* dy, const float* x, const float* w, int64_t m,
+                int tag, const LinearRun& run) const;
 
  private:
-  // The full weight block: the shard itself when Gz = 1, else all-gathered into `gathered`.
-  const float* gather_weight(const float* w_shard, float* gathered) const;
-
   TpLinearLayout layout_;
+  const char* name_;
   comm::Communicator& in_group_;   // forward all-reduce: X (normal) or Y (transposed)
   comm::Communicator& out_group_;  // backward all-reduce: Y (normal) or X (transposed)
   comm::Communicator& z_;          // weight-gradient reduce-scatter

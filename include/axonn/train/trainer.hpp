@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "axonn/comm/communicator.hpp"
@@ -55,6 +56,14 @@ struct TrainConfig {
   bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
   std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
   bool quiet = false;               // no per-step progress lines
+  // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
+  std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
+  int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all
+  bool cache_gathered_weights = false;  // keep the Z-gathered weights for the whole step (needs Gz > 1)
+  bool recompute = false;           // activation recompute per transformer block
+  int reduce_scatter_slots = 4;     // ORS: weight-gradient blocks in flight at once
+  std::string trace;                // Chrome trace-event JSON of the traced steps, written by rank 0
+  std::string trace_steps;          // "A:B" (1-based, inclusive) or "A"; default 2:4, within --steps
 };
 
 struct StepMetrics {
@@ -66,6 +75,10 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double mfu = 0.0;       // model FLOPs / step time / peak
 };
+
+// The traced steps of --trace-steps: [first, last], 1-based. An empty text gives 2..min(4, steps)
+// (step 1 warms up), or step 1 when there is only one. Throws InvalidArgument outside [1, steps].
+std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
 
 // Validates the configuration (InvalidArgument with what to change), builds the grid over `world`
 // and everything on it, trains, and returns the metrics of the steps it ran (the same on every rank).

@@ -213,8 +213,10 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int C, int OC) {
   // dinp [N,C], dweight [OC,C], dbias [OC], dout [N,OC], inp [N,C], weight [OC,C]
-  if (dinp) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);  // dout @ W
-  sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);            // dout^T @ inp
+  // Each output is optional, so a caller can split the dX and dW GEMMs (to overlap a collective
+  // between them) and get exactly the bits of the combined call.
+  if (dinp) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);      // dout @ W
+  if (dweight) sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);  // dout^T @ inp
   if (dbias) {
     // column sums, split by column so each thread owns its outputs
 #pragma omp parallel

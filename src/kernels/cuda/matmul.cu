@@ -75,14 +75,15 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int C, int OC) {
-  // dinp [N,C] or null, dweight [OC,C], dbias [OC] or null, dout [N,OC], inp [N,C], weight [OC,C]
+  // dinp [N,C] or null, dweight [OC,C] or null, dbias [OC] or null, dout [N,OC], inp [N,C], weight [OC,C]
+  // (the tensor-parallel linear calls for dinp alone, then for dweight and dbias, to overlap a collective)
   const int n = detail::to_blas_int(N, "rows N");
   if (N == 0) return;
   const float one = 1.0f;
   cublasHandle_t h = detail::cublas();
   if (dinp != nullptr && C > 0 && OC > 0)
     AXONN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, n, OC, &one, weight, C, dout, OC, &one, dinp, C));
-  if (C > 0 && OC > 0)
+  if (dweight != nullptr && C > 0 && OC > 0)
     AXONN_CUBLAS_CHECK(
         cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, n, &one, inp, C, dout, OC, &one, dweight, C));
   if (dbias != nullptr) column_sums_accumulate(dbias, dout, N, OC);

@@ -119,7 +119,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
       float d = dout[n * OC + o];
       if (dinp)
         for (int i = 0; i < C; i++) dinp[n * C + i] += weight[(int64_t)o * C + i] * d;
-      for (int i = 0; i < C; i++) dweight[(int64_t)o * C + i] += inp[n * C + i] * d;
+      if (dweight)
+        for (int i = 0; i < C; i++) dweight[(int64_t)o * C + i] += inp[n * C + i] * d;
       if (dbias) dbias[o] += d;
     }
 }

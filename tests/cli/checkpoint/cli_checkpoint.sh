@@ -105,6 +105,12 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
 import os, signal, subprocess, sys, time
 root, mpi = sys.argv[1], int(sys.argv[2])
 deadline = time.time() + 60
+# the ranks' pids first: `ps` takes milliseconds, longer than a save of this model, so it must not
+# sit between seeing a save in progress and the kill
+ranks = []
+while len(ranks) != 2 and time.time() < deadline:
+    ranks = subprocess.run(["ps", "-o", "pid=", "--ppid", str(mpi)], capture_output=True, text=True).stdout.split()
+    time.sleep(0.01)
 while time.time() < deadline:
     try:
         names = os.listdir(root)
@@ -115,7 +121,6 @@ while time.time() < deadline:
     except (OSError, ValueError):
         latest = 0
     if latest >= 3 and any(n.endswith(".tmp") and n.startswith("step-") for n in names):
-        ranks = subprocess.run(["ps", "-o", "pid=", "--ppid", str(mpi)], capture_output=True, text=True).stdout.split()
         if len(ranks) == 2:
             os.kill(int(sorted(ranks, key=int)[1]), signal.SIGKILL)
             print("killed rank pid", sorted(ranks, key=int)[1], "during", [n for n in names if n.endswith(".tmp")])

@@ -117,5 +117,50 @@ for i, (g, w) in enumerate(zip(got, want)):
 print("ok: 30 steps on grid " + sys.argv[3] + ", max |loss - llm.c| = %.3g" % max(abs(g["loss"] - w) for g, w in zip(got, want)))
 PY
     ;;
+  overlap_unknown)
+    expect_error "--overlap takes none, all, or a comma-separated list of oar, ors, oag, dp; 'fast' is none of them" \
+      "$axonn" train --overlap oar,fast ;;
+  micro_batch_not_dividing)
+    expect_once 2 "--micro-batch-size 3 does not divide the 2 sequences each rank gets" \
+      train --grid 1,1,2,1 --batch-size 4 --micro-batch-size 3 ;;
+  cache_without_z)
+    expect_error "--cache-gathered-weights keeps the weights all-gathered over Z, but Gz = 1" \
+      "$axonn" train --cache-gathered-weights ;;
+  trace_steps_without_trace)
+    expect_error "give --trace FILE too" "$axonn" train --trace-steps 2:3 ;;
+  trace_steps_outside_run)
+    expect_error "--trace-steps wants A:B or A with 1 <= A <= B <= --steps \(5\), got '4:6'" \
+      "$axonn" train --steps 5 --trace "$tmp/t.json" --trace-steps 4:6 ;;
+  trace_unwritable)
+    expect_once 2 "cannot write trace file '/nonexistent-dir/t.json'" train --grid 1,1,2,1 --trace /nonexistent-dir/t.json ;;
+  trace_summary_missing) expect_error "cannot read trace file '/nonexistent.json'" "$axonn" trace-summary /nonexistent.json ;;
+  trace_summary_not_json)
+    echo "{not json" >"$tmp/bad.json"
+    expect_error "the trace is not valid JSON" "$axonn" trace-summary "$tmp/bad.json" ;;
+  trace_and_summary)
+    # a traced run on a 2x1x1x1 grid with micro-batches and recompute, then its summary (table and JSON)
+    timeout 100 "$mpiexec" -n 2 --oversubscribe "$axonn" train --grid 2,1,1,1 --steps 4 --micro-batch-size 2 \
+      --recompute --overlap all --trace "$tmp/t.json" --trace-steps 2:3 --peak-gflops 100 >"$tmp/out" 2>&1 \
+      || { cat "$tmp/out"; exit 1; }
+    grep -q "trace     steps 2-3 written to $tmp/t.json" "$tmp/out" || { echo "FAIL: no trace line"; cat "$tmp/out"; exit 1; }
+    grep -q "overlap   all; 2 micro-batches of 2 sequences per rank; activation recompute" "$tmp/out" \
+      || { echo "FAIL: no overlap line"; cat "$tmp/out"; exit 1; }
+    "$axonn" trace-summary "$tmp/t.json" >"$tmp/sum" 2>&1 || { cat "$tmp/sum"; exit 1; }
+    cat "$tmp/sum"
+    grep -Eq "^0 .*%.*rank 0 \(x,y,z,d\)=\(0,0,0,0\)" "$tmp/sum" || { echo "FAIL: no rank 0 line"; exit 1; }
+    grep -Eq "^1 .*rank 1 " "$tmp/sum" || { echo "FAIL: no rank 1 line"; exit 1; }
+    "$axonn" trace-summary --json "$tmp/t.json" >"$tmp/sum.json" || exit 1
+    python3 - "$tmp/t.json" "$tmp/sum.json" <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))
+summary = json.load(open(sys.argv[2]))
+assert trace["otherData"]["micro_batches"] == 2 and trace["otherData"]["recompute"], trace["otherData"]
+assert sorted(r["rank"] for r in summary) == [0, 1], summary
+for r in summary:
+    assert 0 <= r["hidden_fraction"] <= 1 and r["compute_ms"] > 0 and r["comm_ms"] > 0, r
+    assert "x all_reduce" in r["comm_ms_by_track"], r
+print("ok: trace of 2 ranks, hidden %s" % [round(r["hidden_fraction"], 3) for r in summary])
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

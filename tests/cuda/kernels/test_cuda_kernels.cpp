@@ -138,6 +138,15 @@ TEST_P(CudaKernels, Matmul) {
     EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
     EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
   }
+  // split as the tensor-parallel linear calls it (dinp alone, then dweight and dbias): the same bits
+  Vec dx(N * C, 0.1f), dw(OC * C, 0.2f), db(OC, 0.3f);
+  Dev a_dx(dx), a_dw(dw), a_db(db), b_dx(dx), b_dw(dw), b_db(db);
+  k::cuda::matmul_backward(a_dx.get(), a_dw.get(), a_db.get(), d_dy.get(), d_x.get(), d_w.get(), N, C, OC);
+  k::cuda::matmul_backward(b_dx.get(), nullptr, nullptr, d_dy.get(), d_x.get(), d_w.get(), N, C, OC);
+  k::cuda::matmul_backward(nullptr, b_dw.get(), b_db.get(), d_dy.get(), d_x.get(), d_w.get(), N, C, OC);
+  EXPECT_EQ(a_dx.host(), b_dx.host());
+  EXPECT_EQ(a_dw.host(), b_dw.host());
+  EXPECT_EQ(a_db.host(), b_db.host());
 }
 
 TEST_P(CudaKernels, Attention) {

@@ -26,6 +26,7 @@ TEST(GridMath, AxonnWorkedExampleOn2x2x2x2) {
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXY), (std::vector<int>{12, 13, 14, 15}));
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kXYZ),
             (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(grid_group_members(s, 13, GridGroup::kZData), (std::vector<int>{1, 5, 9, 13}));
   EXPECT_EQ(grid_group_members(s, 13, GridGroup::kWorld).size(), 16u);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kX), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kY), 0);
@@ -33,6 +34,7 @@ TEST(GridMath, AxonnWorkedExampleOn2x2x2x2) {
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kData), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXY), 1);
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kXYZ), 5);
+  EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kZData), 3);  // z = 1, d = 1
   EXPECT_EQ(grid_group_rank(s, 13, GridGroup::kWorld), 13);
 }
 
@@ -77,7 +79,7 @@ TEST(GridMath, EveryRankRoundTripsAndGroupsPartitionTheWorld) {
       const size_t want_size = g == GridGroup::kX ? gx : g == GridGroup::kY ? gy
                              : g == GridGroup::kZ || g == GridGroup::kZ2 ? gz
                              : g == GridGroup::kXY ? gx * gy : g == GridGroup::kXYZ ? gx * gy * gz
-                             : g == GridGroup::kData ? gd : s.size();
+                             : g == GridGroup::kData ? gd : g == GridGroup::kZData ? gz * gd : s.size();
       EXPECT_EQ(groups.begin()->size(), want_size) << s.str() << " " << grid_group_name(g);
     }
   }

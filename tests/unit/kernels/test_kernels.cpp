@@ -155,6 +155,21 @@ TEST_P(GemmBackends, MatmulCpuMatchesRef) {
   EXPECT_TRUE(allclose(db2, db1, 1e-5f, 1e-5f));
 }
 
+// The tensor-parallel linear computes dX and dW in two calls (a collective runs between them):
+// the split must give exactly the bits of the combined call, in both implementations.
+TEST_P(GemmBackends, MatmulBackwardSplitEqualsCombined) {
+  Vec x = randn(N * C, 1), w = randn(OC * C, 2), dy = randn(N * OC, 4);
+  for (auto* backward : {&k::ref::matmul_backward, &k::cpu::matmul_backward}) {
+    Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(OC * C, 0.2f), dw2 = dw1, db1(OC, 0.3f), db2 = db1;
+    backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), N, C, OC);
+    backward(dx2.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+    backward(nullptr, dw2.data(), db2.data(), dy.data(), x.data(), w.data(), N, C, OC);
+    EXPECT_EQ(dx1, dx2);
+    EXPECT_EQ(dw1, dw2);
+    EXPECT_EQ(db1, db2);
+  }
+}
+
 TEST(Matmul, RefBackwardMatchesFiniteDifferences) {
   const int n = 3, c = 4, oc = 5;
   Vec x = randn(n * c, 1), w = randn(oc * c, 2), b = randn(oc, 3), proj = randn(n * oc, 4), out(n * oc);

@@ -1,0 +1,254 @@
+// Overlap never changes the numbers. On every 4D grid of this world's size that the test model
+// admits, training for many steps (AdamW, gradient clipping) with each overlap setting (OAR, ORS,
+// OAG, DP, all), with micro-batches (gradient accumulation, gathered-weight cache) and activation
+// recompute on and off, gives bit-identical losses, gradient norms and weights to the run without
+// overlap with the same micro-batching; recompute gives bit-identical results; micro-batching gives
+// the full batch's results up to fp32 rounding. A second test checks the hazard of spec §9.5: a
+// weight-gradient reduce-scatter still in flight must never land in another step's gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "axonn/comm/factory.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "tensor_expect.hpp"
+
+namespace axonn {
+namespace {
+
+using model::Gpt;
+using parallel::Overlap;
+
+model::GptConfig test_config() {
+  model::GptConfig c;
+  c.max_seq_len = 9;
+  c.vocab_size = 70;
+  c.padded_vocab_size = 128;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.channels = 16;
+  return c;
+}
+constexpr int kB = 8, kT = 7;
+
+// Steps per run: many on small worlds; on 8 ranks (oversubscribed, 20 grids) fewer, so that the
+// test stays within its time budget. AXONN_OVERLAP_TEST_STEPS overrides.
+int steps_for(int world_size) {
+  if (const char* s = std::getenv("AXONN_OVERLAP_TEST_STEPS")) return std::atoi(s);
+  return world_size <= 2 ? 50 : world_size <= 4 ? 30 : 12;
+}
+
+std::vector<parallel::GridShape> shapes_of(int n) {
+  std::vector<parallel::GridShape> out;
+  for (int gx = 1; gx <= n; ++gx)
+    for (int gy = 1; gx * gy <= n; ++gy)
+      for (int gz = 1; gx * gy * gz <= n; ++gz)
+        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
+  return out;
+}
+
+struct Setting {
+  Overlap overlap;
+  int micro = 0;  // sequences per micro-batch; 0 = all of the rank's
+  bool recompute = false, cache = false;
+  std::string str() const {
+    return "overlap " + parallel::overlap_name(overlap) + (micro ? ", micro-batch " + std::to_string(micro) : "") +
+           (recompute ? ", recompute" : "") + (cache ? ", cached weights" : "");
+  }
+};
+
+Setting setting(const char* overlap, int micro = 0, bool recompute = false, bool cache = false) {
+  Setting s;
+  s.overlap = parallel::parse_overlap(overlap);
+  s.micro = micro;
+  s.recompute = recompute;
+  s.cache = cache;
+  return s;
+}
+
+struct Trajectory {
+  std::vector<float> losses;
+  std::vector<double> norms;
+  std::vector<float> params;  // this rank's shards after the last step
+  std::vector<bool> noise;    // params[i] is a key bias: zero gradient in exact arithmetic, so AdamW
+                              // moves it along fp32 noise (test_gpt_grid.cpp); skipped when comparing
+                              // micro-batches with the full batch
+};
+
+Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
+  const parallel::GridShape& g = grid.shape();
+  const int B_local = kB / (g.gz * g.gdata), micro = s.micro ? s.micro : B_local, M = B_local / micro;
+  model::GptRunOptions opts;
+  opts.overlap = s.overlap;
+  opts.recompute = s.recompute;
+  opts.cache_gathered_weights = s.cache;
+  opts.reduce_scatter_slots = 2;  // fewer slots than linears: the pool wraps around
+  Gpt gpt(test_config(), grid, micro, kT, kernels::Backend::kCpu, opts);
+  gpt.init_random(11);
+  std::vector<bool> decay(model::kNumParamTensors);
+  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<model::Param>(i));
+  optim::AdamW opt(gpt.params(), {0.9f, 0.95f, 1e-8f, 0.1f}, decay, kernels::ops_for(kernels::Backend::kCpu));
+  const int block = grid.coords().d * g.gz + grid.coords().z;
+  Trajectory r;
+  for (int step = 0; step < steps; step++) {
+    std::vector<int> in = test::randint(kB * kT, 70, 100 + step), tg = test::randint(kB * kT, 70, 200 + step);
+    gpt.zero_grad();
+    double loss = 0;
+    for (int k = 0; k < M; k++) {
+      const int64_t at = (static_cast<int64_t>(block) * B_local + k * micro) * kT;
+      loss += gpt.forward(in.data() + at, tg.data() + at);
+      gpt.backward({1.0 / M, k == M - 1});
+    }
+    gpt.sync_gradients();
+    const double norm = gpt.grad_norm();
+    opt.step(gpt.params(), gpt.grads(), 1e-2f, optim::clip_scale(norm, 1.0f));
+    r.losses.push_back(static_cast<float>(loss / M));
+    r.norms.push_back(norm);
+  }
+  const int C = test_config().channels;
+  for (size_t i = 0; i < gpt.params().size(); i++) {
+    Tensor t = gpt.params().tensor(i);
+    r.params.insert(r.params.end(), t.f32(), t.f32() + t.numel());
+    const auto p = static_cast<model::Param>(i);
+    const int64_t per_layer = t.numel() / (model::param_is_per_layer(p) ? test_config().num_layers : 1);
+    for (int64_t j = 0; j < t.numel(); j++) {
+      const int64_t gi = gpt.global_index(p, j % per_layer);
+      r.noise.push_back(p == model::Param::kQkvb && gi >= C && gi < 2 * C);
+    }
+  }
+  return r;
+}
+
+// Bit-identical: every loss, norm and weight.
+void expect_identical(const Trajectory& got, const Trajectory& want, const std::string& what) {
+  EXPECT_EQ(got.losses, want.losses) << what << ": losses differ";
+  EXPECT_EQ(got.norms, want.norms) << what << ": gradient norms differ";
+  size_t bad = 0;
+  for (size_t i = 0; i < got.params.size() && i < want.params.size(); i++)
+    if (got.params[i] != want.params[i] && bad++ < 3)
+      ADD_FAILURE() << what << ": weight " << i << " is " << got.params[i] << ", without overlap " << want.params[i];
+  EXPECT_EQ(got.params.size(), want.params.size());
+}
+
+}  // namespace
+
+TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
+  auto world = comm::world();
+  const int steps = steps_for(world->size());
+  int grids = 0, runs = 0;
+  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+    if (kB % (shape.gz * shape.gdata) != 0) continue;
+    std::unique_ptr<parallel::Grid> grid;
+    try {
+      grid = std::make_unique<parallel::Grid>(shape, world);
+      Gpt probe(test_config(), *grid, 1, kT, kernels::Backend::kCpu);
+    } catch (const InvalidArgument&) {
+      continue;  // a grid this model does not admit (alike on every rank, before any collective)
+    }
+    grids++;
+    SCOPED_TRACE(grid->str());
+    const int B_local = kB / (shape.gz * shape.gdata);
+    const bool gz = shape.gz > 1;
+    const int micro = B_local >= 2 ? B_local / 2 : 0;  // two micro-batches when the rank has two sequences
+    const Trajectory plain = train(*grid, setting("none"), steps);
+    const Trajectory plain_micro = micro ? train(*grid, setting("none", micro), steps) : plain;
+    const std::vector<Setting> same_as_plain = {
+        setting("all"),
+        setting("all", 0, true),
+        setting("none", 0, true),
+    };
+    const std::vector<Setting> same_as_micro = {
+        setting("all", micro),
+        setting("all", micro, true, gz),
+        setting("oar", micro),
+        setting("ors", micro, true),
+        setting("oag", micro, false, gz),
+        setting("oag", micro, true),
+        setting("dp", micro),
+        setting("ors,dp", micro),
+    };
+    for (const Setting& s : same_as_plain) {
+      expect_identical(train(*grid, s, steps), plain, s.str());
+      runs++;
+    }
+    for (const Setting& s : same_as_micro) {
+      expect_identical(train(*grid, s, steps), plain_micro, s.str());
+      runs++;
+    }
+    // gradient accumulation over micro-batches = the full batch, up to fp32 rounding
+    for (int i = 0; i < steps; i++) {
+      EXPECT_NEAR(plain_micro.losses[i], plain.losses[i], 1e-5 * std::fabs(plain.losses[i])) << "step " << i;
+      EXPECT_NEAR(plain_micro.norms[i], plain.norms[i], 1e-4 * plain.norms[i]) << "step " << i;
+    }
+    std::vector<float> a, b;
+    for (size_t i = 0; i < plain.params.size(); i++)
+      if (!plain.noise[i]) {
+        a.push_back(plain_micro.params[i]);
+        b.push_back(plain.params[i]);
+      }
+    EXPECT_TRUE(test::allclose(a.data(), b.data(), a.size(), 1e-5f, 1e-3f)) << "micro-batches vs the full batch";
+  }
+  EXPECT_GT(grids, 0);
+  if (world->rank() == 0)
+    std::printf("%d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n", grids,
+                world->size(), runs, steps);
+}
+
+// Spec §9.5: convergence problems with overlap on. The hazard: an asynchronous reduce-scatter
+// accumulating into the gradient after the step that needed it (after the optimizer, or into the
+// next step's zeroed gradient). zero_grad() and sync_gradients() complete every one first, and
+// reading the gradient before the sync is refused.
+TEST(GptOverlap, ReduceScattersNeverLandInAnotherStep) {
+  auto world = comm::world();
+  const int n = world->size();
+  if (n == 1) GTEST_SKIP() << "needs Gz > 1";
+  parallel::Grid grid({1, 1, n, 1}, world);
+  model::GptRunOptions opts;
+  opts.overlap = Overlap::all();
+  opts.reduce_scatter_slots = 8;  // every linear's reduce-scatter still in flight when the backward ends
+  const int B_local = kB / n;
+  if (B_local < 1) GTEST_SKIP();
+  Gpt gpt(test_config(), grid, B_local, kT, kernels::Backend::kCpu, opts);
+  gpt.init_random(3);
+  std::vector<int> in = test::randint(kB * kT, 70, 1), tg = test::randint(kB * kT, 70, 2);
+  const int64_t at = static_cast<int64_t>(grid.coords().z) * B_local * kT;
+  // a backward whose sums are never used: zero_grad() must complete its reduce-scatters first
+  gpt.zero_grad();
+  gpt.forward(in.data() + at, tg.data() + at);
+  gpt.backward();
+  EXPECT_THROW(gpt.grad_norm(), Error) << "the gradient is incomplete before sync_gradients()";
+  EXPECT_THROW(gpt.backward(), Error) << "a second last backward before the sync";
+  gpt.sync_gradients();
+  const double norm1 = gpt.grad_norm();
+  gpt.zero_grad();
+  double sum = 0;
+  for (size_t i = 0; i < gpt.grads().size(); i++) {
+    Tensor t = gpt.grads().tensor(i);
+    for (int64_t j = 0; j < t.numel(); j++) sum += std::fabs(t.f32()[j]);
+  }
+  EXPECT_EQ(sum, 0.0) << "a reduce-scatter landed after zero_grad()";
+  // the same step again gives the same gradient: nothing of the first leaked into it
+  gpt.forward(in.data() + at, tg.data() + at);
+  gpt.backward();
+  gpt.sync_gradients();
+  EXPECT_EQ(gpt.grad_norm(), norm1);
+  // an unsynced backward followed by zero_grad(): its in-flight reduce-scatters complete into the
+  // gradient that zero_grad() then clears
+  gpt.zero_grad();
+  gpt.forward(in.data() + at, tg.data() + at);
+  gpt.backward({1.0, false});
+  gpt.zero_grad();
+  gpt.forward(in.data() + at, tg.data() + at);
+  gpt.backward();
+  gpt.sync_gradients();
+  EXPECT_EQ(gpt.grad_norm(), norm1);
+}
+
+}  // namespace axonn
