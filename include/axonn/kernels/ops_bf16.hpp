@@ -1,0 +1,71 @@
+// kernels/ops_bf16.hpp — the op list in bf16 mixed precision (issue 8, spec §9.2).
+//
+// The precision contract (what `--dtype bf16` trains with):
+//   - parameters used by the ops: bf16 copies of fp32 MASTER weights, which only the optimizer sees;
+//   - activations and activation gradients: bf16 (each op rounds its output once, round-to-nearest-even);
+//   - parameter gradients: fp32, accumulated in fp32 (a bf16 GEMM writes its fp32 result with beta = 1);
+//   - every reduction inside an op (GEMM dot products, LayerNorm statistics, softmax sums, the loss)
+//     accumulates in fp32; statistics kept for backward (mean, rstd, the attention log-sum-exp) are fp32.
+// Shapes, layouts, argument order and the accumulate-into-gradients rule are those of ops.hpp; only the
+// element types and the attention op differ. Attention is flash-style: forward keeps the per-row
+// log-sum-exp lse[B,NH,T] instead of the probabilities att[B,NH,T,T], and backward recomputes them.
+//
+// Two implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
+// output to bf16 — the oracle for the GPU) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16
+// inputs and fp32 accumulation, a flash attention kernel; built with AXONN_CUDA=ON).
+#pragma once
+
+#include <cstdint>
+
+#include "axonn/kernels/ops.hpp"
+
+namespace axonn::kernels {
+
+// bf16 storage: the upper 16 bits of an fp32 (core/dtype.hpp converts).
+using bf16 = uint16_t;
+
+struct OpsBf16 {
+  void (*embedding_forward)(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C);
+  void (*embedding_backward)(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C);
+  // out[B,T,C] += wpe[t, :] (rounded once)
+  void (*position_forward)(bf16* out, const bf16* wpe, int B, int T, int C);
+  void (*position_backward)(float* dwpe, const bf16* dout, int B, int T, int C);
+  void (*layernorm_forward)(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                            const bf16* bias, int64_t N, int C, int C_total, const RowReducer* reducer);
+  // dinp (bf16) += ...: the sum is formed in fp32 from the old bf16 value and rounded once.
+  void (*layernorm_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                             const bf16* weight, const float* mean, const float* rstd, int64_t N, int C,
+                             int C_total, const RowReducer* reducer);
+  void (*matmul_forward)(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C,
+                         int OC);
+  void (*matmul_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int64_t N, int C, int OC);
+  // Causal self-attention, flash-style: out[B,T,C]; lse[B,NH,T] = log sum_t2<=t exp(q.k_t2 / sqrt(HS)).
+  void (*attention_forward)(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+  // dqkv[B,T,3C] += ...; `out` and `lse` are the forward's; scratch[B,NH,T] fp32 is overwritten
+  // (rowsum(dout * out) per head).
+  void (*attention_backward)(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                             const float* lse, int B, int T, int C, int NH);
+  void (*gelu_forward)(bf16* out, const bf16* inp, int64_t N);
+  void (*gelu_backward)(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
+  void (*residual_forward)(bf16* out, const bf16* a, const bf16* b, int64_t N);
+  void (*residual_backward)(bf16* da, bf16* db, const bf16* dout, int64_t N);
+  // losses fp32; probs bf16 (may alias logits).
+  void (*softmax_crossentropy_forward)(float* losses, bf16* probs, const bf16* logits, const int* targets,
+                                       int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+  void (*softmax_crossentropy_backward)(bf16* dlogits, const bf16* probs, const int* targets, float dloss,
+                                        int64_t N, int Vvalid, int Vs, int vocab_begin);
+  // AdamW on the fp32 master weights (as ops.hpp), then params_bf16 = round(master).
+  void (*adamw_update)(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+  // out[n] = round(in[n]): the bf16 copy of the master weights after loading or initialising them.
+  void (*cast_to_bf16)(bf16* out, const float* in, int64_t n);
+  // out[n] = widen(in[n]).
+  void (*cast_to_f32)(float* out, const bf16* in, int64_t n);
+};
+
+// The CPU oracle (always built).
+const OpsBf16& ref_bf16_ops();
+// The GPU table (device pointers) is kernels::cuda_bf16_ops() in kernels/cuda.hpp (AXONN_CUDA=ON only).
+
+}  // namespace axonn::kernels
