@@ -53,6 +53,16 @@ struct Ranks {
 }  // namespace
 
 TEST(StagedCuda, DeviceSelectionFollowsTheNodeLocalRank) {
+  (void)axonn::comm::local_rank();  // collective the first time: every rank, before any branch
+  if (!axonn::test::no_gpu_reason().empty()) {
+    // No device on this rank: selecting one is a clear error, not a crash or a silent device 0.
+    try {
+      axonn::comm::select_device_by_local_rank();
+      ADD_FAILURE() << "select_device_by_local_rank() returned without a device";
+    } catch (const axonn::CudaError& e) {
+      EXPECT_NE(std::string(e.what()).find("no CUDA device visible"), std::string::npos) << e.what();
+    }
+  }
   REQUIRE_GPU_ON_EVERY_RANK();
   int count = 0, current = -1;
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
