@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # GPU check, for a machine with an NVIDIA GPU (GPU time is scarce: one prepared script, < 5 minutes).
 # Configures a Release build with -DAXONN_CUDA=ON for the visible GPU's architecture, builds the GPU
-# tests, runs every test labelled "gpu" (CUDA kernels vs kernels::ref; NCCL communicator under
-# mpiexec), prints a summary, and exits non-zero if anything failed, or if a test that this machine
-# can run was skipped (e.g. a driver older than the toolkit).
+# tests, runs every test labelled "gpu" (CUDA kernels vs kernels::ref; NCCL and MPI-staged
+# communicators under mpiexec), prints a summary, and exits non-zero if anything failed, or if a
+# test that this machine can run was skipped (e.g. a driver older than the toolkit).
 #
 #   bash scripts/gpu-check.sh [build-dir]        (default build-gpu)
 set -uo pipefail
@@ -43,7 +43,7 @@ if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON -DCMAKE_C
   tail -30 "$logs.configure.log"; log "FAIL: configure (log: $logs.configure.log)"; exit 1
 fi
 log "build the GPU tests (and what they link; not the tools or CPU tests) with $jobs jobs"
-targets="test_cuda_kernels"
+targets="test_cuda_kernels test_cuda_staged"
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" && targets="$targets test_cuda_nccl"
 if ! timeout 200 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
   grep -E "error|Error" "$logs.build.log" | head -30; log "FAIL: build (log: $logs.build.log)"; exit 1

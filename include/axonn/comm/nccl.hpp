@@ -9,12 +9,12 @@
 // new NCCL communicators over them.
 //
 //   auto world = axonn::comm::world();             // MPI
-//   cudaSetDevice(local_rank);
+//   axonn::comm::select_device_by_local_rank();    // comm/cuda.hpp
 //   auto gpu = axonn::comm::nccl_from(*world);     // collective over world
 //   gpu->all_reduce(d_grad, n, DType::kF32);       // device pointer; blocks until done
 //   auto w = gpu->all_gather_async(d_shard, d_full, n, DType::kBF16);
 //   ...                                            // kernels on the compute stream
-//   w->wait();
+//   w->wait_on(nullptr);                           // later kernels wait for it; the host does not
 //
 // Semantics (in addition to Communicator's rules):
 //  * Buffers are device pointers on the communicator's device. Each collective runs on the
@@ -24,7 +24,9 @@
 //  * Blocking collectives return when the result is in place (host-side wait). An asynchronous one
 //    returns a Work whose wait() blocks the host until the collective is complete, polling for NCCL's
 //    asynchronous errors (rethrown as CommError) and giving up after `timeout_s`; until then the
-//    buffers belong to the collective.
+//    buffers belong to the collective. Its wait_on(stream) is the device-side wait instead
+//    (cudaStreamWaitEvent on the collective's end event; nullptr = the compute stream): kernels
+//    queued on that stream afterwards see the result, and the host never blocks (spec §4.5).
 //  * dtypes: f32, bf16, i32 and i64 for everything; u16 only for collectives that move data without
 //    reducing it (NCCL has no 16-bit unsigned type).
 //  * Every rank must create (nccl_from, split, dup) and destroy its NCCL communicators in the same
@@ -38,8 +40,9 @@
 namespace axonn::comm {
 
 struct NcclOptions {
-  // The cudaStream_t on which the buffers are produced and consumed (the kernels' stream); nullptr
-  // is the legacy default stream, where axonn::kernels::cuda runs.
+  // The cudaStream_t on which the buffers are produced and consumed; nullptr = the kernels' compute
+  // stream of the communicator's device (kernels::cuda_compute_stream()), the right one unless the
+  // caller runs its own kernels on a stream of its own.
   void* compute_stream = nullptr;
   // Work::wait() throws CommError after this many seconds without completion (a peer that died or
   // diverged), and the communicator is aborted when destroyed. 0 waits forever.

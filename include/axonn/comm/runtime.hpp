@@ -12,6 +12,14 @@
 
 namespace axonn::comm {
 
+// This rank's index among the ranks of the job on the same node (shared-memory domain, from
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), and how many ranks that node has: what picks a GPU
+// per rank (comm/cuda.hpp: select_device_by_local_rank). Computed once: by Runtime's constructor, or,
+// if MPI was initialised without a Runtime (test mains), by the first call, which is then collective
+// over MPI_COMM_WORLD (every rank must make it). Before MPI is initialised: 0 and 1.
+int local_rank();
+int local_size();
+
 class Runtime {
  public:
   Runtime(int* argc, char*** argv);

@@ -12,6 +12,16 @@
 //
 // Destroying a Work that was not waited waits for it (the buffers must not be freed under MPI) and
 // drops any error with a warning: wait explicitly.
+//
+// On the GPU, wait_on(stream) is the device-side wait: the given CUDA stream (the compute stream,
+// kernels::cuda_compute_stream()) waits for the collective, and the host goes on at once. That is
+// how OAR/ORS/OAG overlap on the GPU: the kernels queued after wait_on run after the collective,
+// the kernels queued before it overlap with it (spec §4.5, §12.1).
+//
+//   auto work = grid.y().all_reduce_async(d_dx, n, DType::kF32);     // NCCL, own stream
+//   ops.matmul_backward(...);                                       // overlaps
+//   work->wait_on(kernels::cuda_compute_stream());                  // host does not block
+//   ops.layernorm_backward(..., d_dx, ...);                         // runs after the all-reduce
 #pragma once
 
 namespace axonn::comm {
@@ -28,6 +38,16 @@ class Work {
   virtual void wait() = 0;
   // Non-blocking: true once the collective is complete (successfully or not; wait() tells which).
   virtual bool test() = 0;
+  // Device-side wait: work queued on `stream` (a cudaStream_t; nullptr = the communicator's compute
+  // stream, where its buffers are produced and consumed) after this call runs after the collective.
+  // Does not block the host where the backend can do it on the device (NCCL); the host backends (MPI,
+  // the MPI-staged device communicator) complete on the host, so for them it is wait(). After
+  // wait_on the Work may be destroyed without blocking; an error of the collective then surfaces at
+  // the communicator's next collective (NCCL's asynchronous error) instead of here.
+  virtual void wait_on(void* stream) {
+    (void)stream;
+    wait();
+  }
 };
 
 }  // namespace axonn::comm

@@ -4,12 +4,47 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "mpi_error.hpp"
 
 namespace axonn::comm {
+namespace {
+
+struct NodeRanks {
+  bool known = false;
+  int rank = 0;
+  int size = 1;
+};
+
+// The node-local rank and size, split off the world once (collective over the world) and cached.
+NodeRanks node_ranks() {
+  static std::mutex mu;
+  static NodeRanks cached;
+  std::lock_guard lock(mu);
+  if (cached.known) return cached;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return NodeRanks{};  // one process alone; not cached
+  MPI_Comm node = MPI_COMM_NULL;
+  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(node, &cached.rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &cached.size);
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS)
+    throw detail::mpi_error(rc, "MPI_Comm_split_type", "finding the node-local rank (MPI_COMM_TYPE_SHARED)");
+  cached.known = true;
+  return cached;
+}
+
+}  // namespace
+
+int local_rank() { return node_ranks().rank; }
+int local_size() { return node_ranks().size; }
 
 Runtime::Runtime(int* argc, char*** argv) {
   int initialized = 0;
@@ -28,6 +63,7 @@ Runtime::Runtime(int* argc, char*** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   set_log_rank(rank_, size_);
+  (void)node_ranks();  // collective over the world: every rank is here, so compute it now
 }
 
 Runtime::~Runtime() {

@@ -13,6 +13,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "core/cuda/cuda_check.hpp"
+#include "core/cuda/stream.hpp"
 
 namespace axonn::comm {
 
@@ -26,6 +27,8 @@ std::shared_ptr<Communicator> nccl_from(Communicator& host, const NcclOptions& o
 
 namespace axonn::comm::detail {
 namespace {
+
+using cuda_detail::DeviceGuard;
 
 // NCCL's argument and usage errors are ours (InvalidArgument); the rest are communication
 // failures (CommError). The message names what we were doing, NCCL's error string and its last
@@ -49,27 +52,6 @@ namespace {
     if (axonn_nccl_rc_ != ncclSuccess) [[unlikely]]                                                   \
       throw_nccl(axonn_nccl_rc_, #call, (context), (comm), std::source_location::current());          \
   } while (0)
-
-// Makes `device` current for the scope (NCCL and the streams belong to one device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    AXONN_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) {
-      AXONN_CUDA_CHECK(cudaSetDevice(device));
-      switched_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (switched_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
 
 // An NCCL type and how many of its elements make one element of ours.
 struct NcclType {
@@ -191,6 +173,23 @@ void NcclWork::wait() {
 
 bool NcclWork::test() { return poll(); }
 
+void NcclWork::wait_on(void* stream) {
+  // Nothing to wait for once complete; an error already met is rethrown (as wait() would).
+  if (poll()) {
+    waited_ = true;
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  // The consumer's stream waits for the end event on the device; the host goes on. The event may be
+  // destroyed with this Work right after: the wait already queued keeps what it captured.
+  cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : state_->compute;
+  DeviceGuard guard(state_->device);
+  AXONN_CUDA_CHECK(cudaStreamWaitEvent(s, done_event_, 0));
+  // Handed over to the device: destroying this Work no longer blocks the host. An asynchronous NCCL
+  // error from here on surfaces at the communicator's next collective (launch() polls for it).
+  waited_ = true;
+}
+
 // --- NcclCommunicator -------------------------------------------------------------------------
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, const NcclOptions& options)
@@ -211,7 +210,9 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, const Ncc
   AXONN_CUDA_CHECK(cudaGetDevice(&state_->device));
   state_->name = host_->name();
   state_->timeout_s = options.timeout_s;
-  state_->compute = static_cast<cudaStream_t>(options.compute_stream);
+  // By default the buffers are produced and consumed by the kernels, on this device's compute stream.
+  state_->compute = options.compute_stream != nullptr ? static_cast<cudaStream_t>(options.compute_stream)
+                                                      : cuda_detail::compute_stream(state_->device);
 
   // NCCL's unique id, made by rank 0 and broadcast over the host group with its status, so that a
   // failure on rank 0 fails every rank alike.
@@ -240,8 +241,8 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, const Ncc
     throw CommError(what + ": ncclCommInitRank failed on another rank of the group");
   }
 
-  // The collectives' own stream: non-blocking (no implicit sync with the legacy default stream,
-  // so kernels overlap with communication), at the highest priority (communication kernels should
+  // The collectives' own stream: non-blocking (no implicit sync with other streams, so kernels on
+  // the compute stream overlap with communication), at the highest priority (communication kernels should
   // get SMs as soon as they are ready, not queue behind compute).
   int least = 0, greatest = 0;
   AXONN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -274,6 +275,17 @@ std::unique_ptr<Work> NcclCommunicator::launch(std::string what, bool async, Enq
   if (state_->failed)
     throw CommError(what + ": the communicator failed earlier (a collective errored or timed out); destroy it");
   DeviceGuard guard(state_->device);
+  // A collective that was waited on the device only (Work::wait_on) reports NCCL's asynchronous
+  // errors nowhere else: check before queuing more behind it.
+  ncclResult_t async_rc = ncclSuccess;
+  const ncclResult_t rc = ncclCommGetAsyncError(state_->comm, &async_rc);
+  const ncclResult_t bad = rc != ncclSuccess ? rc : async_rc;
+  if (bad != ncclSuccess && bad != ncclInProgress) {
+    state_->failed = true;
+    throw CommError(::axonn::detail::concat(what, ": NCCL reported an asynchronous error on this communicator: ",
+                                            ncclGetErrorString(bad), " (", ncclGetLastError(state_->comm),
+                                            "); destroy it (it will be aborted)"));
+  }
   // After everything queued so far on the compute stream (the producers of the send buffers).
   AXONN_CUDA_CHECK(cudaEventRecord(state_->ready, state_->compute));
   AXONN_CUDA_CHECK(cudaStreamWaitEvent(state_->stream, state_->ready, 0));
@@ -425,7 +437,7 @@ std::unique_ptr<Work> NcclCommunicator::do_barrier(bool async) {
 
 void NcclCommunicator::copy_local(void* dst, const void* src, size_t bytes) {
   // A group of one: the copy goes on the compute stream, in order with the buffers' producers and
-  // consumers (no host wait needed; a blocking cudaMemcpy on the legacy stream will see it).
+  // consumers (no host wait needed; DeviceBuffer::download, on the same stream, will see it).
   DeviceGuard guard(state_->device);
   AXONN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, state_->compute));
 }

@@ -6,7 +6,8 @@
 //    communicator and still poll NCCL's asynchronous errors; the NCCL communicator is destroyed
 //    with the last of them (aborted instead, if any collective failed or timed out).
 //  * A collective: record `ready` on the compute stream, make the communicator's stream wait on it,
-//    enqueue the NCCL call(s) there, record the Work's `done` event after them.
+//    enqueue the NCCL call(s) there, record the Work's `done` event after them. Work::wait_on(s)
+//    makes stream s wait on `done` (device side); wait() polls `done` from the host.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,6 +49,8 @@ class NcclWork final : public Work {
   ~NcclWork() override;
   void wait() override;
   bool test() override;
+  // cudaStreamWaitEvent(stream, done): the device waits, the host does not.
+  void wait_on(void* stream) override;
 
  private:
   bool poll();  // true once complete (successfully or with error_ set)

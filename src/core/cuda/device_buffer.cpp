@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.hpp"
+#include "core/cuda/stream.hpp"
 
 namespace axonn::cuda_detail {
 
@@ -37,17 +38,25 @@ void DeviceBuffer::release() noexcept {
 
 void DeviceBuffer::upload(const void* host, size_t n, size_t offset) {
   AXONN_CHECK(offset + n <= bytes_, "upload of ", n, " bytes at ", offset, " into a buffer of ", bytes_);
-  if (n > 0) AXONN_CUDA_CHECK(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, n, cudaMemcpyHostToDevice));
+  if (n == 0) return;
+  // On the compute stream, after the kernels queued there; waited, so `host` may change at once.
+  cudaStream_t s = compute_stream();
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(ptr_) + offset, host, n, cudaMemcpyHostToDevice, s));
+  AXONN_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void DeviceBuffer::download(void* host, size_t n, size_t offset) const {
   AXONN_CHECK(offset + n <= bytes_, "download of ", n, " bytes at ", offset, " from a buffer of ", bytes_);
-  if (n > 0)
-    AXONN_CUDA_CHECK(cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, n, cudaMemcpyDeviceToHost));
+  if (n == 0) return;
+  // After the kernels queued on the compute stream (the producers), and waited for.
+  cudaStream_t s = compute_stream();
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const char*>(ptr_) + offset, n, cudaMemcpyDeviceToHost, s));
+  AXONN_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void DeviceBuffer::zero() {
-  if (bytes_ > 0) AXONN_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_));
+  // Queued on the compute stream: ordered before the kernels queued after it, no host wait.
+  if (bytes_ > 0) AXONN_CUDA_CHECK(cudaMemsetAsync(ptr_, 0, bytes_, compute_stream()));
 }
 
 void DeviceBuffer::reserve(size_t bytes) {

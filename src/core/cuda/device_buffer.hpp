@@ -2,8 +2,9 @@
 //
 // Plain device memory, never managed (unified) memory: a host access to it is a bug that faults at
 // once instead of migrating pages behind our back. Copies go through upload()/download() (blocking,
-// ordered after the work already queued on the legacy default stream) or through the caller's own
-// cudaMemcpyAsync on data().
+// ordered after the work already queued on the compute stream, core/cuda/stream.hpp) or through the
+// caller's own cudaMemcpyAsync on data() (on the compute stream). The calling thread's current device
+// must be the buffer's.
 //
 //   DeviceBuffer buf(n * sizeof(float));
 //   buf.upload(host.data(), n * sizeof(float));
@@ -33,9 +34,11 @@ class DeviceBuffer {
   }
   size_t bytes() const { return bytes_; }
 
-  // Host <-> device, blocking; [offset, offset + n) must lie inside the buffer.
+  // Host <-> device on the compute stream, then waited (blocking); [offset, offset + n) must lie
+  // inside the buffer.
   void upload(const void* host, size_t n, size_t offset = 0);
   void download(void* host, size_t n, size_t offset = 0) const;
+  // Queued on the compute stream (ordered before later kernels; the host does not wait).
   void zero();
   // Frees and allocates `bytes` when the buffer is smaller (contents are not kept).
   void reserve(size_t bytes);

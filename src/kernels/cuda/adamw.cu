@@ -58,8 +58,11 @@ double sum_squares(const float* x, int64_t n) {
   AXONN_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(double), detail::stream()));
   sum_squares_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(acc, x, n);
   AXONN_CUDA_CHECK_LAUNCH();
+  // On the compute stream after the kernel, then waited: the legacy cudaMemcpy would not be ordered
+  // with it.
   double result = 0.0;
-  AXONN_CUDA_CHECK(cudaMemcpy(&result, acc, sizeof(double), cudaMemcpyDeviceToHost));
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(&result, acc, sizeof(double), cudaMemcpyDeviceToHost, detail::stream()));
+  AXONN_CUDA_CHECK(cudaStreamSynchronize(detail::stream()));
   return result;
 }
 

@@ -21,17 +21,13 @@ const Ops& cuda_ops() {
 
 void cuda_synchronize() { AXONN_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+void* cuda_compute_stream() { return cuda_detail::compute_stream(); }
+
 }  // namespace axonn::kernels
 
 namespace axonn::kernels::cuda::detail {
 
-namespace {
-int current_device() {
-  int device = 0;
-  AXONN_CUDA_CHECK(cudaGetDevice(&device));
-  return device;
-}
-}  // namespace
+using cuda_detail::current_device;
 
 cublasHandle_t cublas() {
   thread_local std::vector<cublasHandle_t> handles;  // indexed by device
@@ -40,7 +36,7 @@ cublasHandle_t cublas() {
   cublasHandle_t& h = handles[static_cast<size_t>(device)];
   if (h == nullptr) {
     AXONN_CUBLAS_CHECK(cublasCreate(&h));
-    AXONN_CUBLAS_CHECK(cublasSetStream(h, stream()));
+    AXONN_CUBLAS_CHECK(cublasSetStream(h, stream()));  // the compute stream of this device, for good
     // Plain fp32 arithmetic (no TF32): the fp32 path must match the CPU reference tightly.
     AXONN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   }

@@ -12,13 +12,16 @@
 
 #include "axonn/core/error.hpp"
 #include "core/cuda/cuda_check.hpp"
+#include "core/cuda/stream.hpp"
 
 namespace axonn::kernels::cuda::detail {
 
-// The stream every kernel and cuBLAS call of this backend is queued on: the default stream with
-// legacy semantics (ordered with every blocking stream and with cudaMemcpy). Overlap with NCCL
-// comes from the communicator's own non-blocking stream, which waits on an event recorded here.
-inline cudaStream_t stream() { return nullptr; }
+// The stream every kernel, cuBLAS call and copy of this backend is queued on: the compute stream of
+// the current device (core/cuda/stream.hpp: non-blocking, one per device). NOT ordered with the
+// legacy default stream: use cudaMemcpyAsync/cudaMemsetAsync on stream(), and
+// cudaStreamSynchronize(stream()) where the host reads a result. Overlap with NCCL comes from each
+// communicator's own stream, ordered against this one by events.
+inline cudaStream_t stream() { return cuda_detail::compute_stream(); }
 
 // The calling thread's cuBLAS handle for the current device, bound to stream(), created on first
 // use and kept for the life of the thread (never destroyed: at exit the context goes anyway).

@@ -12,6 +12,7 @@
 #include "axonn/comm/nccl.hpp"
 #include "axonn/core/dtype.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "gpu_test.hpp"
 
@@ -96,6 +97,27 @@ TEST(Nccl, OrderedAfterTheKernelsThatProduceTheBuffer) {
   work->wait();
   work->wait();  // waiting again is harmless
   EXPECT_EQ(out.host()[count - 1], static_cast<float>(g.n + g.n * (g.n - 1) / 2));
+}
+
+// Work::wait_on: the compute stream waits for the collective on the device; a kernel queued after it
+// reads the reduced buffer. The buffer is large (64 MiB) so the collective is still running when the
+// kernel is queued: without the device-side wait the kernel would read the inputs.
+TEST(Nccl, KernelsQueuedAfterWaitOnSeeTheResult) {
+  REQUIRE_GPU_PER_RANK();
+  Ranks g;
+  const size_t count = size_t{1} << 24;
+  const float want = static_cast<float>(g.n * (g.n + 1));  // 2 * (1 + 2 + ... + n)
+  for (void* stream : {axonn::kernels::cuda_compute_stream(), static_cast<void*>(nullptr)}) {
+    DeviceArray<float> x(Vec(count, static_cast<float>(g.r + 1))), y(count);
+    auto work = g.gpu->all_reduce_async(x.get(), count, DType::kF32);
+    work->wait_on(stream);  // nullptr: the communicator's compute stream, the same one
+    axonn::kernels::cuda::residual_forward(y.get(), x.get(), x.get(), static_cast<int64_t>(count));
+    work.reset();  // after wait_on, destroying the Work does not wait on the host
+    const Vec got = y.host();
+    EXPECT_EQ(got[0], want);
+    EXPECT_EQ(got[count / 2], want);
+    EXPECT_EQ(got[count - 1], want);
+  }
 }
 
 TEST(Nccl, AllGatherReduceScatterBroadcast) {
