@@ -174,6 +174,9 @@ bool parse_gemm_tuning(std::string_view text);  // "on" | "off"; throws InvalidA
 
 // The calling thread's CPU engine over the current CPU GEMM backend (kernels::sgemm).
 GemmEngine& cpu_gemm_engine();
+// The calling thread's CUDA engine on its current device (device pointers, cuBLAS, the CUDA backend's
+// stream). Defined only in builds with -DAXONN_CUDA=ON (link axonn_kernels_cuda).
+GemmEngine& cuda_gemm_engine();
 // The CPU matmul's call sites ("fw", "bw_act", "bw_w"): through the tuner when tuning is on, else
 // kernels::sgemm exactly as issued.
 void tuned_sgemm(std::string_view site, const GemmCall& call);
