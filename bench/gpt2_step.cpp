@@ -5,12 +5,13 @@
 // against the expected 1/(Gx*Gy*Gz).
 //
 //   build/bin/bench_gpt2_step [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
-//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1]
+//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--gemm-tuning on|off]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / measured peak. The step time is the
-// slowest rank's.
+// slowest rank's. With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up
+// step (not timed) and rank 0's choices are printed under each shape's line.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "axonn/core/profiler.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 
@@ -44,7 +46,7 @@ double tp_weight_bytes(const Arena& a) {
 
 int main(int argc, char** argv) {
   comm::Runtime mpi(&argc, &argv);
-  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text;
+  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off";
   int steps = 3;
   bool profile = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--grid")) grid_text = argv[i + 1];
     else if (!std::strcmp(argv[i], "--profile")) profile = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--gemm-tuning")) tuning = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
     auto world = comm::world();
     const bool root = world->rank() == 0;
     kernels::set_gemm_backend(kernels::parse_gemm_backend(gemm));
+    kernels::set_gemm_tuning(kernels::parse_gemm_tuning(tuning));
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     world->barrier();
     float peak = static_cast<float>(kernels::measure_sgemm_gflops(2048, 5));
@@ -70,8 +74,9 @@ int main(int argc, char** argv) {
     const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
     parallel::Grid grid(shape, world);
     if (root) {
-      std::printf("# GEMM %s, %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n", gemm.c_str(),
-                  world->size(), kernels::cpu_threads(), shape.str().c_str(), coretype ? coretype : "(unset)");
+      std::printf("# GEMM %s (layout tuning %s), %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n",
+                  gemm.c_str(), tuning.c_str(), world->size(), kernels::cpu_threads(), shape.str().c_str(),
+                  coretype ? coretype : "(unset)");
       std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
@@ -109,7 +114,8 @@ int main(int argc, char** argv) {
         opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
         return loss;
       };
-      step();  // warm-up: page faults, GEMM kernel selection
+      kernels::gemm_tuner().clear();  // this shape's choices only
+      step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
       prof.enable(true);
       world->barrier();
       Timer t;
@@ -127,6 +133,7 @@ int main(int argc, char** argv) {
         std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
                     model_name.c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
                     loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
+        for (const auto& line : kernels::gemm_tuner().report_lines()) std::printf("  gemm-tuning %s\n", line.c_str());
         if (profile) {
           std::printf("  rank 0's time per op over %d steps:\n", steps);
           prof.print(stdout);

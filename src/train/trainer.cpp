@@ -15,6 +15,7 @@
 #include "axonn/core/trace.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
@@ -54,6 +55,33 @@ void validate(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.trace_steps.empty() || !c.trace.empty(),
                   "--trace-steps chooses the steps written by --trace; give --trace FILE too");
   if (!c.trace.empty()) (void)parse_trace_steps(c.trace_steps, c.steps);
+  const bool tuning = kernels::parse_gemm_tuning(c.gemm_tuning);
+  AXONN_CHECK_ARG(c.gemm_tuning_report.empty() || tuning,
+                  "--gemm-tuning-report writes the GEMM tuner's choices; add --gemm-tuning on");
+}
+
+// The GEMM tuner's choices (rank 0's) as JSON: one object per (engine, site, shape).
+void write_gemm_tuning_report(const std::string& path) {
+  nlohmann::json records = nlohmann::json::array();
+  for (const auto& r : kernels::gemm_tuner().records()) {
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const auto& cand : r.candidates)
+      candidates.push_back(
+          {{"variant", kernels::gemm_variant_name(cand.variant)}, {"layout", cand.layout}, {"ms", cand.seconds * 1e3}});
+    records.push_back({{"engine", r.key.engine},
+                       {"site", r.key.site},
+                       {"m", r.key.m},
+                       {"n", r.key.n},
+                       {"k", r.key.k},
+                       {"trans_a", r.key.trans_a},
+                       {"trans_b", r.key.trans_b},
+                       {"chosen", kernels::gemm_variant_name(r.chosen)},
+                       {"speedup", r.speedup()},
+                       {"candidates", candidates}});
+  }
+  std::ofstream f(path, std::ios::trunc);
+  f << nlohmann::json({{"gemm_tuning", records}}).dump(1) << '\n';
+  AXONN_CHECK_IO(f.good(), "cannot write --gemm-tuning-report file '", path, "'");
 }
 
 // Overlap, micro-batching and caching checks that need the grid.
@@ -227,6 +255,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const parallel::GridShape shape = resolve_grid(c, world->size());
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
+  kernels::set_gemm_tuning(kernels::parse_gemm_tuning(c.gemm_tuning));
+  kernels::gemm_tuner().clear();  // each run tunes afresh (and reports only its own choices)
+  if (!c.gemm_tuning_report.empty()) {  // fail now, on every rank, rather than after training
+    int32_t bad = 0;
+    if (world->rank() == 0) bad = std::ofstream(c.gemm_tuning_report, std::ios::trunc).good() ? 0 : 1;
+    world->all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
+    AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
+  }
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
   const detail::StartPlan start = detail::plan_start(c);
   const model::GptConfig mc = resolve_model(c, start);
@@ -296,6 +332,9 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
            std::string(kernels::backend_name(backend)).c_str(),
            std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
            c.peak_gflops > 0 ? "given" : "sgemm measured now");
+  if (kernels::gemm_tuning())
+    log_info("gemm      layout tuning on: the first call of each GEMM shape times its %zu variants (step 1 is "
+             "slower); choices reported at the end", kernels::kGemmVariants.size());
 
   std::optional<std::ofstream> metrics;
   if (!c.metrics.empty() && world->rank() == 0) {
@@ -387,6 +426,13 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   if (!c.save.empty()) {
     checkpoint::save_llmc(c.save, mc, gpt.params());
     log_info("saved     %s", c.save.c_str());
+  }
+  if (kernels::gemm_tuning()) {  // rank 0's choices (every rank tunes its own shapes)
+    for (const auto& line : kernels::gemm_tuner().report_lines()) log_info("gemm-tuning %s", line.c_str());
+    if (!c.gemm_tuning_report.empty() && world->rank() == 0) {
+      write_gemm_tuning_report(c.gemm_tuning_report);
+      log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
+    }
   }
   return history;
 }

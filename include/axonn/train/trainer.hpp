@@ -46,6 +46,8 @@ struct TrainConfig {
   // run
   std::string kernels = "cpu";      // cpu | ref
   std::string gemm = "onednn";      // onednn | openblas
+  std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)
+  std::string gemm_tuning_report;   // JSON file of the tuner's choices, written by rank 0 (needs tuning on)
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure sgemm at start
   std::string metrics;              // JSON Lines file, one object per step
   std::string save;                 // llm.c checkpoint written at the end (empty: none)

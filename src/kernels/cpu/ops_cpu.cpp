@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/kernels/ops.hpp"
 
 namespace axonn::kernels::cpu {
@@ -207,7 +208,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
   }
-  sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+  tuned_sgemm("fw", {.trans_a = false, .trans_b = true, .M = N, .N = OC, .K = C, .alpha = 1.0f, .A = inp, .lda = C,
+                     .B = weight, .ldb = C, .beta = bias ? 1.0f : 0.0f, .C = out, .ldc = OC});
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -215,8 +217,13 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dinp [N,C], dweight [OC,C], dbias [OC], dout [N,OC], inp [N,C], weight [OC,C]
   // Each output is optional, so a caller can split the dX and dW GEMMs (to overlap a collective
   // between them) and get exactly the bits of the combined call.
-  if (dinp) sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);      // dout @ W
-  if (dweight) sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);  // dout^T @ inp
+  // The GEMMs go through the layout tuner when --gemm-tuning is on (sites named as in spec §6).
+  if (dinp)  // dinp += dout @ W
+    tuned_sgemm("bw_act", {.trans_a = false, .trans_b = false, .M = N, .N = C, .K = OC, .alpha = 1.0f, .A = dout,
+                           .lda = OC, .B = weight, .ldb = C, .beta = 1.0f, .C = dinp, .ldc = C});
+  if (dweight)  // dweight += dout^T @ inp
+    tuned_sgemm("bw_w", {.trans_a = true, .trans_b = false, .M = OC, .N = C, .K = N, .alpha = 1.0f, .A = dout,
+                         .lda = OC, .B = inp, .ldb = C, .beta = 1.0f, .C = dweight, .ldc = C});
   if (dbias) {
     // column sums, split by column so each thread owns its outputs
 #pragma omp parallel

@@ -6,10 +6,12 @@
 //   out = inp W^T     <=>  out^T  = W inp^T     gemm(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  "TN"
 //   dinp += dout W    <=>  dinp^T += W^T dout^T gemm(N, N, m=C,  n=N,  k=OC, A=W,   lda=C, B=dout, ldb=OC) "NN"
 //   dW += dout^T inp  <=>  dW^T   += inp^T dout gemm(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) "NT"
-// Plain fp32 (CUBLAS_DEFAULT_MATH, no TF32). Choosing among layouts per shape (the GEMM tuner of §6)
-// is still to do.
+// Plain fp32 (CUBLAS_DEFAULT_MATH, no TF32). The three GEMMs are issued row-major through
+// detail::tuned_sgemm (gemm_tuning.hpp), which makes exactly these cuBLAS calls when --gemm-tuning
+// is off and lets the layout tuner (spec §6) choose among their variants per shape when it is on.
 #include "axonn/kernels/ops.hpp"
 #include "common.cuh"
+#include "gemm_tuning.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
@@ -64,9 +66,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   const float one = 1.0f, zero = 0.0f;
   if (C == 0)  // an empty sum; cuBLAS refuses the leading dimension 0
     AXONN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(N) * OC * sizeof(float), detail::stream()));
-  else
-    AXONN_CUBLAS_CHECK(cublasSgemm(detail::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, n, C, &one, weight, C, inp, C,
-                                   &zero, out, OC));
+  else  // out = inp @ W^T
+    detail::tuned_sgemm("fw", {.trans_a = false, .trans_b = true, .M = n, .N = OC, .K = C, .alpha = one, .A = inp,
+                               .lda = C, .B = weight, .ldb = C, .beta = zero, .C = out, .ldc = OC});
   if (bias != nullptr) {
     add_bias_kernel<<<detail::grid_for(N * OC, kThreads), kThreads, 0, detail::stream()>>>(out, bias, N, OC);
     AXONN_CUDA_CHECK_LAUNCH();
@@ -80,12 +82,12 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   const int n = detail::to_blas_int(N, "rows N");
   if (N == 0) return;
   const float one = 1.0f;
-  cublasHandle_t h = detail::cublas();
-  if (dinp != nullptr && C > 0 && OC > 0)
-    AXONN_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, n, OC, &one, weight, C, dout, OC, &one, dinp, C));
-  if (dweight != nullptr && C > 0 && OC > 0)
-    AXONN_CUBLAS_CHECK(
-        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, n, &one, inp, C, dout, OC, &one, dweight, C));
+  if (dinp != nullptr && C > 0 && OC > 0)  // dinp += dout @ W
+    detail::tuned_sgemm("bw_act", {.trans_a = false, .trans_b = false, .M = n, .N = C, .K = OC, .alpha = one,
+                                   .A = dout, .lda = OC, .B = weight, .ldb = C, .beta = one, .C = dinp, .ldc = C});
+  if (dweight != nullptr && C > 0 && OC > 0)  // dweight += dout^T @ inp
+    detail::tuned_sgemm("bw_w", {.trans_a = true, .trans_b = false, .M = OC, .N = C, .K = n, .alpha = one,
+                                 .A = dout, .lda = OC, .B = inp, .ldb = C, .beta = one, .C = dweight, .ldc = C});
   if (dbias != nullptr) column_sums_accumulate(dbias, dout, N, OC);
 }
 

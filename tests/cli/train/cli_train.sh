@@ -162,5 +162,41 @@ for r in summary:
 print("ok: trace of 2 ranks, hidden %s" % [round(r["hidden_fraction"], 3) for r in summary])
 PY
     ;;
+  gemm_tuning_bad_value) expect_error "--gemm-tuning takes on or off, got 'maybe'" "$axonn" train --gemm-tuning maybe ;;
+  gemm_tuning_report_without_tuning)
+    expect_error "add --gemm-tuning on" "$axonn" train --gemm-tuning-report "$tmp/g.json" ;;
+  gemm_tuning_unwritable)
+    expect_error "cannot write --gemm-tuning-report file '/nonexistent-dir/g.json'" \
+      "$axonn" train --gemm-tuning on --gemm-tuning-report /nonexistent-dir/g.json ;;
+  gemm_tuning_same_losses)
+    # the reference run with the GEMM layout tuner off and on: the same losses to fp32 rounding (the
+    # variants may sum in another order), both within llm.c's tolerance; the report names every site
+    timeout 200 "$axonn" train --init "$model" --data "$tokens" "${ref_flags[@]}" --metrics "$tmp/on.jsonl" \
+      --peak-gflops 100 --gemm-tuning on --gemm-tuning-report "$tmp/report-on.json" >"$tmp/out-on" 2>&1 \
+      || { cat "$tmp/out-on"; exit 1; }
+    timeout 200 "$axonn" train --init "$model" --data "$tokens" "${ref_flags[@]}" --metrics "$tmp/off.jsonl" \
+      --peak-gflops 100 >"$tmp/out-off" 2>&1 || { cat "$tmp/out-off"; exit 1; }
+    grep -Eq "gemm-tuning cpu/onednn fw M=128 N=192 K=64 NT: " "$tmp/out-on" \
+      || { echo "FAIL: no report line for the forward GEMM"; cat "$tmp/out-on"; exit 1; }
+    python3 - "$tmp/off.jsonl" "$tmp/on.jsonl" "$ref/gpt2-tiny/losses.txt" "$tmp/report-on.json" <<'PY'
+import json, sys
+off = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+on = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+want = [float(l.split()[1]) for l in open(sys.argv[3])]
+assert len(off) == len(on) == len(want) == 30, (len(off), len(on))
+d = max(abs(a - b) for a, b in zip(on, off))
+assert d <= 1e-4, ("tuned and untuned losses differ by", d)
+assert max(abs(a - w) for a, w in zip(on, want)) <= 1e-3
+recs = json.load(open(sys.argv[4]))["gemm_tuning"]
+sites = {r["site"] for r in recs}
+assert sites == {"fw", "bw_act", "bw_w"}, sites
+for r in recs:
+    names = [c["variant"] for c in r["candidates"]]
+    assert len(names) == 6 and r["chosen"] in names and all(c["ms"] > 0 for c in r["candidates"]), r
+    assert r["engine"] == "cpu/onednn" and r["speedup"] >= 1.0, r
+print("ok: tuned vs untuned losses within %.3g; %d GEMM shapes tuned: %s" % (
+    d, len(recs), ", ".join("%s %dx%dx%d %s" % (r["site"], r["m"], r["n"], r["k"], r["chosen"]) for r in recs)))
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
