@@ -7,10 +7,11 @@
 //   dW += dout^T inp    <=>  dW^T += inp^T dout   Lt(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) C=D fp32, beta 1
 // For the bf16 outputs cuBLASLt forms alpha*AB + beta*C in fp32 and rounds once (the op list's rule). The
 // bias is fused with CUBLASLT_EPILOGUE_BIAS (bf16 bias, as the output type); a bias that is not 16-byte
-// aligned is first copied into aligned scratch. dbias (fp32) is a column-sum kernel. The algorithm for each
-// (shape, layout, types, alignment) is asked of cuBLASLt's heuristic once and cached per thread.
+// aligned is first copied into aligned scratch (the alignment preferences do not cover it). dbias (fp32) is a
+// column-sum kernel. The algorithm for each (shape, layout, types, alignment) is asked of cuBLASLt's heuristic
+// once and cached per thread; where it has none (unaligned or mixed-alignment buffers), cublasGemmEx with the
+// same types does the product.
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include "bf16.cuh"
@@ -92,6 +93,31 @@ struct Gemm {
   const void* bias;  // bf16 [m], 16-byte aligned, or null
 };
 
+// The fallback when cuBLASLt offers no algorithm (unaligned or mixed-alignment buffers): cublasGemmEx with
+// the same types (bf16 A and B, fp32 compute, bf16 or fp32 output). A bias is first broadcast into D and
+// then added with beta = 1, so the bf16 output is still rounded once.
+void gemm_ex(const Gemm& g) {
+  float beta = g.beta;
+  if (g.bias != nullptr) {
+    AXONN_CHECK(g.ldd == g.m && g.beta == 0.0f, "cuda bf16 matmul: a bias needs a packed output and beta = 0");
+    const int64_t rows = g.n;
+    fill_bias_kernel<<<detail::grid_for(rows * g.m, 256), 256, 0, detail::stream()>>>(
+        static_cast<uint16_t*>(g.D), static_cast<const uint16_t*>(g.bias), rows, g.m);
+    AXONN_CUDA_CHECK_LAUNCH();
+    beta = 1.0f;
+  }
+  const float alpha = 1.0f;
+  AXONN_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::detail::cublas(), g.ta, g.tb, g.m, g.n, g.k, &alpha, g.A, CUDA_R_16BF,
+                                  g.lda, g.B, CUDA_R_16BF, g.ldb, &beta, g.D, g.dtype, g.ldd, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+}
+
+// cuBLASLt's choice for one key: its algorithm, or none (then cublasGemmEx).
+struct Choice {
+  bool lt;
+  cublasLtMatmulAlgo_t algo;
+};
+
 // D = op(A) op(B) (+ bias) + beta * D, column-major, on the backend's stream.
 void lt_matmul(const Gemm& g) {
   Descriptors s;
@@ -122,7 +148,7 @@ void lt_matmul(const Gemm& g) {
   using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, uint32_t, uint32_t, uint32_t>;
   const Key key{device, g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.dtype, g.bias != nullptr,
                 align_a, align_b, align_d};
-  thread_local std::map<Key, cublasLtMatmulAlgo_t> cache;
+  thread_local std::map<Key, Choice> cache;
   auto it = cache.find(key);
   if (it == cache.end()) {
     AXONN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&s.pref));
@@ -139,24 +165,17 @@ void lt_matmul(const Gemm& g) {
                                                             &align_d, sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    // "No algorithm" comes back either as NOT_SUPPORTED or as found = 0; both get the message below.
+    // "No algorithm" comes back either as NOT_SUPPORTED or as found = 0 (seen for mixed alignments).
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(detail::cublaslt(), s.op, s.a, s.b, s.d, s.d,
                                                                  s.pref, 1, &result, &found);
     if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
       throw kernels::cuda::detail::cublas_error(status, "cublasLtMatmulAlgoGetHeuristic");
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
-      std::ostringstream os;
-      os << "cuBLASLt has no algorithm for the bf16 GEMM m=" << g.m << " n=" << g.n << " k=" << g.k
-         << " (transa " << at << ", transb " << bt << ", output " << (g.dtype == CUDA_R_32F ? "fp32" : "bf16")
-         << ", bias " << (g.bias != nullptr) << ", alignments " << align_a << "/" << align_b << "/" << align_d
-         << " bytes); align the buffers to 16 bytes";
-      throw CudaError(os.str());
-    }
-    it = cache.emplace(key, result.algo).first;
+    it = cache.emplace(key, Choice{status == CUBLAS_STATUS_SUCCESS && found > 0, result.algo}).first;
   }
+  if (!it->second.lt) return gemm_ex(g);
   const float alpha = 1.0f;
   AXONN_CUBLAS_CHECK(cublasLtMatmul(detail::cublaslt(), s.op, &alpha, g.A, s.a, g.B, s.b, &g.beta, g.D, s.d, g.D, s.d,
-                                    &it->second, detail::lt_workspace(), detail::kLtWorkspaceBytes,
+                                    &it->second.algo, detail::lt_workspace(), detail::kLtWorkspaceBytes,
                                     detail::stream()));
 }
 
