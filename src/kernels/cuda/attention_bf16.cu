@@ -4,9 +4,9 @@
 //
 // q, k, v are read straight out of qkv [B,T,3C] (row stride 3C, heads HS apart). Work split: a block takes
 // kBr = 64 rows (queries, or keys in the dK/dV kernel) of one (b, h); kTPR = 4 adjacent threads share a row,
-// thread `part` owning the head dimensions d = j * 4 + part (interleaved, so the 4 threads read 4 adjacent
-// shared-memory banks); partial dot products are completed with two xor-shuffles, which give the 4 threads
-// bit-identical sums. The other side (keys, or queries) streams through shared memory in tiles of kBc = 32,
+// each owning a quarter of the head dimensions in interleaved chunks of 4 (or 2) floats, read from shared
+// memory with one 16- (or 8-) byte load per chunk (dim_of, read_row); partial dot products are completed
+// with two xor-shuffles, which give the 4 threads bit-identical sums. The other side (keys, or queries) streams through shared memory in tiles of kBc = 32,
 // widened to fp32; only the causal tiles are visited.
 //   forward: online softmax in fp32 (running max m, running sum l, rescaled accumulator), writes
 //            out = o / l (bf16) and lse = m + log l (fp32).
@@ -42,6 +42,35 @@ __device__ __forceinline__ float row_sum(float v) {
   return v;
 }
 
+// Which head dimensions a thread owns: register slot j of thread `part` is dimension
+// ((j / VW) * kTPR + part) * VW + j % VW, i.e. the 4 threads of a row take turns in chunks of VW floats
+// (VW = 4 when HS % 16 == 0, else 2). A thread then reads its slots of a shared-memory row with 8- or 16-byte
+// loads, and the 4 threads of a row read 4 adjacent chunks (no bank conflicts; the 8 rows of a warp read the
+// same addresses, a broadcast).
+template <int HS>
+constexpr int kVW = HS % 16 == 0 ? 4 : 2;
+template <int HS>
+__device__ __forceinline__ int dim_of(int j, int part) {
+  constexpr int VW = kVW<HS>;
+  return ((j / VW) * kTPR + part) * VW + j % VW;
+}
+// x[j] = row[dim_of(j, part)] for the thread's HS / kTPR slots (row: a 16-byte aligned shared-memory row).
+template <int HS>
+__device__ __forceinline__ void read_row(float (&x)[HS / kTPR], const float* row, int part) {
+  constexpr int VW = kVW<HS>;
+#pragma unroll
+  for (int ch = 0; ch < HS / kTPR / VW; ch++) {
+    const float* p = row + (ch * kTPR + part) * VW;
+    if constexpr (VW == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p);
+      x[ch * 4] = v.x, x[ch * 4 + 1] = v.y, x[ch * 4 + 2] = v.z, x[ch * 4 + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(p);
+      x[ch * 2] = v.x, x[ch * 2 + 1] = v.y;
+    }
+  }
+}
+
 struct Geometry {  // where (b, h) lives in qkv / out and in the per-head row arrays
   int64_t qkv_base, out_base, stat_base;
   int64_t C3;
@@ -67,7 +96,8 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) flash_forward_kernel(uint16_t* out, float* lse, const uint16_t* qkv, int T,
                                                                  int C, int NH, float scale) {
   constexpr int DPT = HS / kTPR;
-  __shared__ float Ks[kBc][HS], Vs[kBc][HS];
+  __shared__ __align__(16) float Ks[kBc][HS];
+  __shared__ __align__(16) float Vs[kBc][HS];
   const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
   const int t = q0 + threadIdx.x / kTPR;
@@ -76,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(uint16_t* out, 
   float q[DPT], o[DPT];
 #pragma unroll
   for (int j = 0; j < DPT; j++) {
-    q[j] = widen(Q[tq * g.C3 + j * kTPR + part]);
+    q[j] = widen(Q[tq * g.C3 + dim_of<HS>(j, part)]);
     o[j] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
@@ -89,9 +119,11 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(uint16_t* out, 
     float tile_max = -INFINITY;
 #pragma unroll
     for (int c = 0; c < kBc; c++) {
+      float kr[DPT];
+      read_row<HS>(kr, Ks[c], part);
       float acc = 0.0f;
 #pragma unroll
-      for (int j = 0; j < DPT; j++) acc += q[j] * Ks[c][j * kTPR + part];
+      for (int j = 0; j < DPT; j++) acc += q[j] * kr[j];
       acc = row_sum(acc);
       s[c] = k0 + c <= tq ? acc * scale : -INFINITY;  // causal mask (and keys past T, since tq < T)
       tile_max = fmaxf(tile_max, s[c]);
@@ -107,18 +139,20 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(uint16_t* out, 
     }
     l = l * alpha + psum;
 #pragma unroll
-    for (int j = 0; j < DPT; j++) {
-      float acc = o[j] * alpha;
+    for (int j = 0; j < DPT; j++) o[j] *= alpha;
 #pragma unroll
-      for (int c = 0; c < kBc; c++) acc += s[c] * Vs[c][j * kTPR + part];
-      o[j] = acc;
+    for (int c = 0; c < kBc; c++) {
+      float vr[DPT];
+      read_row<HS>(vr, Vs[c], part);
+#pragma unroll
+      for (int j = 0; j < DPT; j++) o[j] += s[c] * vr[j];
     }
     m = m_new;
   }
   if (t < T) {
     uint16_t* orow = out + g.out_base + static_cast<int64_t>(t) * C;
 #pragma unroll
-    for (int j = 0; j < DPT; j++) orow[j * kTPR + part] = detail::round_bf16(o[j] / l);
+    for (int j = 0; j < DPT; j++) orow[dim_of<HS>(j, part)] = detail::round_bf16(o[j] / l);
     if (part == 0) lse[g.stat_base + t] = m + logf(l);
   }
 }
@@ -146,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(uint16_t* d
                                                                      const float* lse, int T, int C, int NH,
                                                                      float scale) {
   constexpr int DPT = HS / kTPR;
-  __shared__ float Ks[kBc][HS], Vs[kBc][HS];
+  __shared__ __align__(16) float Ks[kBc][HS];
+  __shared__ __align__(16) float Vs[kBc][HS];
   const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
   const int t = q0 + threadIdx.x / kTPR;
@@ -156,8 +191,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(uint16_t* d
   float q[DPT], dy[DPT], dq[DPT];
 #pragma unroll
   for (int j = 0; j < DPT; j++) {
-    q[j] = widen(Q[tq * g.C3 + j * kTPR + part]);
-    dy[j] = widen(dO[static_cast<int64_t>(tq) * C + j * kTPR + part]);
+    q[j] = widen(Q[tq * g.C3 + dim_of<HS>(j, part)]);
+    dy[j] = widen(dO[static_cast<int64_t>(tq) * C + dim_of<HS>(j, part)]);
     dq[j] = 0.0f;
   }
   const float row_lse = lse[g.stat_base + tq], row_D = D[g.stat_base + tq];
@@ -168,25 +203,28 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(uint16_t* d
     __syncthreads();
 #pragma unroll 4
     for (int c = 0; c < kBc; c++) {
+      float kr[DPT], vr[DPT];
+      read_row<HS>(kr, Ks[c], part);
+      read_row<HS>(vr, Vs[c], part);
       float s = 0.0f, dp = 0.0f;
 #pragma unroll
       for (int j = 0; j < DPT; j++) {
-        s += q[j] * Ks[c][j * kTPR + part];
-        dp += dy[j] * Vs[c][j * kTPR + part];
+        s += q[j] * kr[j];
+        dp += dy[j] * vr[j];
       }
       s = row_sum(s);
       dp = row_sum(dp);
       const float p = k0 + c <= tq ? expf(s * scale - row_lse) : 0.0f;
       const float ds = p * (dp - row_D);
 #pragma unroll
-      for (int j = 0; j < DPT; j++) dq[j] += ds * Ks[c][j * kTPR + part];
+      for (int j = 0; j < DPT; j++) dq[j] += ds * kr[j];
     }
   }
   if (t < T) {
     uint16_t* dQ = dqkv + g.qkv_base + static_cast<int64_t>(t) * g.C3;
 #pragma unroll
     for (int j = 0; j < DPT; j++) {
-      const int d = j * kTPR + part;
+      const int d = dim_of<HS>(j, part);
       dQ[d] = detail::round_bf16(widen(dQ[d]) + dq[j] * scale);
     }
   }
@@ -199,7 +237,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
                                                                       const float* lse, int T, int C, int NH,
                                                                       float scale) {
   constexpr int DPT = HS / kTPR;
-  __shared__ float Qs[kBc][HS], dOs[kBc][HS];
+  __shared__ __align__(16) float Qs[kBc][HS];
+  __shared__ __align__(16) float dOs[kBc][HS];
   __shared__ float lse_s[kBc], D_s[kBc];
   const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int k0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
@@ -210,8 +249,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
   float k[DPT], v[DPT], dk[DPT], dv[DPT];
 #pragma unroll
   for (int j = 0; j < DPT; j++) {
-    k[j] = widen(Q[kq * g.C3 + C + j * kTPR + part]);
-    v[j] = widen(Q[kq * g.C3 + 2 * C + j * kTPR + part]);
+    k[j] = widen(Q[kq * g.C3 + C + dim_of<HS>(j, part)]);
+    v[j] = widen(Q[kq * g.C3 + 2 * C + dim_of<HS>(j, part)]);
     dk[j] = 0.0f;
     dv[j] = 0.0f;
   }
@@ -227,11 +266,14 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
 #pragma unroll 4
     for (int c = 0; c < kBc; c++) {
       const int tq = t0 + c;
+      float qr[DPT], dyr[DPT];
+      read_row<HS>(qr, Qs[c], part);
+      read_row<HS>(dyr, dOs[c], part);
       float s = 0.0f, dp = 0.0f;
 #pragma unroll
       for (int j = 0; j < DPT; j++) {
-        s += Qs[c][j * kTPR + part] * k[j];
-        dp += dOs[c][j * kTPR + part] * v[j];
+        s += qr[j] * k[j];
+        dp += dyr[j] * v[j];
       }
       s = row_sum(s);
       dp = row_sum(dp);
@@ -239,8 +281,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
       const float ds = p * (dp - D_s[c]);
 #pragma unroll
       for (int j = 0; j < DPT; j++) {
-        dv[j] += p * dOs[c][j * kTPR + part];
-        dk[j] += ds * Qs[c][j * kTPR + part];
+        dv[j] += p * dyr[j];
+        dk[j] += ds * qr[j];
       }
     }
   }
@@ -248,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
     uint16_t* row = dqkv + g.qkv_base + static_cast<int64_t>(key) * g.C3;
 #pragma unroll
     for (int j = 0; j < DPT; j++) {
-      const int d = j * kTPR + part;
+      const int d = dim_of<HS>(j, part);
       row[C + d] = detail::round_bf16(widen(row[C + d]) + dk[j] * scale);
       row[2 * C + d] = detail::round_bf16(widen(row[2 * C + d]) + dv[j]);
     }
