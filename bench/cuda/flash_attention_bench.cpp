@@ -76,8 +76,8 @@ int run(int B, int T, int NH, int HS, int iters) {
   const double fwd_flop = 2.0 * B * NH * static_cast<double>(T) * T * HS, bwd_flop = 2.5 * fwd_flop;
   cudaDeviceProp prop{};
   AXONN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("flash attention bf16 (CUDA cores, fp32 math) on %s: B=%d T=%d NH=%d HS=%d, %d iterations\n", prop.name, B,
-              T, NH, HS, iters);
+  std::printf("flash attention bf16 (CUDA cores, fp32 math) on %s: B=%d T=%d NH=%d HS=%d, %d iterations\n",
+              prop.name, B, T, NH, HS, iters);
   std::printf("  forward  %8.3f ms  %7.2f TFLOP/s\n", fwd_ms, fwd_flop / fwd_ms * 1e-9);
   std::printf("  backward %8.3f ms  %7.2f TFLOP/s\n", bwd_ms, bwd_flop / bwd_ms * 1e-9);
   std::printf("  fwd+bwd  %8.3f ms  %7.2f TFLOP/s (causal FLOPs, FlashAttention-2 convention)\n", fwd_ms + bwd_ms,
@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 6) iters = std::atoi(argv[5]);
   if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0 || iters <= 0) {
-    std::fprintf(stderr, "usage: bench_flash_attention [B T NH HS] [iters]  (all positive; HS a multiple of 8 <= 128)\n");
+    std::fprintf(stderr,
+                 "usage: bench_flash_attention [B T NH HS] [iters]  (all positive; HS a multiple of 8 <= 128)\n");
     return 2;
   }
   try {

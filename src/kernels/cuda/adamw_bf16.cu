@@ -70,7 +70,8 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   // master, m, v, grads [n] fp32; params [n] bf16; t >= 1
   if (n == 0) return;
-  AXONN_CHECK_ARG(t >= 1, "cuda bf16 adamw_update: step t = ", t, " must be >= 1 (the bias corrections divide by 1 - beta^t)");
+  AXONN_CHECK_ARG(t >= 1, "cuda bf16 adamw_update: step t = ", t,
+                  " must be >= 1 (the bias corrections divide by 1 - beta^t)");
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
   adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(

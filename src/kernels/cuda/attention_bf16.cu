@@ -6,8 +6,8 @@
 // kBr = 64 rows (queries, or keys in the dK/dV kernel) of one (b, h); kTPR = 4 adjacent threads share a row,
 // each owning a quarter of the head dimensions in interleaved chunks of 4 (or 2) floats, read from shared
 // memory with one 16- (or 8-) byte load per chunk (dim_of, read_row); partial dot products are completed
-// with two xor-shuffles, which give the 4 threads bit-identical sums. The other side (keys, or queries) streams through shared memory in tiles of kBc = 32,
-// widened to fp32; only the causal tiles are visited.
+// with two xor-shuffles, which give the 4 threads bit-identical sums. The other side (keys, or queries)
+// streams through shared memory in tiles of kBc = 32, widened to fp32; only the causal tiles are visited.
 //   forward: online softmax in fp32 (running max m, running sum l, rescaled accumulator), writes
 //            out = o / l (bf16) and lse = m + log l (fp32).
 //   backward: D = rowsum(dout * out) -> scratch; dQ kernel over query tiles: p = exp(s - lse),
@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
 
 // Checks the shape and returns HS.
 int head_size(int B, int C, int NH) {
-  AXONN_CHECK_ARG(NH > 0 && C % NH == 0, "cuda bf16 attention: channels C = ", C, " must be a multiple of the heads NH = ",
-                  NH);
+  AXONN_CHECK_ARG(NH > 0 && C % NH == 0, "cuda bf16 attention: channels C = ", C,
+                  " must be a multiple of the heads NH = ", NH);
   const int HS = C / NH;
   AXONN_CHECK_ARG(HS % 8 == 0 && HS >= 8 && HS <= kMaxHS, "cuda bf16 attention: head size C/NH = ", HS,
                   " is not supported by the flash kernel (a multiple of 8 up to ", kMaxHS,

@@ -62,7 +62,8 @@ __global__ void layernorm_forward_kernel(uint16_t* out, float* mean, float* rstd
     __syncwarp();  // every lane has read rstd[n]
   }
   uint16_t* o = out + n * C;
-  for (int i = lane; i < C; i += kWarp) o[i] = detail::round_bf16(r * (widen(x[i]) - m) * widen(weight[i]) + widen(bias[i]));
+  for (int i = lane; i < C; i += kWarp)
+    o[i] = detail::round_bf16(r * (widen(x[i]) - m) * widen(weight[i]) + widen(bias[i]));
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = r;
@@ -144,7 +145,8 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
 
 unsigned row_blocks(int64_t N) {
   const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
-  AXONN_CHECK_ARG(blocks <= 0x7fffffffLL, "cuda bf16 layernorm: ", N, " rows exceed the grid; use smaller micro-batches");
+  AXONN_CHECK_ARG(blocks <= 0x7fffffffLL, "cuda bf16 layernorm: ", N,
+                  " rows exceed the grid; use smaller micro-batches");
   return static_cast<unsigned>(blocks);
 }
 

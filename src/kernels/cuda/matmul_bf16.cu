@@ -1,10 +1,10 @@
 // kernels/cuda/matmul_bf16.cu — the linear layer in bf16 through cuBLASLt: bf16 A and B, fp32 accumulation
 // (CUBLAS_COMPUTE_32F); activations out in bf16, weight gradients out in fp32 accumulated with beta = 1.
 //
-// Row-major by the transposition trick, as matmul.cu (spec axonn.md §6):
-//   out = inp W^T + b   <=>  out^T = W inp^T      Lt(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  D bf16, bias epilogue
-//   dinp += dout W      <=>  dinp^T += W dout^T   Lt(N, N, m=C,  n=N,  k=OC, A=W,   lda=C, B=dout, ldb=OC) C=D bf16, beta 1
-//   dW += dout^T inp    <=>  dW^T += inp^T dout   Lt(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) C=D fp32, beta 1
+// Row-major by the transposition trick, as matmul.cu (spec axonn.md §6); D = C in place where accumulating:
+//   out = inp W^T + b  <=> out^T = W inp^T     Lt(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  bf16, bias
+//   dinp += dout W     <=> dinp^T += W dout^T  Lt(N, N, m=C,  n=N,  k=OC, A=W,   lda=C, B=dout, ldb=OC) bf16, beta 1
+//   dW += dout^T inp   <=> dW^T += inp^T dout  Lt(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) fp32, beta 1
 // For the bf16 outputs cuBLASLt forms alpha*AB + beta*C in fp32 and rounds once (the op list's rule). The
 // bias is fused with CUBLASLT_EPILOGUE_BIAS (bf16 bias, as the output type); a bias that is not 16-byte
 // aligned is first copied into aligned scratch (the alignment preferences do not cover it). dbias (fp32) is a
@@ -127,8 +127,10 @@ void lt_matmul(const Gemm& g) {
   if (g.bias != nullptr) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const int32_t bias_type = CUDA_R_16BF;
-    AXONN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    AXONN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+    AXONN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    AXONN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
     AXONN_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }

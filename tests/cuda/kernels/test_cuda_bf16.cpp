@@ -309,7 +309,8 @@ TEST_P(CudaBf16, SoftmaxCrossEntropy) {
   cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
   BDev d_z(z);
   FDev d_losses(N);
-  gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, V, Vp, 0, nullptr);  // in place
+  // In place (probs aliasing logits), as the model calls it.
+  gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, V, Vp, 0, nullptr);
   EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-5f));
   EXPECT_TRUE(close_bf16(d_z.host(), probs));
   const float dloss = 1.0f / static_cast<float>(N);
@@ -392,7 +393,8 @@ TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
   ASSERT_EQ(Vp % 2, 0);
   const int Ch = C / 2, Vh = Vp / 2;
   // LayerNorm over channels split in two halves; cross-entropy over a vocabulary split in two halves.
-  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4), z = rand_bf(N * Vp, 5, 3.0f);
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4),
+     z = rand_bf(N * Vp, 5, 3.0f);
   auto targets = randint(N, V, 6);
   Bf out(N * C), dinp(N * C, 0), probs(N * Vp);
   Vec mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f), losses(N);
