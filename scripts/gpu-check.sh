@@ -45,6 +45,7 @@ fi
 log "build the GPU tests (and what they link; not the tools or CPU tests) with $jobs jobs"
 targets="test_cuda_kernels test_cuda_staged"
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" && targets="$targets test_cuda_nccl"
+targets="$targets test_cuda_bf16 bench_flash_attention"  # bf16 kernels and the flash attention benchmark
 if ! timeout 200 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
   grep -E "error|Error" "$logs.build.log" | head -30; log "FAIL: build (log: $logs.build.log)"; exit 1
 fi
@@ -61,10 +62,25 @@ if [ "$gpus" -gt 0 ] && [ -n "$skipped" ]; then
   [ "$gpus" -ge 2 ] && bad_skips="$skipped"
 fi
 
+# ---- bf16 flash attention benchmark (GPT-2 124M shape: B=16 T=1024 NH=12 HS=64; about 10 s) ----
+flash_summary="not run (no GPU)"
+if [ "$gpus" -gt 0 ]; then
+  log "benchmark: bf16 flash attention forward + backward"
+  if timeout 120 "$build/bin/bench_flash_attention" 16 1024 12 64 20 >"$logs.flash.log" 2>&1; then
+    flash_summary=$(grep "fwd+bwd" "$logs.flash.log" | sed 's/^ *//')
+  else
+    flash_summary="FAILED (log: $logs.flash.log)"
+    rc=1
+  fi
+  cat "$logs.flash.log"
+fi
+# ---- end of the flash attention block ----
+
 echo "==================== gpu-check summary ===================="
 echo "devices visible : $gpus"
 grep -E "tests passed|tests failed" "$logs.ctest.log" | tail -1
 [ -n "$skipped" ] && { echo "skipped:"; echo "$skipped"; }
+echo "flash attention : $flash_summary"
 echo "time            : $(elapsed) s (logs: $logs.{configure,build,ctest}.log)"
 if [ $rc -ne 0 ]; then echo "RESULT: FAIL (ctest exit $rc)"; exit 1; fi
 if [ -n "$bad_skips" ]; then echo "RESULT: FAIL (tests skipped although a GPU is visible)"; exit 1; fi

@@ -13,6 +13,8 @@
 // Two implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
 // output to bf16 — the oracle for the GPU) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16
 // inputs and fp32 accumulation, a flash attention kernel; built with AXONN_CUDA=ON).
+// A RowReducer (LayerNorm, cross-entropy) is called with the arrays where the implementation keeps the row
+// values: host arrays for ref_bf16, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,92 @@
+// kernels/cuda/adamw_bf16.cu — AdamW on the fp32 master weights with the bf16 copy written in the same
+// pass, and the fp32 <-> bf16 casts.
+#include <cmath>
+
+#include "bf16.cuh"
+
+namespace axonn::kernels::cuda_bf16 {
+namespace {
+
+using detail::global_index;
+using detail::global_stride;
+using detail::kPack;
+
+constexpr int kThreads = 256;
+
+// As kernels::cuda::adamw_update (same formulas, bias corrections from the host), then params = round(master).
+__global__ void adamw_kernel(float* master, uint16_t* params, float* m, float* v, const float* grads, int64_t n,
+                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                             float c1, float c2) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float g = grads[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mh = mi / c1, vh = vi / c2;
+    float p = master[i];
+    p -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p);
+    master[i] = p;
+    params[i] = detail::round_bf16(p);
+  }
+}
+
+struct CastToBf16 {
+  uint16_t* out;
+  const float* in;
+  __device__ void operator()(int64_t i, int cnt, bool vec) const {
+    float x[kPack];
+    if (vec) {
+      const float4 a = *reinterpret_cast<const float4*>(in + i), b = *reinterpret_cast<const float4*>(in + i + 4);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPack; j++) x[j] = j < cnt ? in[i + j] : 0.0f;
+    }
+    detail::store8(out + i, x, cnt, vec);
+  }
+};
+
+struct CastToF32 {
+  float* out;
+  const uint16_t* in;
+  __device__ void operator()(int64_t i, int cnt, bool vec) const {
+    float x[kPack];
+    detail::load8(x, in + i, cnt, vec);
+    if (vec) {
+      *reinterpret_cast<float4*>(out + i) = make_float4(x[0], x[1], x[2], x[3]);
+      *reinterpret_cast<float4*>(out + i + 4) = make_float4(x[4], x[5], x[6], x[7]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPack; j++)
+        if (j < cnt) out[i + j] = x[j];
+    }
+  }
+};
+
+}  // namespace
+
+void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  // master, m, v, grads [n] fp32; params [n] bf16; t >= 1
+  if (n == 0) return;
+  AXONN_CHECK_ARG(t >= 1, "cuda bf16 adamw_update: step t = ", t,
+                  " must be >= 1 (the bias corrections divide by 1 - beta^t)");
+  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
+  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
+  adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(
+      master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+void cast_to_bf16(bf16* out, const float* in, int64_t n) {
+  // out [n] bf16, in [n] fp32
+  detail::launch_packs(CastToBf16{out, in}, n, detail::all_aligned16({out, in}));
+}
+
+void cast_to_f32(float* out, const bf16* in, int64_t n) {
+  // out [n] fp32, in [n] bf16
+  detail::launch_packs(CastToF32{out, in}, n, detail::all_aligned16({out, in}));
+}
+
+}  // namespace axonn::kernels::cuda_bf16

@@ -1,0 +1,78 @@
+// kernels/cuda/runtime_bf16.cpp — the cuBLASLt handle and workspace, the bf16 scratch buffer, and the
+// OpsBf16 table of the CUDA backend.
+#include "runtime_bf16.hpp"
+
+#include <mutex>
+#include <vector>
+
+#include "axonn/kernels/cuda.hpp"
+#include "core/cuda/device_buffer.hpp"
+
+namespace axonn::kernels {
+
+const OpsBf16& cuda_bf16_ops() {
+  static const OpsBf16 table{cuda_bf16::embedding_forward,
+                             cuda_bf16::embedding_backward,
+                             cuda_bf16::position_forward,
+                             cuda_bf16::position_backward,
+                             cuda_bf16::layernorm_forward,
+                             cuda_bf16::layernorm_backward,
+                             cuda_bf16::matmul_forward,
+                             cuda_bf16::matmul_backward,
+                             cuda_bf16::attention_forward,
+                             cuda_bf16::attention_backward,
+                             cuda_bf16::gelu_forward,
+                             cuda_bf16::gelu_backward,
+                             cuda_bf16::residual_forward,
+                             cuda_bf16::residual_backward,
+                             cuda_bf16::softmax_crossentropy_forward,
+                             cuda_bf16::softmax_crossentropy_backward,
+                             cuda_bf16::adamw_update,
+                             cuda_bf16::cast_to_bf16,
+                             cuda_bf16::cast_to_f32};
+  return table;
+}
+
+}  // namespace axonn::kernels
+
+namespace axonn::kernels::cuda_bf16::detail {
+
+namespace {
+size_t current_device() {
+  int device = 0;
+  AXONN_CUDA_CHECK(cudaGetDevice(&device));
+  return static_cast<size_t>(device);
+}
+}  // namespace
+
+cublasLtHandle_t cublaslt() {
+  thread_local std::vector<cublasLtHandle_t> handles;  // indexed by device; kept for the thread's life
+  const size_t device = current_device();
+  if (handles.size() <= device) handles.resize(device + 1, nullptr);
+  if (handles[device] == nullptr) AXONN_CUBLAS_CHECK(cublasLtCreate(&handles[device]));
+  return handles[device];
+}
+
+void* lt_workspace() {
+  // One per device for the process: every GEMM is queued on the one (legacy default) stream, so two
+  // GEMMs never use it at the same time.
+  // Never freed (a static destructor would run after the CUDA context is gone), hence `new`.
+  static auto* buffers = new std::vector<cuda_detail::DeviceBuffer>();
+  static std::mutex mutex;
+  const size_t device = current_device();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (buffers->size() <= device) buffers->resize(device + 1);
+  auto& buffer = (*buffers)[device];
+  if (buffer.data() == nullptr) buffer = cuda_detail::DeviceBuffer(kLtWorkspaceBytes);
+  return buffer.data();
+}
+
+void* scratch(size_t bytes) {
+  thread_local std::vector<cuda_detail::DeviceBuffer> buffers;  // indexed by device
+  const size_t device = current_device();
+  if (buffers.size() <= device) buffers.resize(device + 1);
+  buffers[device].reserve(bytes);
+  return buffers[device].data();
+}
+
+}  // namespace axonn::kernels::cuda_bf16::detail

@@ -1,0 +1,70 @@
+// kernels/cuda/runtime_bf16.hpp — host side of the bf16 kernels (private to axonn_kernels_cuda): the
+// functions behind kernels::cuda_bf16_ops(), the cuBLASLt handle and workspace, and a scratch buffer.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include "axonn/kernels/ops_bf16.hpp"
+#include "runtime.hpp"
+
+namespace axonn::kernels::cuda_bf16 {
+
+// The op list of kernels/ops_bf16.hpp on DEVICE pointers, on detail::stream() (see kernels/cuda.hpp).
+void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C);
+void embedding_backward(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C);
+void position_forward(bf16* out, const bf16* wpe, int B, int T, int C);
+void position_backward(float* dwpe, const bf16* dout, int B, int T, int C);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                       int64_t N, int C, int C_total, const RowReducer* reducer);
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer);
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC);
+void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                     const bf16* weight, int64_t N, int C, int OC);
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                        const float* lse, int B, int T, int C, int NH);
+void gelu_forward(bf16* out, const bf16* inp, int64_t N);
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
+void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
+void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
+                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
+                                   int Vvalid, int Vs, int vocab_begin);
+void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+void cast_to_bf16(bf16* out, const float* in, int64_t n);
+void cast_to_f32(float* out, const bf16* in, int64_t n);
+
+namespace detail {
+
+// The calling thread's cuBLASLt handle for the current device (created on first use, kept).
+cublasLtHandle_t cublaslt();
+
+// The cuBLASLt workspace of the current device: allocated once (kLtWorkspaceBytes), shared by every
+// GEMM of this backend. Safe to share because all of them run in order on the one stream.
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+void* lt_workspace();
+
+// A device buffer of at least `bytes`, owned by the calling thread, valid until the next call of a
+// bf16 op on this thread (row statistics handed to a RowReducer, a staged bias). Reuse is safe:
+// everything that reads it is queued on the same stream before the next op can queue a write.
+void* scratch(size_t bytes);
+
+// True when p is aligned to `bytes` (a power of two).
+inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+// True when every pointer is 16-byte aligned: the packed (uint4) paths of the elementwise kernels.
+inline bool all_aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (!aligned(p, 16)) return false;
+  return true;
+}
+
+}  // namespace detail
+}  // namespace axonn::kernels::cuda_bf16

@@ -1,0 +1,451 @@
+// Every bf16 CUDA kernel (kernels::cuda_bf16_ops()) against the CPU oracle kernels::ref_bf16_ops() on awkward
+// shapes; the flash attention's lse at fp32 level; a sharded LayerNorm and cross-entropy through a RowReducer
+// on device arrays (two "ranks" as two threads on one GPU). Without a CUDA device every test is SKIPPED.
+//
+// Tolerances. Both sides compute in fp32 and round each bf16 output once, but sum in different orders
+// (cuBLASLt's tiles, warp butterflies, the online softmax), so an fp32 value a few fp32 ulps off can round
+// to the neighbouring bf16: bf16 outputs agree within ONE bf16 ulp (2^-7 relative) plus 1e-4 absolute
+// (values near 0 that come out of cancellation). fp32 outputs (parameter gradients, statistics, losses,
+// lse) agree at fp32 level: 1e-5 relative (1e-4 for gradients summed over hundreds of rows) plus a small
+// absolute term. Pure copies and single additions (embedding, position, residual, casts) are bit-exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "axonn/core/dtype.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/kernels/cuda.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
+#include "gpu_test.hpp"
+#include "tensor_expect.hpp"
+
+namespace k = axonn::kernels;
+using axonn::bf16_to_f32;
+using axonn::f32_to_bf16;
+using axonn::test::allclose;
+using axonn::test::DeviceArray;
+using axonn::test::randint;
+using axonn::test::randn;
+using k::bf16;
+using Vec = std::vector<float>;
+using Bf = std::vector<bf16>;
+using FDev = DeviceArray<float>;
+using BDev = DeviceArray<bf16>;
+using IDev = DeviceArray<int>;
+
+namespace {
+
+constexpr float kUlp = 1.0f / 128.0f;  // one bf16 ulp, relative
+constexpr float kAbs = 1e-4f;
+
+Bf to_bf(const Vec& v) {
+  Bf b(v.size());
+  for (size_t i = 0; i < v.size(); i++) b[i] = f32_to_bf16(v[i]);
+  return b;
+}
+Vec widen(const Bf& b) {
+  Vec v(b.size());
+  for (size_t i = 0; i < b.size(); i++) v[i] = bf16_to_f32(b[i]);
+  return v;
+}
+Bf rand_bf(size_t n, uint32_t seed, float scale = 1.0f) { return to_bf(randn(n, seed, scale)); }
+
+// bf16 results within one bf16 ulp (+ kAbs) of the oracle's.
+::testing::AssertionResult close_bf16(const Bf& got, const Bf& want) {
+  return allclose(widen(got), widen(want), kAbs, kUlp);
+}
+
+const k::OpsBf16& gpu() { return k::cuda_bf16_ops(); }
+const k::OpsBf16& cpu() { return k::ref_bf16_ops(); }
+
+struct Shape {
+  int B, T, C, NH, V, Vp, OC;
+  int64_t N() const { return static_cast<int64_t>(B) * T; }
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH << " V=" << s.V << " Vp=" << s.Vp
+      << " OC=" << s.OC;
+}
+// The second crosses every block size: rows longer than a warp, more rows than a column chunk (256), a
+// vocabulary longer than a block (512), T = 67 not a multiple of the attention tiles (64 rows, 32 keys).
+// Head sizes 8 and 64 (the flash kernel takes multiples of 8).
+const Shape kShapes[] = {{3, 7, 24, 3, 37, 40, 10}, {5, 67, 320, 5, 1003, 1024, 77}};
+
+class CudaBf16 : public ::testing::TestWithParam<Shape> {};
+
+}  // namespace
+
+TEST(CudaBf16Ops, TableIsComplete) {
+  // No device needed: every entry of the table is linked.
+  const auto& t = gpu();
+  const void* entries[] = {reinterpret_cast<const void*>(t.embedding_forward),
+                           reinterpret_cast<const void*>(t.layernorm_backward),
+                           reinterpret_cast<const void*>(t.matmul_backward),
+                           reinterpret_cast<const void*>(t.attention_backward),
+                           reinterpret_cast<const void*>(t.softmax_crossentropy_backward),
+                           reinterpret_cast<const void*>(t.adamw_update),
+                           reinterpret_cast<const void*>(t.cast_to_f32)};
+  for (const void* e : entries) EXPECT_NE(e, nullptr);
+  EXPECT_NE(reinterpret_cast<const void*>(t.matmul_forward), reinterpret_cast<const void*>(cpu().matmul_forward));
+}
+
+TEST_P(CudaBf16, EmbeddingAndPosition) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  Bf wte = rand_bf(Vp * C, 1), wpe = rand_bf(T * C, 2), dy = rand_bf(N * C, 3);
+  auto inp = randint(N, V, 4);
+  inp[1] = inp[2] = inp[0];  // repeated tokens: the scatter must accumulate
+  IDev d_inp(inp);
+  BDev d_dy(dy);
+  for (auto [begin, rows] : {std::pair{0, Vp}, std::pair{9, 11}}) {
+    Bf w(wte.begin() + begin * C, wte.begin() + (begin + rows) * C), want(N * C);
+    cpu().embedding_forward(want.data(), inp.data(), w.data(), begin, rows, N, C);
+    BDev d_w(w), d_out(Bf(N * C, 0x4000));
+    gpu().embedding_forward(d_out.get(), d_inp.get(), d_w.get(), begin, rows, N, C);
+    EXPECT_EQ(d_out.host(), want) << "rows [" << begin << ", " << begin + rows << ")";
+    Vec dw(rows * C, 0.5f);
+    FDev d_dw(dw);
+    cpu().embedding_backward(dw.data(), dy.data(), inp.data(), begin, rows, N, C);
+    gpu().embedding_backward(d_dw.get(), d_dy.get(), d_inp.get(), begin, rows, N, C);
+    EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-5f, 1e-5f));
+  }
+  Bf p = rand_bf(N * C, 5);
+  BDev d_p(p), d_wpe(wpe);
+  cpu().position_forward(p.data(), wpe.data(), B, T, C);
+  gpu().position_forward(d_p.get(), d_wpe.get(), B, T, C);
+  EXPECT_EQ(d_p.host(), p) << "one fp32 addition, rounded once: bit-exact";
+  Vec dp(T * C, 0.25f);
+  FDev d_dp(dp);
+  cpu().position_backward(dp.data(), dy.data(), B, T, C);
+  gpu().position_backward(d_dp.get(), d_dy.get(), B, T, C);
+  EXPECT_TRUE(allclose(d_dp.host(), dp, 1e-5f, 1e-5f));
+}
+
+TEST_P(CudaBf16, LayerNorm) {
+  AXONN_REQUIRE_GPU();
+  const int C = GetParam().C;
+  const int64_t N = GetParam().N();
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4),
+     d0 = rand_bf(N * C, 5);
+  Bf out(N * C);
+  Vec mean(N), rstd(N);
+  cpu().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  BDev d_x(x), d_w(w), d_b(b), d_out(N * C), d_dy(dy), d_dinp(d0);
+  FDev d_mean(N), d_rstd(N);
+  gpu().layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C, nullptr);
+  EXPECT_TRUE(close_bf16(d_out.host(), out));
+  EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
+
+  Bf dinp = d0;
+  Vec dw(C, 0.5f), db(C, -0.5f);
+  FDev d_dw(dw), d_db(db);
+  cpu().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                           N, C, C, nullptr);
+  gpu().layernorm_backward(d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
+                           d_rstd.get(), N, C, C, nullptr);
+  EXPECT_TRUE(close_bf16(d_dinp.host(), dinp));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+}
+
+TEST_P(CudaBf16, MatmulThroughCublasLt) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  Bf x = rand_bf(N * C, 1), w = rand_bf(OC * C, 2), bias = rand_bf(OC, 3), dy = rand_bf(N * OC, 4),
+     d0 = rand_bf(N * C, 5);
+  // offset 0: cudaMalloc'd (256-byte aligned) pointers; offset 1: every pointer 2 bytes off, which rules out
+  // the aligned cuBLASLt kernels and takes the staged-bias path.
+  for (int off : {0, 1}) {
+    SCOPED_TRACE("pointer offset " + std::to_string(off) + " elements");
+    auto pad = [off](const Bf& v) {
+      Bf p(v.size() + static_cast<size_t>(off), 0);
+      std::copy(v.begin(), v.end(), p.begin() + off);
+      return p;
+    };
+    auto unpad = [off](const Bf& v) { return Bf(v.begin() + off, v.end()); };
+    BDev d_x(pad(x)), d_w(pad(w)), d_bias(pad(bias)), d_dy(pad(dy)), d_out(pad(Bf(N * OC))), d_dinp(pad(d0));
+    for (bool with_bias : {true, false}) {
+      Bf want(N * OC);
+      cpu().matmul_forward(want.data(), x.data(), w.data(), with_bias ? bias.data() : nullptr, N, C, OC);
+      gpu().matmul_forward(d_out.get() + off, d_x.get() + off, d_w.get() + off,
+                           with_bias ? d_bias.get() + off : nullptr, N, C, OC);
+      EXPECT_TRUE(close_bf16(unpad(d_out.host()), want)) << "forward, bias " << with_bias;
+    }
+    Bf dinp = d0;
+    Vec dw(OC * C, 0.5f), db(OC, 0.25f);
+    FDev d_dw(dw), d_db(db);
+    cpu().matmul_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
+    // In two calls, as the tensor-parallel linear makes them: dinp first, then dweight and dbias.
+    gpu().matmul_backward(d_dinp.get() + off, nullptr, nullptr, d_dy.get() + off, d_x.get() + off, d_w.get() + off, N,
+                          C, OC);
+    gpu().matmul_backward(nullptr, d_dw.get(), d_db.get(), d_dy.get() + off, d_x.get() + off, d_w.get() + off, N, C,
+                          OC);
+    EXPECT_TRUE(close_bf16(unpad(d_dinp.host()), dinp)) << "dinp += dout W (bf16, beta 1)";
+    EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f)) << "dweight += (fp32 output, beta 1)";
+    EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+  }
+}
+
+TEST_P(CudaBf16, FlashAttention) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C,
+               nlse = static_cast<size_t>(B) * NH * T;
+  Bf qkv = rand_bf(nqkv, 1, 1.5f), dy = rand_bf(nout, 2), d0 = rand_bf(nqkv, 3);
+  Bf out(nout), dqkv = d0;
+  Vec lse(nlse), D(nlse);
+  cpu().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+  cpu().attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+
+  BDev d_qkv(qkv), d_out(nout), d_dy(dy), d_dqkv(d0);
+  FDev d_lse(nlse), d_scratch(Vec(nlse, 123.0f));
+  gpu().attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
+  EXPECT_TRUE(close_bf16(d_out.host(), out));
+  EXPECT_TRUE(allclose(d_lse.host(), lse, 1e-5f, 1e-5f)) << "lse at fp32 level";
+  // Backward from the oracle's out (so both sides see the same D).
+  BDev d_out_ref(out);
+  FDev d_lse_ref(lse);
+  gpu().attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(), d_lse_ref.get(),
+                           B, T, C, NH);
+  EXPECT_TRUE(allclose(d_scratch.host(), D, 1e-5f, 1e-5f)) << "scratch = rowsum(dout * out)";
+  EXPECT_TRUE(close_bf16(d_dqkv.host(), dqkv)) << "dqkv (accumulated into the old values)";
+  // Deterministic: a second run from the same inputs gives the same bits.
+  BDev d_dqkv2(d0);
+  gpu().attention_backward(d_dqkv2.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(), d_lse_ref.get(),
+                           B, T, C, NH);
+  EXPECT_EQ(d_dqkv2.host(), d_dqkv.host());
+}
+
+TEST(CudaBf16Attention, EveryKindOfHeadSize) {
+  AXONN_REQUIRE_GPU();
+  // HS = 8 (one pack), 40 (not a power of two), 128 (the largest); T = 100 crosses the tiles.
+  for (int HS : {8, 40, 128}) {
+    SCOPED_TRACE("HS = " + std::to_string(HS));
+    const int B = 2, T = 100, NH = 2, C = NH * HS;
+    const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C,
+                 nlse = static_cast<size_t>(B) * NH * T;
+    Bf qkv = rand_bf(nqkv, 11, 1.0f), dy = rand_bf(nout, 12), out(nout), dqkv(nqkv, 0);
+    Vec lse(nlse), D(nlse);
+    cpu().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    cpu().attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+    BDev d_qkv(qkv), d_out(nout), d_dy(dy), d_dqkv(nqkv), d_out_ref(out);
+    FDev d_lse(nlse), d_scratch(nlse), d_lse_ref(lse);
+    gpu().attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
+    EXPECT_TRUE(close_bf16(d_out.host(), out));
+    EXPECT_TRUE(allclose(d_lse.host(), lse, 1e-5f, 1e-5f));
+    gpu().attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(),
+                             d_lse_ref.get(), B, T, C, NH);
+    EXPECT_TRUE(close_bf16(d_dqkv.host(), dqkv));
+  }
+}
+
+TEST(CudaBf16Attention, UnsupportedHeadSizeIsRefused) {
+  AXONN_REQUIRE_GPU();
+  BDev buf(4096);
+  FDev lse(64);
+  EXPECT_THROW(gpu().attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 12, 1), axonn::InvalidArgument);   // 12
+  EXPECT_THROW(gpu().attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 272, 1), axonn::InvalidArgument);  // 272
+  EXPECT_THROW(gpu().attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 10, 3), axonn::InvalidArgument);
+  EXPECT_NO_THROW(k::cuda_synchronize());
+}
+
+TEST_P(CudaBf16, GeluResidualAndCasts) {
+  AXONN_REQUIRE_GPU();
+  const int64_t N = GetParam().N() * GetParam().C + 5;  // not a multiple of the 8-element packs
+  Bf a = rand_bf(N, 1, 2.0f), b = rand_bf(N, 2), dy = rand_bf(N, 3), d0 = rand_bf(N, 4), d1 = rand_bf(N, 5);
+  BDev d_a(a), d_b(b), d_dy(dy), d_out(N);
+  Bf want(N);
+  cpu().gelu_forward(want.data(), a.data(), N);
+  gpu().gelu_forward(d_out.get(), d_a.get(), N);
+  EXPECT_TRUE(close_bf16(d_out.host(), want)) << "gelu forward (device tanhf vs host tanh)";
+  Bf dinp = d0;
+  BDev d_dinp(d0);
+  cpu().gelu_backward(dinp.data(), a.data(), dy.data(), N);
+  gpu().gelu_backward(d_dinp.get(), d_a.get(), d_dy.get(), N);
+  EXPECT_TRUE(close_bf16(d_dinp.host(), dinp));
+  cpu().residual_forward(want.data(), a.data(), b.data(), N);
+  gpu().residual_forward(d_out.get(), d_a.get(), d_b.get(), N);
+  EXPECT_EQ(d_out.host(), want) << "one addition, rounded once: bit-exact";
+  Bf da = d0, db = d1;
+  BDev d_da(d0), d_db(d1);
+  cpu().residual_backward(da.data(), db.data(), dy.data(), N);
+  gpu().residual_backward(d_da.get(), d_db.get(), d_dy.get(), N);
+  EXPECT_EQ(d_da.host(), da);
+  EXPECT_EQ(d_db.host(), db);
+  // Unaligned pointers (2 bytes off) take the scalar path and give the same bits.
+  BDev d_out1(Bf(N + 1));
+  gpu().residual_forward(d_out1.get() + 1, d_a.get(), d_b.get(), N);
+  EXPECT_EQ(Bf(d_out1.host().begin() + 1, d_out1.host().end()), want);
+
+  Vec f = randn(N, 6, 3.0f);
+  FDev d_f(f), d_back(N);
+  Bf cast(N);
+  cpu().cast_to_bf16(cast.data(), f.data(), N);
+  gpu().cast_to_bf16(d_out.get(), d_f.get(), N);
+  EXPECT_EQ(d_out.host(), cast) << "round-to-nearest-even, as core/dtype.hpp";
+  gpu().cast_to_f32(d_back.get(), d_out.get(), N);
+  EXPECT_EQ(d_back.host(), widen(cast));
+}
+
+TEST_P(CudaBf16, SoftmaxCrossEntropy) {
+  AXONN_REQUIRE_GPU();
+  const int V = GetParam().V, Vp = GetParam().Vp;
+  const int64_t N = GetParam().N();
+  Bf z = rand_bf(N * Vp, 1, 3.0f);
+  auto targets = randint(N, V, 2);
+  IDev d_t(targets);
+  Vec losses(N);
+  Bf probs(N * Vp);
+  cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
+  BDev d_z(z);
+  FDev d_losses(N);
+  // In place (probs aliasing logits), as the model calls it.
+  gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, V, Vp, 0, nullptr);
+  EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-5f));
+  EXPECT_TRUE(close_bf16(d_z.host(), probs));
+  const float dloss = 1.0f / static_cast<float>(N);
+  Bf d0 = rand_bf(N * Vp, 3), dz = d0;
+  BDev d_dz(d0), d_probs(probs);
+  cpu().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vp, 0);
+  gpu().softmax_crossentropy_backward(d_dz.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
+  EXPECT_TRUE(close_bf16(d_dz.host(), dz)) << "accumulating";
+  Bf inplace = probs;
+  cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), dloss, N, V, Vp, 0);
+  gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
+  EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place";
+}
+
+TEST_P(CudaBf16, AdamW) {
+  AXONN_REQUIRE_GPU();
+  const int64_t n = GetParam().N() * GetParam().C + 3;
+  Vec master = randn(n, 1), m = randn(n, 2, 0.1f), v = randn(n, 3, 0.1f), g = randn(n, 4);
+  for (auto& x : v) x = x * x;
+  FDev d_master(master), d_m(m), d_v(v), d_g(g);
+  BDev d_params(n);
+  Bf params(n);
+  for (int t = 1; t <= 3; t++) {
+    cpu().adamw_update(master.data(), params.data(), m.data(), v.data(), g.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                       0.5f, t);
+    gpu().adamw_update(d_master.get(), d_params.get(), d_m.get(), d_v.get(), d_g.get(), n, 3e-3f, 0.9f, 0.95f, 1e-8f,
+                       0.1f, 0.5f, t);
+  }
+  const Vec gm = d_master.host();
+  EXPECT_TRUE(allclose(gm, master, 1e-7f, 1e-6f)) << "fp32 master update";
+  EXPECT_TRUE(allclose(d_m.host(), m, 1e-7f, 1e-6f));
+  EXPECT_TRUE(allclose(d_v.host(), v, 1e-7f, 1e-6f));
+  EXPECT_EQ(d_params.host(), to_bf(gm)) << "params = round(master), of the GPU's own master";
+}
+
+namespace {
+
+// Two "ranks" of a RowReducer group as two threads on one GPU: each all_reduce copies its device values to
+// the host, meets the other at a barrier, combines both (sum or max), and writes the result back.
+struct TwoRanks {
+  std::barrier<> meet{2};
+  std::vector<float> host[2];
+  struct Ctx {
+    TwoRanks* group;
+    int rank;
+  } ctx[2] = {{this, 0}, {this, 1}};
+  static void all_reduce(void* c, float* values, int64_t n, bool max) {
+    auto* ctx = static_cast<Ctx*>(c);
+    TwoRanks& g = *ctx->group;
+    auto& mine = g.host[ctx->rank];
+    mine.resize(static_cast<size_t>(n));
+    k::cuda_synchronize();
+    // EXPECT, not ASSERT: a rank that returned early would leave the other at the barrier for ever.
+    EXPECT_EQ(cudaMemcpy(mine.data(), values, mine.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    g.meet.arrive_and_wait();
+    std::vector<float> r(mine.size());
+    for (size_t i = 0; i < r.size(); i++)
+      r[i] = max ? std::max(g.host[0][i], g.host[1][i]) : g.host[0][i] + g.host[1][i];
+    g.meet.arrive_and_wait();  // both have read both before either overwrites its own
+    EXPECT_EQ(cudaMemcpy(values, r.data(), r.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    // cudaMemcpy runs on the legacy default stream, which the (non-blocking) compute stream does not
+    // wait for: finish the copy before the kernel's next pass is queued there.
+    k::cuda_synchronize();
+  }
+  k::RowReducer reducer(int rank) { return {&TwoRanks::all_reduce, &ctx[rank]}; }
+};
+
+// Columns [c0, c0 + w) of a row-major [rows, cols] matrix.
+Bf columns(const Bf& m, int64_t rows, int cols, int c0, int w) {
+  Bf out(static_cast<size_t>(rows) * w);
+  for (int64_t r = 0; r < rows; r++)
+    std::copy(m.begin() + r * cols + c0, m.begin() + r * cols + c0 + w, out.begin() + r * w);
+  return out;
+}
+
+}  // namespace
+
+TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
+  AXONN_REQUIRE_GPU();
+  const int C = GetParam().C, V = GetParam().V, Vp = GetParam().Vp;
+  const int64_t N = GetParam().N();
+  ASSERT_EQ(C % 2, 0);
+  ASSERT_EQ(Vp % 2, 0);
+  const int Ch = C / 2, Vh = Vp / 2;
+  // LayerNorm over channels split in two halves; cross-entropy over a vocabulary split in two halves.
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4),
+     z = rand_bf(N * Vp, 5, 3.0f);
+  auto targets = randint(N, V, 6);
+  Bf out(N * C), dinp(N * C, 0), probs(N * Vp);
+  Vec mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f), losses(N);
+  cpu().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  cpu().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                           N, C, C, nullptr);
+  cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
+
+  TwoRanks group;
+  Bf got_out[2], got_dinp[2], got_probs[2];
+  Vec got_mean[2], got_rstd[2], got_dw[2], got_losses[2];
+  auto rank = [&](int r) {
+    const k::RowReducer red = group.reducer(r);
+    BDev d_x(columns(x, N, C, r * Ch, Ch)), d_w(Bf(w.begin() + r * Ch, w.begin() + (r + 1) * Ch)),
+        d_b(Bf(b.begin() + r * Ch, b.begin() + (r + 1) * Ch)), d_dy(columns(dy, N, C, r * Ch, Ch)), d_out(N * Ch),
+        d_dinp(N * Ch), d_z(columns(z, N, Vp, r * Vh, Vh));
+    FDev d_mean(N), d_rstd(N), d_dw(Ch), d_db(Ch), d_losses(N);
+    IDev d_t(targets);
+    gpu().layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, Ch, C, &red);
+    gpu().layernorm_backward(d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
+                             d_rstd.get(), N, Ch, C, &red);
+    const int begin = r * Vh, valid = std::clamp(V - begin, 0, Vh);
+    gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, valid, Vh, begin, &red);
+    got_out[r] = d_out.host();
+    got_dinp[r] = d_dinp.host();
+    got_probs[r] = d_z.host();
+    got_mean[r] = d_mean.host();
+    got_rstd[r] = d_rstd.host();
+    got_dw[r] = d_dw.host();
+    got_losses[r] = d_losses.host();
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  for (int r = 0; r < 2; r++) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_TRUE(close_bf16(got_out[r], columns(out, N, C, r * Ch, Ch)));
+    EXPECT_TRUE(allclose(got_mean[r], mean, 1e-5f, 1e-5f));
+    EXPECT_TRUE(allclose(got_rstd[r], rstd, 1e-5f, 1e-5f));
+    EXPECT_TRUE(close_bf16(got_dinp[r], columns(dinp, N, C, r * Ch, Ch)));
+    EXPECT_TRUE(allclose(got_dw[r], Vec(dw.begin() + r * Ch, dw.begin() + (r + 1) * Ch), 1e-3f, 1e-4f));
+    EXPECT_TRUE(allclose(got_losses[r], losses, 1e-5f, 1e-5f)) << "the loss is complete on every rank";
+    EXPECT_TRUE(close_bf16(got_probs[r], columns(probs, N, Vp, r * Vh, Vh)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaBf16, ::testing::ValuesIn(kShapes), [](const auto& param) {
+  const Shape& s = param.param;
+  return "B" + std::to_string(s.B) + "T" + std::to_string(s.T) + "C" + std::to_string(s.C) + "V" +
+         std::to_string(s.V);
+});

@@ -1,0 +1,366 @@
+// The bf16 CPU oracle (kernels::ref_bf16_ops()): every op against the fp32 `ref` op on the widened inputs,
+// the attention's log-sum-exp against a direct double sum, the attention backward (rebuilt from lse)
+// against ref and against finite differences, and the rounding (round-to-nearest-even, once per output).
+//
+// Tolerances: an op that rounds its fp32 result once must give EXACTLY f32_to_bf16(ref result) (checked
+// bit for bit; the error bound that implies is 2^-8 relative, half a bf16 ulp). Where the bf16 op computes
+// differently from ref (attention backward: probabilities rebuilt as exp(s - lse) instead of kept), the
+// bound is one bf16 ulp, 2^-7 relative, plus 1e-4 absolute for sums that cancel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "axonn/core/dtype.hpp"
+#include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
+#include "tensor_expect.hpp"
+
+namespace k = axonn::kernels;
+using axonn::bf16_to_f32;
+using axonn::f32_to_bf16;
+using axonn::test::allclose;
+using axonn::test::randint;
+using axonn::test::randn;
+using k::bf16;
+using Vec = std::vector<float>;
+using Bf = std::vector<bf16>;
+
+namespace {
+
+constexpr float kUlp = 1.0f / 128.0f;  // 2^-7: one bf16 ulp, relative
+
+Bf to_bf(const Vec& v) {
+  Bf b(v.size());
+  for (size_t i = 0; i < v.size(); i++) b[i] = f32_to_bf16(v[i]);
+  return b;
+}
+Vec widen(const Bf& b) {
+  Vec v(b.size());
+  for (size_t i = 0; i < b.size(); i++) v[i] = bf16_to_f32(b[i]);
+  return v;
+}
+// Random bf16 values and their exact fp32 widening (the inputs both implementations see).
+Bf rand_bf(size_t n, uint32_t seed, float scale = 1.0f) { return to_bf(randn(n, seed, scale)); }
+
+// got[i] must be the round-to-nearest-even of ref[i], bit for bit.
+::testing::AssertionResult rounded_once(const Bf& got, const Vec& ref) {
+  if (got.size() != ref.size()) return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << ref.size();
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); i++)
+    if (got[i] != f32_to_bf16(ref[i]) && bad++ == 0) first = i;
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements are not round(ref); first ["
+                                       << first << "] " << bf16_to_f32(got[first]) << " vs ref " << ref[first];
+}
+
+const k::OpsBf16& ops() { return k::ref_bf16_ops(); }
+
+}  // namespace
+
+TEST(Rounding, RoundToNearestEven) {
+  // Bits of 1 + 2^-8: exactly half a bf16 ulp above 1 (mantissa ...0): the tie goes to the even 1.0.
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808000u)), 0x3f80u);  // tie, even below
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f818000u)), 0x3f82u);  // tie, odd below: up to even
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808001u)), 0x3f81u);  // just above the tie: up
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f807fffu)), 0x3f80u);  // just below: down
+  EXPECT_EQ(f32_to_bf16(from_bits(0xbf818000u)), 0xbf82u);  // sign symmetric
+  EXPECT_EQ(f32_to_bf16(from_bits(0x7f7fffffu)), 0x7f80u);  // the largest float rounds to infinity
+  // The cast op is the same rounding, and widening is exact.
+  Vec x = {from_bits(0x3f808000u), from_bits(0x3f818000u), -3.0f, 1e-30f};
+  Bf b(x.size());
+  ops().cast_to_bf16(b.data(), x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_TRUE(rounded_once(b, x));
+  Vec back(x.size());
+  ops().cast_to_f32(back.data(), b.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(back, widen(b));
+}
+
+TEST(Ops, ElementwiseRoundOnceAndAccumulateInFp32) {
+  const int64_t N = 1000;
+  Bf a = rand_bf(N, 1), b = rand_bf(N, 2), dy = rand_bf(N, 3), d0 = rand_bf(N, 4), d1 = rand_bf(N, 5);
+  Vec fa = widen(a), fb = widen(b), fdy = widen(dy);
+
+  Bf out(N);
+  Vec ref(N);
+  ops().residual_forward(out.data(), a.data(), b.data(), N);
+  k::ref::residual_forward(ref.data(), fa.data(), fb.data(), N);
+  EXPECT_TRUE(rounded_once(out, ref)) << "residual_forward";
+
+  ops().gelu_forward(out.data(), a.data(), N);
+  k::ref::gelu_forward(ref.data(), fa.data(), N);
+  EXPECT_TRUE(rounded_once(out, ref)) << "gelu_forward";
+
+  // Accumulating outputs: the old bf16 value widened, the new term added in fp32, one rounding.
+  Bf dinp = d0;
+  Vec fdinp = widen(d0);
+  ops().gelu_backward(dinp.data(), a.data(), dy.data(), N);
+  k::ref::gelu_backward(fdinp.data(), fa.data(), fdy.data(), N);
+  EXPECT_TRUE(rounded_once(dinp, fdinp)) << "gelu_backward";
+
+  Bf da = d0, db = d1;
+  Vec fda = widen(d0), fdb = widen(d1);
+  ops().residual_backward(da.data(), db.data(), dy.data(), N);
+  k::ref::residual_backward(fda.data(), fdb.data(), fdy.data(), N);
+  EXPECT_TRUE(rounded_once(da, fda)) << "residual_backward da";
+  EXPECT_TRUE(rounded_once(db, fdb)) << "residual_backward db";
+}
+
+TEST(Ops, EmbeddingAndPosition) {
+  const int B = 3, T = 7, C = 12, V = 37;
+  const int64_t N = B * T;
+  Bf wte = rand_bf(V * C, 1), wpe = rand_bf(T * C, 2), dy = rand_bf(N * C, 3);
+  auto inp = randint(N, V, 4);
+  inp[1] = inp[2] = inp[0];
+  for (auto [begin, rows] : {std::pair{0, V}, std::pair{9, 11}}) {
+    Bf w(wte.begin() + begin * C, wte.begin() + (begin + rows) * C), out(N * C, f32_to_bf16(7.0f));
+    Vec fw = widen(w), ref(N * C);
+    ops().embedding_forward(out.data(), inp.data(), w.data(), begin, rows, N, C);
+    k::ref::embedding_forward(ref.data(), inp.data(), fw.data(), begin, rows, N, C);
+    EXPECT_TRUE(rounded_once(out, ref)) << "embedding_forward rows [" << begin << ", " << begin + rows << ")";
+    Vec dw(rows * C, 0.5f), dref = dw, fdy = widen(dy);
+    ops().embedding_backward(dw.data(), dy.data(), inp.data(), begin, rows, N, C);
+    k::ref::embedding_backward(dref.data(), fdy.data(), inp.data(), begin, rows, N, C);
+    EXPECT_EQ(dw, dref) << "embedding_backward accumulates in fp32 as ref";
+  }
+  Bf p = rand_bf(N * C, 5);
+  Vec fp = widen(p), fwpe = widen(wpe);
+  ops().position_forward(p.data(), wpe.data(), B, T, C);
+  k::ref::position_forward(fp.data(), fwpe.data(), B, T, C);
+  EXPECT_TRUE(rounded_once(p, fp)) << "position_forward";
+  Vec dp(T * C, 0.25f), dpref = dp, fdy = widen(dy);
+  ops().position_backward(dp.data(), dy.data(), B, T, C);
+  k::ref::position_backward(dpref.data(), fdy.data(), B, T, C);
+  EXPECT_EQ(dp, dpref);
+}
+
+TEST(Ops, LayerNorm) {
+  const int64_t N = 13;
+  const int C = 40;
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4),
+     d0 = rand_bf(N * C, 5);
+  Vec fx = widen(x), fw = widen(w), fb = widen(b), fdy = widen(dy);
+  Bf out(N * C);
+  Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
+  ops().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  k::ref::layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C, C,
+                            nullptr);
+  EXPECT_TRUE(rounded_once(out, ref));
+  EXPECT_EQ(mean, rmean) << "statistics stay fp32";
+  EXPECT_EQ(rstd, rrstd);
+
+  Bf dinp = d0;
+  Vec fdinp = widen(d0), dw(C, 0.5f), db(C, -0.5f), rdw = dw, rdb = db;
+  ops().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                           rstd.data(), N, C, C, nullptr);
+  k::ref::layernorm_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), rmean.data(),
+                             rrstd.data(), N, C, C, nullptr);
+  EXPECT_TRUE(rounded_once(dinp, fdinp));
+  EXPECT_EQ(dw, rdw) << "parameter gradients accumulate in fp32";
+  EXPECT_EQ(db, rdb);
+}
+
+TEST(Ops, Matmul) {
+  const int64_t N = 11;
+  const int C = 24, OC = 17;
+  Bf x = rand_bf(N * C, 1), w = rand_bf(OC * C, 2), b = rand_bf(OC, 3), dy = rand_bf(N * OC, 4),
+     d0 = rand_bf(N * C, 5);
+  Vec fx = widen(x), fw = widen(w), fb = widen(b), fdy = widen(dy);
+  for (bool with_bias : {true, false}) {
+    Bf out(N * OC);
+    Vec ref(N * OC);
+    ops().matmul_forward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
+    k::ref::matmul_forward(ref.data(), fx.data(), fw.data(), with_bias ? fb.data() : nullptr, N, C, OC);
+    EXPECT_TRUE(rounded_once(out, ref)) << "bias " << with_bias;
+  }
+  Bf dinp = d0;
+  Vec fdinp = widen(d0), dw(OC * C, 0.5f), db(OC, 0.25f), rdw = dw, rdb = db;
+  ops().matmul_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  k::ref::matmul_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), N, C, OC);
+  EXPECT_TRUE(rounded_once(dinp, fdinp));
+  EXPECT_EQ(dw, rdw);
+  EXPECT_EQ(db, rdb);
+  // Null outputs are skipped (the tensor-parallel linear asks for dinp and dweight separately).
+  Bf dinp2 = d0;
+  ops().matmul_backward(dinp2.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+  EXPECT_EQ(dinp2, dinp);
+  Vec dw2(OC * C, 0.5f);
+  ops().matmul_backward(nullptr, dw2.data(), nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+  EXPECT_EQ(dw2, dw);
+}
+
+TEST(Ops, SoftmaxCrossEntropy) {
+  const int64_t N = 9;
+  const int V = 50, Vs = 56;
+  Bf z = rand_bf(N * Vs, 1, 3.0f);
+  auto targets = randint(N, V, 2);
+  Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs);
+  k::ref::softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, nullptr);
+  Bf probs(N * Vs);
+  ops().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vs, 0, nullptr);
+  EXPECT_TRUE(rounded_once(probs, rp));
+  EXPECT_EQ(losses, rlosses) << "the loss is fp32, from the fp32 softmax";
+  // In place (probs aliasing logits), as the model does.
+  Bf zz = z;
+  ops().softmax_crossentropy_forward(losses.data(), zz.data(), zz.data(), targets.data(), N, V, Vs, 0, nullptr);
+  EXPECT_EQ(zz, probs);
+
+  const float dloss = 1.0f / N;
+  Bf d0 = rand_bf(N * Vs, 3), dz = d0;
+  Vec fdz = widen(d0), fprobs = widen(probs);
+  ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vs, 0);
+  k::ref::softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), dloss, N, V, Vs, 0);
+  EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating";
+  // dlogits aliasing probs: overwritten, padding zeroed.
+  Vec fin = fprobs;
+  ops().softmax_crossentropy_backward(zz.data(), zz.data(), targets.data(), dloss, N, V, Vs, 0);
+  k::ref::softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), dloss, N, V, Vs, 0);
+  EXPECT_TRUE(rounded_once(zz, fin)) << "in place";
+}
+
+TEST(Ops, AdamWUpdatesMasterAndRoundsTheCopy) {
+  const int64_t n = 777;
+  Vec master = randn(n, 1), m = randn(n, 2, 0.1f), v = randn(n, 3, 0.1f), g = randn(n, 4);
+  for (auto& x : v) x = x * x;
+  Vec rmaster = master, rm = m, rv = v;
+  Bf params(n, 0);
+  ops().adamw_update(master.data(), params.data(), m.data(), v.data(), g.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
+                     0.5f, 3);
+  k::ref::adamw_update(rmaster.data(), rm.data(), rv.data(), g.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.5f, 3);
+  EXPECT_EQ(master, rmaster) << "the fp32 master update is ref's";
+  EXPECT_EQ(m, rm);
+  EXPECT_EQ(v, rv);
+  EXPECT_TRUE(rounded_once(params, master)) << "params = round(master)";
+}
+
+namespace {
+
+// Attention on doubles, straight from the definition: out and lse for qkv [B,T,3C].
+void attention_double(std::vector<double>& out, std::vector<double>& lse, const std::vector<double>& qkv, int B, int T,
+                      int C, int NH) {
+  const int HS = C / NH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+  out.assign(static_cast<size_t>(B) * T * C, 0.0);
+  lse.assign(static_cast<size_t>(B) * NH * T, 0.0);
+  std::vector<double> s(static_cast<size_t>(T));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++) {
+        const double* q = &qkv[(static_cast<size_t>(b) * T + t) * 3 * C + h * HS];
+        double mx = -1e300;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const double* kk = &qkv[(static_cast<size_t>(b) * T + t2) * 3 * C + C + h * HS];
+          double dot = 0;
+          for (int i = 0; i < HS; i++) dot += q[i] * kk[i];
+          s[t2] = dot * scale;
+          mx = std::max(mx, s[t2]);
+        }
+        double sum = 0;
+        for (int t2 = 0; t2 <= t; t2++) sum += std::exp(s[t2] - mx);
+        lse[(static_cast<size_t>(b) * NH + h) * T + t] = mx + std::log(sum);
+        double* o = &out[(static_cast<size_t>(b) * T + t) * C + h * HS];
+        for (int t2 = 0; t2 <= t; t2++) {
+          const double p = std::exp(s[t2] - mx) / sum;
+          const double* vv = &qkv[(static_cast<size_t>(b) * T + t2) * 3 * C + 2 * C + h * HS];
+          for (int i = 0; i < HS; i++) o[i] += p * vv[i];
+        }
+      }
+}
+
+struct AttnShape {
+  int B, T, C, NH;
+};
+
+}  // namespace
+
+TEST(Attention, ForwardOutAndLogSumExp) {
+  for (AttnShape s : {AttnShape{2, 5, 8, 2}, AttnShape{3, 17, 48, 3}}) {
+    const auto [B, T, C, NH] = s;
+    Bf qkv = rand_bf(static_cast<size_t>(B) * T * 3 * C, 1, 1.5f);
+    Vec fqkv = widen(qkv), ref(static_cast<size_t>(B) * T * C), att(static_cast<size_t>(B) * NH * T * T);
+    k::ref::attention_forward(ref.data(), att.data(), fqkv.data(), B, T, C, NH);
+    Bf out(static_cast<size_t>(B) * T * C);
+    Vec lse(static_cast<size_t>(B) * NH * T);
+    ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    EXPECT_TRUE(rounded_once(out, ref)) << "B=" << B << " T=" << T;
+    std::vector<double> dqkv(fqkv.begin(), fqkv.end()), dout, dlse;
+    attention_double(dout, dlse, dqkv, B, T, C, NH);
+    Vec lse_exact(dlse.begin(), dlse.end());
+    EXPECT_TRUE(allclose(lse, lse_exact, 1e-5f, 1e-5f)) << "lse vs a direct double sum, B=" << B << " T=" << T;
+    // Row t = 0 sees one key: lse = its own scaled score.
+    const int HS = C / NH;
+    double dot = 0;
+    for (int i = 0; i < HS; i++) dot += static_cast<double>(fqkv[i]) * fqkv[C + i];
+    EXPECT_NEAR(lse[0], dot / std::sqrt(static_cast<double>(HS)), 1e-5);
+  }
+}
+
+TEST(Attention, BackwardFromLseMatchesRef) {
+  const int B = 3, T = 17, C = 48, NH = 3;
+  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
+  Bf qkv = rand_bf(nqkv, 1, 1.5f), dy = rand_bf(nout, 2), d0 = rand_bf(nqkv, 3);
+  Bf out(nout);
+  Vec lse(static_cast<size_t>(B) * NH * T), scratch(static_cast<size_t>(B) * NH * T, 123.0f);
+  ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+  Bf dqkv = d0;
+  ops().attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+
+  Vec fqkv = widen(qkv), fdy = widen(dy), fd = widen(d0), rout(nout), att(static_cast<size_t>(B) * NH * T * T),
+      tmp(att.size());
+  k::ref::attention_forward(rout.data(), att.data(), fqkv.data(), B, T, C, NH);
+  k::ref::attention_backward(fd.data(), tmp.data(), fdy.data(), fqkv.data(), att.data(), B, T, C, NH);
+  EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp)) << "dqkv (accumulated) vs ref with the stored att";
+
+  // scratch = D = rowsum(dout * out) per head, with the forward's bf16 out.
+  const int HS = C / NH;
+  Vec fout = widen(out);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++) {
+        double D = 0;
+        for (int i = 0; i < HS; i++)
+          D += static_cast<double>(fdy[(static_cast<size_t>(b) * T + t) * C + h * HS + i]) *
+               fout[(static_cast<size_t>(b) * T + t) * C + h * HS + i];
+        EXPECT_NEAR(scratch[(static_cast<size_t>(b) * NH + h) * T + t], D, 1e-5 * (1 + std::fabs(D)));
+      }
+}
+
+TEST(Attention, BackwardFiniteDifferences) {
+  // L(qkv) = sum(dout * attention(qkv)) in double; dL/dqkv by central differences vs the bf16 backward
+  // (which rounds its fp32 result once: bound one bf16 ulp relative plus 1e-4).
+  const int B = 2, T = 5, C = 8, NH = 2;
+  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
+  Bf qkv = rand_bf(nqkv, 7), dy = rand_bf(nout, 8);
+  Vec fqkv = widen(qkv), fdy = widen(dy);
+  Bf out(nout), dqkv(nqkv, 0);
+  Vec lse(static_cast<size_t>(B) * NH * T), scratch(lse.size());
+  ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+  ops().attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> o, l;
+    attention_double(o, l, x, B, T, C, NH);
+    double s = 0;
+    for (size_t i = 0; i < nout; i++) s += o[i] * fdy[i];
+    return s;
+  };
+  std::vector<double> x(fqkv.begin(), fqkv.end());
+  Vec fd(nqkv);
+  const double h = 1e-4;
+  for (size_t i = 0; i < nqkv; i++) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = loss(x);
+    x[i] = keep - h;
+    const double down = loss(x);
+    x[i] = keep;
+    fd[i] = static_cast<float>((up - down) / (2 * h));
+  }
+  EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp));
+}
