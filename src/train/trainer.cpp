@@ -15,6 +15,7 @@
 #include "axonn/core/trace.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/kernels/gemm.hpp"
+#include "axonn/train/compute.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
@@ -227,6 +228,12 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const parallel::GridShape shape = resolve_grid(c, world->size());
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
+  const bool gpu = backend == kernels::Backend::kCuda;
+  // The sharded checkpoints' collectives run on host buffers over the grid's communicators, which on
+  // the GPU take device buffers; until they get a host communicator of their own, refuse them here.
+  AXONN_CHECK_ARG(!gpu || (c.checkpoint_dir.empty() && !c.resume && c.resume_from.empty()),
+                  "--kernels cuda does not write or resume sharded checkpoints yet (--checkpoint-dir, --resume, "
+                  "--resume-from); use --save FILE (one rank) or --kernels cpu");
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
   const detail::StartPlan start = detail::plan_start(c);
   const model::GptConfig mc = resolve_model(c, start);
@@ -258,8 +265,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   }
   data::BatchLoader loader(*shard, c.batch_size, c.seq_len);
 
+  // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
+  const Compute compute = setup_compute(c.kernels, c.comm, world);
+  AXONN_CHECK_ARG(!gpu || start.init != detail::StartPlan::Init::kCheckpoint,
+                  "--kernels cuda cannot --init from a sharded checkpoint directory yet; convert it first "
+                  "(axonn convert --from DIR --to model.bin) and --init model.bin");
+
   // the grid, the model's shards on it, and the optimizer on those shards
-  parallel::Grid grid(shape, world);
+  parallel::Grid grid(shape, compute.grid_world);
   model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
@@ -270,7 +283,10 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
   detail::Checkpointer checkpointer(c, mc, grid, start);
 
-  const double peak = c.peak_gflops > 0 ? c.peak_gflops : kernels::measure_sgemm_gflops(1536, 3);
+  // MFU's denominator: given, or measured now (sgemm on the CPU; a bf16 GEMM on the GPU)
+  const double peak = c.peak_gflops > 0 ? c.peak_gflops
+                      : gpu            ? 1e3 * measure_gpu_bf16_tflops(8192, 3)
+                                       : kernels::measure_sgemm_gflops(1536, 3);
   log_info("model     %s, %.2fM parameters, %s", mc.str().c_str(), static_cast<double>(mc.num_parameters()) / 1e6,
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
            : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
@@ -292,10 +308,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
            mib(gpt.comm_buffer_bytes()),
            mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes() +
                gpt.comm_buffer_bytes()));
-  log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
-           std::string(kernels::backend_name(backend)).c_str(),
-           std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
-           c.peak_gflops > 0 ? "given" : "sgemm measured now");
+  if (gpu)
+    log_info("compute   kernels cuda on %s, comm %s, peak %.1f TFLOP/s (%s)", compute.device_name.c_str(),
+             compute.comm.c_str(), peak / 1e3, c.peak_gflops > 0 ? "given" : "dense bf16 GEMM measured now");
+  else
+    log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
+             std::string(kernels::backend_name(backend)).c_str(),
+             std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
+             c.peak_gflops > 0 ? "given" : "sgemm measured now");
 
   std::optional<std::ofstream> metrics;
   if (!c.metrics.empty() && world->rank() == 0) {
@@ -346,6 +366,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
       norm = gpt.grad_norm();
       TraceScope opt_span(&trace, "adamw_step");
       opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
+      gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
     }
     double seconds = timer.seconds();
     trace.set_recording(false);
@@ -385,7 +406,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     checkpointer.after_step(step + 1, loader, gpt, opt);
   }
   if (!c.save.empty()) {
-    checkpoint::save_llmc(c.save, mc, gpt.params());
+    if (gpt.device() != Device::kCpu) {
+      Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
+      host.allocate();
+      host.copy_from(gpt.params());  // download
+      checkpoint::save_llmc(c.save, mc, host);
+    } else {
+      checkpoint::save_llmc(c.save, mc, gpt.params());
+    }
     log_info("saved     %s", c.save.c_str());
   }
   return history;

@@ -1,0 +1,152 @@
+// GPT-2 on the GPU (one rank): llm.c's reference trajectory in fp32, and one training step against
+// the CPU kernels. Skipped (visibly) without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/comm/factory.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "axonn/train/compute.hpp"
+#include "axonn/train/trainer.hpp"
+#include "gpu_test.hpp"
+
+using namespace axonn;
+
+namespace {
+
+std::vector<double> read_losses(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path << " (set AXONN_REFERENCE_DIR at configure time)";
+  std::vector<double> v;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    int step = 0;
+    double loss = 0;
+    is >> step >> loss;
+    v.push_back(loss);
+  }
+  return v;
+}
+
+// llm.c's reference run: AdamW lr 3e-3, betas 0.9/0.999, eps 1e-8, no decay, B=4, T=32, 30 steps.
+train::TrainConfig reference_config(const std::string& comm) {
+  train::TrainConfig c;
+  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.batch_size = 4;
+  c.seq_len = 32;
+  c.steps = 30;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.weight_decay = 0.0f;
+  c.grad_clip = 0.0f;
+  c.peak_gflops = 1e5;  // skip the peak measurement
+  c.quiet = true;
+  c.kernels = "cuda";
+  c.comm = comm;
+  return c;
+}
+
+std::vector<float> host_copy(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  memory_for(t.device()).download(v.data(), t.data(), t.bytes());
+  return v;
+}
+
+}  // namespace
+
+// comm "mpi": one rank needs no device communication; "" = the default (NCCL when built with it).
+class GpuReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
+  AXONN_REQUIRE_GPU();
+  const std::vector<double> expected = read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  ASSERT_EQ(expected.size(), 30u);
+  const std::vector<train::StepMetrics> got = train::train(reference_config(GetParam()), comm::world());
+  ASSERT_EQ(got.size(), expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_NEAR(got[i].loss, expected[i], 1e-3) << "step " << i;
+    worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
+  }
+  std::printf("GPU fp32, comm %s: max |loss - llm.c| over 30 steps = %.3g\n",
+              GetParam().empty() ? "default" : GetParam().c_str(), worst);
+  RecordProperty("max_abs_diff", std::to_string(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, GpuReferenceTrajectory, ::testing::Values("mpi", ""),
+                         [](const auto& info) { return info.param.empty() ? std::string("default") : info.param; });
+
+// One step (forward, backward, AdamW) of gpt2-tiny from llm.c's weights on the CPU and on the GPU:
+// the same loss, the same gradients (fp32 tolerance), and the same updated parameters. At AdamW's
+// first step the update is lr * g / (|g| + eps), i.e. +-lr wherever |g| >> eps: the parameters agree
+// to the bit-level except where the two gradients disagree in sign, which only a gradient within
+// rounding of zero may do; that is what is checked.
+TEST(GpuOneStep, EqualsCpu) {
+  AXONN_REQUIRE_GPU();
+  auto world = comm::world();
+  std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");  // the 1x1x1x1 grid
+  const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
+  const std::string model_path = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  const model::GptConfig cfg = checkpoint::read_llmc_config(model_path);
+  const int B = 4, T = 32;
+  data::TokenShard shard(AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin", cfg.vocab_size);
+  data::BatchLoader loader(shard, B, T);
+  std::vector<int> in(static_cast<size_t>(B) * T), tg(in.size());
+  loader.next(in.data(), tg.data());
+
+  parallel::Grid grid({1, 1, 1, 1}, one);
+  struct Run {
+    float loss;
+    std::vector<std::vector<float>> grads, params;
+  };
+  auto run = [&](kernels::Backend backend) {
+    model::Gpt gpt(cfg, grid, B, T, backend);
+    checkpoint::read_llmc_tensors(model_path, cfg, [&](model::Param p, int layer, const float* full) {
+      gpt.load_full_layer(p, layer, full);
+    });
+    optim::AdamW opt(gpt.params(), {}, {}, kernels::ops_for(backend));
+    Run r;
+    gpt.zero_grad();
+    r.loss = gpt.forward(in.data(), tg.data());
+    gpt.backward();
+    gpt.sync_gradients();
+    for (size_t i = 0; i < gpt.grads().size(); i++) r.grads.push_back(host_copy(gpt.grads().tensor(i)));
+    opt.step(gpt.params(), gpt.grads(), 3e-3f);
+    for (size_t i = 0; i < gpt.params().size(); i++) r.params.push_back(host_copy(gpt.params().tensor(i)));
+    return r;
+  };
+  const Run cpu = run(kernels::Backend::kCpu);
+  const Run cuda = run(gpu.backend);
+  EXPECT_NEAR(cuda.loss, cpu.loss, 1e-5f * std::fabs(cpu.loss));
+  for (size_t i = 0; i < cpu.grads.size(); i++) {
+    const std::string name = model::param_name(static_cast<model::Param>(i));
+    double diff2 = 0, ref2 = 0;
+    for (size_t j = 0; j < cpu.grads[i].size(); j++) {
+      const double d = static_cast<double>(cuda.grads[i][j]) - cpu.grads[i][j];
+      diff2 += d * d;
+      ref2 += static_cast<double>(cpu.grads[i][j]) * cpu.grads[i][j];
+    }
+    // relative L2 error of the gradient: fp32 sums in another order (and atomics) stay far below 1e-4
+    EXPECT_LE(std::sqrt(diff2), 1e-4 * std::sqrt(ref2) + 1e-9) << "gradient of " << name;
+    int64_t differ = 0, unexplained = 0;
+    for (size_t j = 0; j < cpu.params[i].size(); j++) {
+      const float p = cpu.params[i][j], q = cuda.params[i][j];
+      if (std::fabs(p - q) <= 1e-6f + 1e-5f * std::fabs(p)) continue;
+      differ++;
+      const float g = cpu.grads[i][j], h = cuda.grads[i][j];
+      if (std::fabs(g - h) < std::fabs(g)) unexplained++;  // same sign: the update must have agreed
+    }
+    EXPECT_EQ(unexplained, 0) << name << ": " << differ << " parameters differ after the step";
+  }
+}
