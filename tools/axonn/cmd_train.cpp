@@ -63,7 +63,7 @@ void add_train_command(CLI::App& app, Action* action) {
                   "cpu|ref|cuda (ref: the naive test-oracle kernels; cuda: the GPU, chosen by node-local rank, "
                   "needs a build with -DAXONN_CUDA=ON)");
   sub->add_option("--comm", c->comm,
-                  "mpi|nccl|mpi-staged: the grid's communicators (default: mpi, or with --kernels cuda nccl "
+                  "mpi|nccl|mpi-staged: the grid's communicators (default: mpi; with --kernels cuda: nccl "
                   "when built with NCCL)");
   sub->add_option("--gemm", c->gemm, "CPU GEMM backend: onednn|openblas");
   sub->add_option("--peak-gflops", c->peak_gflops,
