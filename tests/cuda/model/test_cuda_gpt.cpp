@@ -86,7 +86,7 @@ TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, GpuReferenceTrajectory, ::testing::Values("mpi", ""),
-                         [](const auto& info) { return info.param.empty() ? std::string("default") : info.param; });
+                         [](const auto& p) { return p.param.empty() ? std::string("default") : p.param; });
 
 // One step (forward, backward, AdamW) of gpt2-tiny from llm.c's weights on the CPU and on the GPU:
 // the same loss, the same gradients (fp32 tolerance), and the same updated parameters. At AdamW's

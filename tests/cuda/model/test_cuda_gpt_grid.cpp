@@ -83,4 +83,4 @@ TEST_P(GpuGrid, EqualsOneRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, GpuGrid, ::testing::Values("mpi-staged", "nccl"),
-                         [](const auto& info) { return info.param == "mpi-staged" ? std::string("staged") : info.param; });
+                         [](const auto& p) { return p.param == "mpi-staged" ? std::string("staged") : p.param; });
