@@ -229,11 +229,6 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
   const bool gpu = backend == kernels::Backend::kCuda;
-  // The sharded checkpoints' collectives run on host buffers over the grid's communicators, which on
-  // the GPU take device buffers; until they get a host communicator of their own, refuse them here.
-  AXONN_CHECK_ARG(!gpu || (c.checkpoint_dir.empty() && !c.resume && c.resume_from.empty()),
-                  "--kernels cuda does not write or resume sharded checkpoints yet (--checkpoint-dir, --resume, "
-                  "--resume-from); use --save FILE (one rank) or --kernels cpu");
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
   const detail::StartPlan start = detail::plan_start(c);
   const model::GptConfig mc = resolve_model(c, start);
@@ -267,21 +262,23 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
 
   // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
   const Compute compute = setup_compute(c.kernels, c.comm, world);
-  AXONN_CHECK_ARG(!gpu || start.init != detail::StartPlan::Init::kCheckpoint,
-                  "--kernels cuda cannot --init from a sharded checkpoint directory yet; convert it first "
-                  "(axonn convert --from DIR --to model.bin) and --init model.bin");
 
   // the grid, the model's shards on it, and the optimizer on those shards
   parallel::Grid grid(shape, compute.grid_world);
+  // The sharded checkpoints' collectives take host buffers: when the model's communicators take
+  // device buffers (NCCL, MPI-staged), a second grid over the MPI world serves them.
+  std::unique_ptr<parallel::Grid> host_grid;
+  if (compute.grid_world != world) host_grid = std::make_unique<parallel::Grid>(shape, world);
+  const parallel::Grid& checkpoint_grid = host_grid ? *host_grid : grid;
   model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
     decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
   optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
-  const int first_step = detail::start_state(start, c, mc, grid, gpt, opt, loader, shard->size());
+  const int first_step = detail::start_state(start, c, mc, checkpoint_grid, gpt, opt, loader, shard->size());
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
-  detail::Checkpointer checkpointer(c, mc, grid, start);
+  detail::Checkpointer checkpointer(c, mc, checkpoint_grid, start);
 
   // MFU's denominator: given, or measured now (sgemm on the CPU; a bf16 GEMM on the GPU)
   const double peak = c.peak_gflops > 0 ? c.peak_gflops

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -154,4 +156,30 @@ TEST(GpuOneStep, EqualsCpu) {
     EXPECT_EQ(unexplained, 0) << name << ": parameters differ after the step by up to " << worst
                               << " more than their gradients explain";
   }
+}
+
+// Sharded checkpoints of a model in device memory (downloaded to host copies, written over a grid on
+// the MPI world): a run stopped at step 3 and resumed continues as the uninterrupted run (to fp32
+// rounding: the GPU's atomics may change the last bits from run to run).
+TEST(GpuCheckpoint, ResumedRunContinuesTheUninterruptedOne) {
+  AXONN_REQUIRE_GPU();
+  char tmpl[] = "/tmp/axonn_gpu_ckpt_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  train::TrainConfig c = reference_config("");
+  c.steps = 6;
+  const std::vector<train::StepMetrics> whole = train::train(c, comm::world());
+  c.checkpoint_dir = dir + "/run";
+  c.steps = 3;
+  (void)train::train(c, comm::world());  // saves step 3 at its end
+  c.steps = 6;
+  c.resume = true;
+  const std::vector<train::StepMetrics> resumed = train::train(c, comm::world());
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t i = 0; i < resumed.size(); i++) {
+    EXPECT_EQ(resumed[i].step, static_cast<int>(i) + 3);
+    EXPECT_NEAR(resumed[i].loss, whole[i + 3].loss, 1e-5) << "step " << resumed[i].step;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
