@@ -46,6 +46,7 @@ struct TrainConfig {
   // run
   std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
   std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
+  std::string dtype = "fp32";       // fp32 | bf16 (bf16 mixed precision: not wired into the model yet)
   std::string gemm = "onednn";      // onednn | openblas
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure at start (sgemm; GPU: bf16 GEMM)
   std::string metrics;              // JSON Lines file, one object per step

@@ -7,6 +7,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/train/compute.hpp"
+#include "axonn/train/trainer.hpp"
 
 using namespace axonn;
 
@@ -47,4 +48,20 @@ TEST(Compute, NodeLocalRank) {
   auto world = comm::world();
   // every rank of a test job runs on this one machine
   EXPECT_EQ(train::node_local_rank(*world), world->rank());
+}
+
+TEST(Compute, DtypeIsCheckedBeforeAnythingRuns) {
+  train::TrainConfig c;
+  c.steps = 1;
+  c.quiet = true;
+  c.peak_gflops = 100;
+  c.dtype = "fp16";
+  EXPECT_THROW(train::train(c, comm::world()), InvalidArgument);
+  c.dtype = "bf16";  // not wired into the model yet: a clear refusal, not an fp32 run
+  try {
+    (void)train::train(c, comm::world());
+    ADD_FAILURE() << "--dtype bf16 ran";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype fp32"), std::string::npos) << e.what();
+  }
 }
