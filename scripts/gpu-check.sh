@@ -48,10 +48,10 @@ if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON -DCMAKE_C
      >"$logs.configure.log" 2>&1; then
   tail -30 "$logs.configure.log"; log "FAIL: configure (log: $logs.configure.log)"; exit 1
 fi
-log "build the GPU tests (and what they link; not the tools or CPU tests) with $jobs jobs"
+log "build the GPU tests and bench_gpt2_step (and what they link; not the tool or CPU tests) with $jobs jobs"
 targets="test_cuda_kernels test_cuda_gpt test_cuda_gpt_grid bench_gpt2_step"
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" && targets="$targets test_cuda_nccl"
-if ! timeout 200 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
+if ! timeout 230 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
   grep -E "error|Error" "$logs.build.log" | head -30; log "FAIL: build (log: $logs.build.log)"; exit 1
 fi
 log "built in $(elapsed) s; running the gpu tests"
