@@ -1,17 +1,21 @@
-// bench/gpt2_step — training steps of GPT-2 (124M by default) on the CPU, on one rank or on a 4D
-// grid under mpirun: ms/step, tokens/s and MFU against the sgemm rate measured in the same run
-// (every rank measures its own, at the same time, with its threads; the peak is their sum), plus
-// this rank's memory and, on a grid, the tensor-parallel share of weights and optimizer state
-// against the expected 1/(Gx*Gy*Gz).
+// bench/gpt2_step — training steps of GPT-2 (124M by default) on the CPU or the GPU, on one rank
+// or on a 4D grid under mpirun: ms/step, tokens/s and MFU, plus this rank's memory and, on a grid,
+// the tensor-parallel share of weights and optimizer state against the expected 1/(Gx*Gy*Gz).
 //
-//   build/bin/bench_gpt2_step [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
-//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--gemm-tuning on|off]
+//   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
+//                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
+//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--peak-tflops P]
+//                             [--gemm-tuning on|off]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
+//   build-cuda/bin/bench_gpt2_step --kernels cuda --shapes 16x1024 --steps 5
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
-// matmuls incl. the LM head, plus attention) / step time / measured peak. The step time is the
-// slowest rank's. With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up
-// step (not timed) and rank 0's choices are printed under each shape's line.
+// matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
+// --peak-tflops per rank when given, else measured in the same run: on the CPU the sgemm rate (every
+// rank at once, with its threads), on the GPU the dense bf16 GEMM rate (cublasGemmEx 8192^3, bf16
+// inputs, fp32 accumulation) of each rank's device. The step time is the slowest rank's.
+// With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
+// timed) and rank 0's choices are printed under each shape's line.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +31,7 @@
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
+#include "axonn/train/compute.hpp"
 
 using namespace axonn;
 
@@ -46,9 +51,11 @@ double tp_weight_bytes(const Arena& a) {
 
 int main(int argc, char** argv) {
   comm::Runtime mpi(&argc, &argv);
-  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off";
+  std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off", kernels_name = "cpu",
+              comm_name;
   int steps = 3;
   bool profile = false;
+  double peak_tflops = 0.0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--gemm")) gemm = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
@@ -57,6 +64,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--grid")) grid_text = argv[i + 1];
     else if (!std::strcmp(argv[i], "--profile")) profile = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--gemm-tuning")) tuning = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--kernels")) kernels_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--comm")) comm_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--peak-tflops")) peak_tflops = std::atof(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -68,16 +78,32 @@ int main(int argc, char** argv) {
     kernels::set_gemm_backend(kernels::parse_gemm_backend(gemm));
     kernels::set_gemm_tuning(kernels::parse_gemm_tuning(tuning));
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    // the kernels, the GPU (node-local rank) and the communicator the grid splits
+    const train::Compute compute = train::setup_compute(kernels_name, comm_name, world);
+    const bool gpu = compute.backend == kernels::Backend::kCuda;
     world->barrier();
-    float peak = static_cast<float>(kernels::measure_sgemm_gflops(2048, 5));
+    // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
+    float peak = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
+                                    : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+                                                    : kernels::measure_sgemm_gflops(2048, 5));
     world->all_reduce(&peak, 1, DType::kF32);
     const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
-    parallel::Grid grid(shape, world);
+    parallel::Grid grid(shape, compute.grid_world);
     if (root) {
-      std::printf("# GEMM %s (layout tuning %s), %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n",
-                  gemm.c_str(), tuning.c_str(), world->size(), kernels::cpu_threads(), shape.str().c_str(),
-                  coretype ? coretype : "(unset)");
-      std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
+      if (gpu)
+        std::printf("# kernels cuda on %s, comm %s, %d rank(s), grid %s\n", compute.device_name.c_str(),
+                    compute.comm.c_str(), world->size(), shape.str().c_str());
+      else
+        std::printf("# kernels %s, GEMM %s (layout tuning %s), %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n",
+                    kernels_name.c_str(), gemm.c_str(), tuning.c_str(), world->size(), kernels::cpu_threads(), shape.str().c_str(),
+                    coretype ? coretype : "(unset)");
+      if (peak_tflops > 0)
+        std::printf("# peak: %.1f TFLOP/s per rank (given, --peak-tflops) = %.1f GFLOP/s\n", peak_tflops, peak);
+      else if (gpu)
+        std::printf("# peak: dense bf16 GEMM 8192^3 (cuBLAS, fp32 accumulation) on every rank's GPU = %.1f TFLOP/s "
+                    "(measured now)\n", peak / 1e3);
+      else
+        std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
     }
@@ -90,9 +116,9 @@ int main(int argc, char** argv) {
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
-      model::Gpt gpt(cfg, grid, B_local, T, kernels::Backend::kCpu);
+      model::Gpt gpt(cfg, grid, B_local, T, compute.backend);
       gpt.init_random(1);
-      const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
+      const auto& ops = kernels::ops_for(compute.backend);
       optim::AdamW opt(gpt.params(), {}, {}, ops);
       std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
       const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
@@ -112,6 +138,7 @@ int main(int argc, char** argv) {
         gpt.sync_gradients();
         ProfileScope os(&prof, "optimizer (norm + adamw)");
         opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
+        gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
         return loss;
       };
       kernels::gemm_tuner().clear();  // this shape's choices only

@@ -2,8 +2,11 @@
 # GPU check, for a machine with an NVIDIA GPU (GPU time is scarce: one prepared script, < 5 minutes).
 # Configures a Release build with -DAXONN_CUDA=ON for the visible GPU's architecture, builds the GPU
 # tests, runs every test labelled "gpu" (CUDA kernels vs kernels::ref; NCCL and MPI-staged
-# communicators under mpiexec), prints a summary, and exits non-zero if anything failed, or if a
-# test that this machine can run was skipped (e.g. a driver older than the toolkit).
+# communicators under mpiexec; GPT-2 on gpt2-tiny in fp32 against llm.c's losses, one step against the CPU, 4D grids of
+# 2 ranks against one rank), then the GPT-2 124M benchmark at B=16, T=1024 (tokens/s, MFU against
+# the dense bf16 GEMM peak measured in the same run), prints a summary, and exits non-zero if
+# anything failed, or if a test that this machine can run was skipped (e.g. a driver older than the
+# toolkit). The llm.c reference is ../shared/reference (or $AXONN_REFERENCE_DIR).
 #
 #   bash scripts/gpu-check.sh [build-dir]        (default build-gpu)
 set -uo pipefail
@@ -38,28 +41,51 @@ jobs=$(nproc)
 log "configure $build (Release, CUDA architectures $arch)"
 mkdir -p "$build"
 logs="$build/gpu-check"
+ref_flag=()
+[ -n "${AXONN_REFERENCE_DIR:-}" ] && ref_flag=(-DAXONN_REFERENCE_DIR="$AXONN_REFERENCE_DIR")
 if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DAXONN_BUILD_TOOLS=ON \
+     -DAXONN_BUILD_BENCH=ON "${ref_flag[@]}" \
      >"$logs.configure.log" 2>&1; then
   tail -30 "$logs.configure.log"; log "FAIL: configure (log: $logs.configure.log)"; exit 1
 fi
-log "build the GPU tests (and what they link; not the tools or CPU tests) with $jobs jobs"
-targets="test_cuda_kernels test_cuda_staged"
+log "build the GPU tests and bench_gpt2_step (and what they link; not the tool or CPU tests) with $jobs jobs"
+targets="test_cuda_kernels test_cuda_staged test_cuda_gpt test_cuda_gpt_grid bench_gpt2_step"
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" && targets="$targets test_cuda_nccl"
 targets="$targets test_cuda_bf16 bench_flash_attention"  # bf16 kernels and the flash attention benchmark
-if ! timeout 200 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
+if ! timeout 260 cmake --build "$build" -j "$jobs" --target $targets >"$logs.build.log" 2>&1; then
   grep -E "error|Error" "$logs.build.log" | head -30; log "FAIL: build (log: $logs.build.log)"; exit 1
 fi
 log "built in $(elapsed) s; running the gpu tests"
 
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 >"$logs.ctest.log" 2>&1
+# -V: the tests print their measured differences (kept in the log, quoted in the summary)
+ctest --test-dir "$build" -L gpu -V --timeout 300 >"$logs.ctest.log" 2>&1
 rc=$?
 grep -E "tests passed|Passed|\*\*\*Failed|\*\*\*Skipped|Timeout|Exception" "$logs.ctest.log" | sed -E 's/  # GetParam\(\) = [^.(]*/ /' | tail -40
 skipped=$(grep -E '^\s+[0-9]+ - .*\(Skipped\)' "$logs.ctest.log" | sed -E 's/  # GetParam\(\) = [^.(]*/ /' || true)
 bad_skips=""
 if [ "$gpus" -gt 0 ] && [ -n "$skipped" ]; then
-  # With a GPU only the 2-rank NCCL test may skip (one GPU: NCCL needs a device per rank).
-  bad_skips=$(echo "$skipped" | grep -v 'gpu.nccl.np2' || true)
+  # With a GPU only the 2-rank NCCL tests may skip (one GPU: NCCL needs a device per rank), and the
+  # staged 4D test when this build has no MPI-staged communicator (said in the summary).
+  bad_skips=$(echo "$skipped" | grep -v -E 'gpu.nccl.np2|gpu.gpt_grid.nccl.np2' || true)
   [ "$gpus" -ge 2 ] && bad_skips="$skipped"
+  [ -f include/axonn/comm/staged.hpp ] || bad_skips=$(echo "$bad_skips" | grep -v 'gpu.gpt_grid.staged.np2' || true)
+fi
+
+# The GPT-2 124M benchmark on one GPU: B=16, T=1024, fp32, a warm-up and 3 timed steps.
+bench_line=""
+if [ "$gpus" -gt 0 ] && [ $(( $(date +%s) - start )) -lt 240 ]; then
+  log "benchmark: GPT-2 124M, B=16, T=1024, --kernels cuda (fp32)"
+  timeout 120 "$build/bin/bench_gpt2_step" --kernels cuda --comm mpi --shapes 16x1024 --steps 3 \
+    >"$logs.bench.log" 2>&1
+  bench_rc=$?
+  cat "$logs.bench.log"
+  # columns: model grid B T ms/step tokens/s GFLOP/s MFU ...
+  bench_line=$(awk '$1 == "gpt2-124m" {printf "%s ms/step, %s tokens/s, %.1f TFLOP/s, MFU %.1f%%", $5, $6, $7 / 1000, 100 * $8}' \
+               "$logs.bench.log")
+  peak_line=$(grep '^# peak' "$logs.bench.log" | sed 's/^# //')
+  [ $bench_rc -ne 0 ] && bench_line="FAILED (exit $bench_rc; log $logs.bench.log)"
+elif [ "$gpus" -gt 0 ]; then
+  bench_line="not run (no time left under 5 minutes)"
 fi
 
 # ---- bf16 flash attention benchmark (GPT-2 124M shape: B=16 T=1024 NH=12 HS=64; about 10 s) ----
@@ -81,8 +107,11 @@ echo "devices visible : $gpus"
 grep -E "tests passed|tests failed" "$logs.ctest.log" | tail -1
 [ -n "$skipped" ] && { echo "skipped:"; echo "$skipped"; }
 echo "flash attention : $flash_summary"
+grep -E "max \|loss - (llm.c|one rank)\|" "$logs.ctest.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/                  /'
+[ -n "$bench_line" ] && { echo "bench 124M      : B=16 T=1024 fp32: $bench_line"; echo "                  ${peak_line:-}"; }
 echo "time            : $(elapsed) s (logs: $logs.{configure,build,ctest}.log)"
 if [ $rc -ne 0 ]; then echo "RESULT: FAIL (ctest exit $rc)"; exit 1; fi
 if [ -n "$bad_skips" ]; then echo "RESULT: FAIL (tests skipped although a GPU is visible)"; exit 1; fi
+case "$bench_line" in FAILED*) echo "RESULT: FAIL (benchmark)"; exit 1;; esac
 if [ "$gpus" -eq 0 ]; then echo "RESULT: NOT RUN (no GPU visible; everything skipped)"; exit 3; fi
 echo "RESULT: PASS"

@@ -1,4 +1,5 @@
 // kernels/dispatch.cpp — the Ops tables, chosen once when a model is built.
+#include <atomic>
 #include <string>
 
 #include "axonn/core/error.hpp"
@@ -18,16 +19,40 @@ namespace {
 const Ops kRefOps = AXONN_OPS_TABLE(ref);
 const Ops kCpuOps = AXONN_OPS_TABLE(cpu);
 #undef AXONN_OPS_TABLE
+std::atomic<const Ops*> g_cuda_ops{nullptr};
 }  // namespace
 
-std::string_view backend_name(Backend b) { return b == Backend::kRef ? "ref" : "cpu"; }
+std::string_view backend_name(Backend b) {
+  switch (b) {
+    case Backend::kRef: return "ref";
+    case Backend::kCpu: return "cpu";
+    case Backend::kCuda: return "cuda";
+  }
+  return "?";
+}
 
 Backend parse_backend(std::string_view name) {
   if (name == "ref") return Backend::kRef;
   if (name == "cpu") return Backend::kCpu;
-  throw InvalidArgument("unknown kernel backend '" + std::string(name) + "'; use cpu or ref");
+  if (name == "cuda") return Backend::kCuda;
+  throw InvalidArgument("unknown kernel backend '" + std::string(name) + "'; use cpu, ref or cuda");
 }
 
-const Ops& ops_for(Backend backend) { return backend == Backend::kRef ? kRefOps : kCpuOps; }
+Device backend_device(Backend b) { return b == Backend::kCuda ? Device::kCuda : Device::kCpu; }
+
+const Ops& ops_for(Backend backend) {
+  switch (backend) {
+    case Backend::kRef: return kRefOps;
+    case Backend::kCpu: return kCpuOps;
+    case Backend::kCuda:
+      if (const Ops* ops = g_cuda_ops.load()) return *ops;
+      throw InvalidArgument(
+          "--kernels cuda: the CUDA kernels are not available: this build has no CUDA backend (rebuild with "
+          "-DAXONN_CUDA=ON), or kernels::cuda_setup() was not called; use --kernels cpu to run on the host");
+  }
+  return kCpuOps;
+}
+
+void register_cuda_ops(const Ops* ops) { g_cuda_ops.store(ops); }
 
 }  // namespace axonn::kernels

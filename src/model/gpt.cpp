@@ -36,7 +36,11 @@ float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
 enum Act : size_t {
   kEncoded, kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttproj, kResidual2, kLn2, kLn2Mean, kLn2Rstd,
   kFch, kFchGelu, kFcproj, kResidual3, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets,
+  kScalars,
 };
+// Scalars all-reduced by the model (the loss sum, the gradient norm's parts): in device memory they
+// need a device word for the communicator; on the host the collectives take the host variables.
+constexpr int64_t kNumScalars = 4;
 // Backward scratch (gradients of one layer's activations, reused by every layer) and workspaces.
 enum Scratch : size_t {
   kDResidual, kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt, kFullA, kFullB,
@@ -48,11 +52,12 @@ void reduce_over(void* ctx, float* values, int64_t n, bool max) {
   r->tl->all_reduce(*r->group, values, static_cast<size_t>(n), max ? comm::ReduceOp::kMax : comm::ReduceOp::kSum);
 }
 
-// Columns [c0, c0 + width) of every row of a [rows, full_width] matrix, into [rows, width].
-void copy_columns(float* out, const float* in, int64_t rows, int full_width, int c0, int width) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; r++)
-    std::memcpy(out + r * width, in + r * full_width + c0, sizeof(float) * static_cast<size_t>(width));
+// Columns [c0, c0 + width) of every row of a [rows, full_width] matrix, into [rows, width], in the
+// model's memory.
+void copy_columns(const MemoryOps& mem, float* out, const float* in, int64_t rows, int full_width, int c0,
+                  int width) {
+  const size_t w = sizeof(float) * static_cast<size_t>(width);
+  mem.copy_2d(out, w, in + c0, sizeof(float) * static_cast<size_t>(full_width), w, static_cast<size_t>(rows));
 }
 
 // Checks the model against the grid before anything is built from it, so that the messages name
@@ -144,13 +149,15 @@ void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed) {
 
 Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend,
          const GptRunOptions& run)
-    : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)), run_(run),
+    : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
+      mem_(&memory_for(kernels::backend_device(backend))), run_(run),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),
       attproj_(grid, {.in = config.channels, .out = config.channels, .transposed = true}, "attproj"),
       fc_(grid, {.in = config.channels, .out = 4 * config.channels}, "fc"),
       fcproj_(grid, {.in = 4 * config.channels, .out = config.channels, .transposed = true}, "fcproj"),
-      params_("parameters"), grads_("gradients"), acts_("activations"), scratch_("backward scratch"),
-      rs_(tl_, run.reduce_scatter_slots, run.overlap.ors), dp_(tl_),
+      params_("parameters", mem_->device), grads_("gradients", mem_->device), acts_("activations", mem_->device),
+      scratch_("backward scratch", mem_->device),
+      rs_(tl_, run.reduce_scatter_slots, run.overlap.ors, *mem_, ops_), dp_(tl_, *mem_),
       linear_run_{*ops_, tl_, &rs_, run.overlap.oar} {
   const parallel::GridShape& g = grid.shape();
   const int C = config_.channels, NH = config_.num_heads, L = config_.num_layers, Vp = config_.padded_vocab_size;
@@ -228,7 +235,9 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kLosses, "losses", {N});
   add(kInputs, "inputs", {N}, DType::kI32);
   add(kTargets, "targets", {N}, DType::kI32);
+  add(kScalars, "scalars", {on_device() ? kNumScalars : 0});
   acts_.allocate();
+  if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
   auto sadd = [&](Scratch s, const char* name, Shape shape) {
     size_t slot = scratch_.reserve(name, shape);
@@ -253,7 +262,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
     kinds.push_back({param(weight_param(k)).f32(), lay.shard_size, lay.block_size});
   }
   gather_ = std::make_unique<parallel::WeightGather>(tl_, grid.z2(), std::move(kinds), L, run_.overlap.oag,
-                                                     run_.cache_gathered_weights);
+                                                     run_.cache_gathered_weights, *mem_);
 }
 
 Gpt::~Gpt() = default;
@@ -313,7 +322,14 @@ void Gpt::load_full_layer(Param p, int layer, const float* full) {
   Tensor t = param(p);
   float* dst = param_is_per_layer(p) ? t[layer].f32() : t.f32();
   int64_t n = param_is_per_layer(p) ? t[layer].numel() : t.numel();
-  for (int64_t j = 0; j < n; j++) dst[j] = full[global_index(p, j)];
+  if (!on_device()) {
+    for (int64_t j = 0; j < n; j++) dst[j] = full[global_index(p, j)];
+    return;
+  }
+  // device: the shard is picked out on the host, then uploaded
+  std::vector<float> shard(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; j++) shard[static_cast<size_t>(j)] = full[global_index(p, j)];
+  mem_->upload(dst, shard.data(), sizeof(float) * static_cast<size_t>(n));
 }
 
 void Gpt::init_random(uint64_t seed) {
@@ -323,11 +339,14 @@ void Gpt::init_random(uint64_t seed) {
     Tensor t = param(p);
     const int layers = param_is_per_layer(p) ? config_.num_layers : 1;
     const int64_t per_layer = t.numel() / layers, full = full_layer_numel(p);
-    float* w = t.f32();
+    // device: computed on the host, then uploaded
+    std::vector<float> staged(on_device() ? static_cast<size_t>(t.numel()) : 0);
+    float* w = on_device() ? staged.data() : t.f32();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int l = 0; l < layers; l++)
       for (int64_t j = 0; j < per_layer; j++)
         w[l * per_layer + j] = gpt2_init_value(config_, p, l * full + global_index(p, j), seed);
+    if (on_device()) mem_->upload(t.f32(), staged.data(), t.bytes());
   }
 }
 
@@ -340,10 +359,11 @@ const float* Gpt::full_channels(const float* x_slice, float* full, float* scratc
   const int C = config_.channels;
   tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_);  // over X
   auto copy = tl_.compute("gather_channels");
-#pragma omp parallel for collapse(2) schedule(static)
+  // rank r's block [N, Cx] goes to columns [r Cx, (r+1) Cx) of every row
+  const size_t w = sizeof(float) * static_cast<size_t>(Cx_);
   for (int r = 0; r < xg.size(); r++)
-    for (int64_t n = 0; n < N; n++)
-      std::memcpy(full + n * C + static_cast<int64_t>(r) * Cx_, scratch + (r * N + n) * Cx_, sizeof(float) * Cx_);
+    mem_->copy_2d(full + static_cast<int64_t>(r) * Cx_, sizeof(float) * static_cast<size_t>(C),
+                  scratch + static_cast<int64_t>(r) * N * Cx_, w, w, static_cast<size_t>(N));
   return full;
 }
 
@@ -377,20 +397,19 @@ float Gpt::forward(const int* inputs, const int* targets) {
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
 
+  // the tokens (host memory) are checked here and copied into the model's memory (uploaded on the GPU)
   int* in = static_cast<int*>(A(kInputs).data());
-  for (int64_t i = 0; i < N; i++) {
+  for (int64_t i = 0; i < N; i++)
     AXONN_CHECK_ARG(inputs[i] >= 0 && inputs[i] < V, "token id ", inputs[i], " at position ", i,
                     " is outside the vocabulary [0, ", V, ")");
-    in[i] = inputs[i];
-  }
+  mem_->upload(in, inputs, sizeof(int) * static_cast<size_t>(N));
   have_targets_ = targets != nullptr;
   if (have_targets_) {
     int* tg = static_cast<int*>(A(kTargets).data());
-    for (int64_t i = 0; i < N; i++) {
+    for (int64_t i = 0; i < N; i++)
       AXONN_CHECK_ARG(targets[i] >= 0 && targets[i] < V, "target id ", targets[i], " at position ", i,
                       " is outside the vocabulary [0, ", V, ")");
-      tg[i] = targets[i];
-    }
+    mem_->upload(tg, targets, sizeof(int) * static_cast<size_t>(N));
   }
   // A new step (the optimizer may have changed the weights since the last backward of the last
   // one): no gathered weight block of before may be reused.
@@ -410,7 +429,7 @@ float Gpt::forward(const int* inputs, const int* targets) {
     AXONN_OP(embedding_forward, emb, in, P(Param::kWte).f32(), vocab_begin_, Vr, N, C);
     tl_.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C);  // over X*Y
     auto copy = tl_.compute("copy_columns");
-    copy_columns(encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
+    copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
   }
   AXONN_OP(position_forward, encoded, P(Param::kWpe).f32(), B, T, Cx_);
 
@@ -429,12 +448,18 @@ float Gpt::forward(const int* inputs, const int* targets) {
   float* losses = A(kLosses).f32();
   AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, static_cast<int*>(A(kTargets).data()), N,
            vocab_valid_, Vr, vocab_begin_, over_xy);
-  // the mean over the global batch: this rank's tokens are summed, then over Z and data
+  // the mean over the global batch: this rank's tokens are summed (on the host, in order: the same
+  // sum on every backend), then over Z and data
+  const float* host_losses = losses;
+  if (on_device()) {
+    mem_->download(host_losses_.data(), losses, sizeof(float) * static_cast<size_t>(N));
+    host_losses = host_losses_.data();
+  }
   double local = 0.0;
-  for (int64_t i = 0; i < N; i++) local += losses[i];
+  for (int64_t i = 0; i < N; i++) local += host_losses[i];
   float sum = static_cast<float>(local);
-  tl_.all_reduce(grid_.z(), &sum, 1);     // over Z
-  tl_.all_reduce(grid_.data(), &sum, 1);  // over data
+  all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
+  all_reduce_scalars(grid_.data(), &sum, 1);  // over data
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
   return static_cast<float>(sum / global_tokens);
 }
@@ -524,7 +549,7 @@ void Gpt::backward(const BackwardOptions& options) {
              Vr);
     tl_.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C);  // over X*Y
     auto copy = tl_.compute("copy_columns");
-    copy_columns(dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);
+    copy_columns(*mem_, dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);
   }
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln,
            A(kResidual3)[L - 1].f32(), P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, Cx_, C,
@@ -567,9 +592,9 @@ void Gpt::backward_block(int l, bool last) {
   // OAR), dW reduce-scattered over Z (retired later under ORS); after each, the weight shards whose
   // gradient became complete are summed over data (DP overlap).
   // MLP block, reversed
-  std::memset(S(kDFchGelu), 0, sizeof(float) * N * 4 * Cy_);
-  std::memset(S(kDFch), 0, sizeof(float) * N * 4 * Cy_);
-  std::memset(dln, 0, sizeof(float) * N * Cx_);
+  mem_->zero(S(kDFchGelu), sizeof(float) * N * 4 * Cy_);
+  mem_->zero(S(kDFch), sizeof(float) * N * 4 * Cy_);
+  mem_->zero(dln, sizeof(float) * N * Cx_);
   AXONN_LINEAR(fcproj_, backward, S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(), dresidual,
                A(kFchGelu)[a].f32(), gather_->take(kLinFcproj, l), N, shard_tag(kLinFcproj, l, last));
   issue_final_weight_grads();
@@ -581,9 +606,9 @@ void Gpt::backward_block(int l, bool last) {
            A(kResidual2)[a].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), N, Cx_, C,
            over_x);
   // attention block, reversed
-  std::memset(S(kDAtty), 0, sizeof(float) * N * Cy_);
-  std::memset(S(kDQkv), 0, sizeof(float) * N * 3 * Cy_);
-  std::memset(dln, 0, sizeof(float) * N * Cx_);
+  mem_->zero(S(kDAtty), sizeof(float) * N * Cy_);
+  mem_->zero(S(kDQkv), sizeof(float) * N * 3 * Cy_);
+  mem_->zero(dln, sizeof(float) * N * Cx_);
   AXONN_LINEAR(attproj_, backward, S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(), dresidual,
                A(kAtty)[a].f32(), gather_->take(kLinAttproj, l), N, shard_tag(kLinAttproj, l, last));
   issue_final_weight_grads();
@@ -703,11 +728,24 @@ double Gpt::grad_norm() const {
   }
   // fp32 all-reduce of a double: split into a high and a low part to keep the precision
   float parts[2] = {static_cast<float>(local), static_cast<float>(local - static_cast<float>(local))};
-  tl_.all_reduce(grid_.xyz(), parts, 2);  // over X*Y*Z
+  all_reduce_scalars(grid_.xyz(), parts, 2);  // over X*Y*Z
   return std::sqrt(static_cast<double>(parts[0]) + parts[1]);
 }
 
 const float* Gpt::output() const { return acts_.tensor(kLogits).f32(); }
+
+void Gpt::all_reduce_scalars(comm::Communicator& group, float* values, int64_t n) const {
+  AXONN_CHECK(n <= kNumScalars, "all_reduce_scalars of ", n, " values");
+  if (!on_device()) {
+    tl_.all_reduce(group, values, static_cast<size_t>(n));
+    return;
+  }
+  if (group.size() == 1) return;  // nothing to sum (and no round trip through the device)
+  float* word = acts_.tensor(kScalars).f32();
+  mem_->upload(word, values, sizeof(float) * static_cast<size_t>(n));
+  tl_.all_reduce(group, word, static_cast<size_t>(n));
+  mem_->download(values, word, sizeof(float) * static_cast<size_t>(n));
+}
 
 double Gpt::flops_per_step() const {
   const double C = config_.channels, L = config_.num_layers, Vp = config_.padded_vocab_size, T = T_;

@@ -45,9 +45,13 @@ std::string overlap_name(const Overlap& o) {
 
 // --- ReduceScatterQueue -----------------------------------------------------------------------
 
-ReduceScatterQueue::ReduceScatterQueue(Timeline& tl, int slots, bool overlap)
-    : tl_(tl), overlap_(overlap), slots_(static_cast<size_t>(std::max(1, overlap ? slots : 1))) {
+ReduceScatterQueue::ReduceScatterQueue(Timeline& tl, int slots, bool overlap, const MemoryOps& memory,
+                                       const kernels::Ops* device_ops)
+    : tl_(tl), overlap_(overlap), mem_(memory), device_ops_(device_ops) {
   AXONN_CHECK_ARG(slots >= 1, "the reduce-scatter pool needs at least one slot, got ", slots);
+  AXONN_CHECK(memory.device == Device::kCpu || device_ops != nullptr,
+              "a ReduceScatterQueue in device memory needs the device's kernels");
+  for (int i = 0; i < std::max(1, overlap ? slots : 1); i++) slots_.push_back(Slot{MemoryBuffer(memory), false});
 }
 
 ReduceScatterQueue::~ReduceScatterQueue() {
@@ -68,22 +72,22 @@ float* ReduceScatterQueue::block(int64_t n) {
         Slot& s = slots_[i];
         // the block, then room for this rank's piece (at most half a block: Gz >= 2 when reduce-scattering)
         const auto need = static_cast<size_t>(n + n / 2 + 1);
-        if (s.buf.size() < need) s.buf.resize(need);
+        s.buf.reserve(sizeof(float) * need);
         {
           auto zero = tl_.compute("zero_dweight_block");
-          std::memset(s.buf.data(), 0, sizeof(float) * static_cast<size_t>(n));
+          mem_.zero(s.buf.data(), sizeof(float) * static_cast<size_t>(n));
         }
         s.busy = true;
         handed_out_ = static_cast<int>(i);
         handed_n_ = n;
-        return s.buf.data();
+        return s.buf.f32();
       }
     retire_oldest();  // every slot in flight: wait for the oldest
   }
 }
 
 void ReduceScatterQueue::issue(comm::Communicator& z, float* block, float* dw_shard, int64_t shard_size, int tag) {
-  AXONN_CHECK(handed_out_ >= 0 && slots_[static_cast<size_t>(handed_out_)].buf.data() == block,
+  AXONN_CHECK(handed_out_ >= 0 && slots_[static_cast<size_t>(handed_out_)].buf.f32() == block,
               "ReduceScatterQueue::issue() of a block that block() did not hand out");
   const int64_t n = shard_size * z.size();
   AXONN_CHECK(n == handed_n_, "reduce-scatter of ", n, " floats from a block of ", handed_n_);
@@ -101,10 +105,14 @@ void ReduceScatterQueue::retire_oldest() {
   in_flight_.pop_front();
   f.work->wait();
   Slot& s = slots_[static_cast<size_t>(f.slot)];
-  const float* piece = s.buf.data() + f.block_size;
+  const float* piece = s.buf.f32() + f.block_size;
   {
     auto acc = tl_.compute("accumulate_dweight_shard");
-    for (int64_t i = 0; i < f.shard_size; i++) f.dw_shard[i] += piece[i];
+    if (mem_.device == Device::kCpu) {
+      for (int64_t i = 0; i < f.shard_size; i++) f.dw_shard[i] += piece[i];
+    } else {
+      device_ops_->residual_forward(f.dw_shard, f.dw_shard, piece, f.shard_size);  // dw += piece, in place
+    }
   }
   s.busy = false;
   retired_.push_back(f.tag);
@@ -122,16 +130,19 @@ std::vector<int> ReduceScatterQueue::take_retired() {
 
 size_t ReduceScatterQueue::bytes() const {
   size_t b = 0;
-  for (const Slot& s : slots_) b += s.buf.size() * sizeof(float);
+  for (const Slot& s : slots_) b += s.buf.bytes();
   return b;
 }
 
 // --- WeightGather -----------------------------------------------------------------------------
 
 WeightGather::WeightGather(Timeline& tl, comm::Communicator& z2, std::vector<Kind> kinds, int layers, bool prefetch,
-                           bool cache)
-    : tl_(tl), z2_(z2), kinds_(std::move(kinds)), layers_(layers), prefetch_(prefetch), cache_(cache) {
-  if (z2_.size() > 1) buffers_.resize(cache_ ? kinds_.size() * static_cast<size_t>(layers_) : 2);
+                           bool cache, const MemoryOps& memory)
+    : tl_(tl), mem_(memory), z2_(z2), kinds_(std::move(kinds)), layers_(layers), prefetch_(prefetch), cache_(cache) {
+  if (z2_.size() > 1) {
+    const size_t n = cache_ ? kinds_.size() * static_cast<size_t>(layers_) : 2;
+    for (size_t i = 0; i < n; i++) buffers_.push_back(Buffer{MemoryBuffer(mem_), {-1, -1}, nullptr});
+  }
 }
 
 WeightGather::~WeightGather() {
@@ -163,14 +174,14 @@ WeightGather::Buffer& WeightGather::victim(const Use& u) {
 
 void WeightGather::gather(Buffer& b, const Use& u, bool async) {
   const Kind& k = kinds_[static_cast<size_t>(u.kind)];
-  if (b.data.size() < static_cast<size_t>(k.block_size)) b.data.resize(static_cast<size_t>(k.block_size));
+  b.data.reserve(sizeof(float) * static_cast<size_t>(k.block_size));
   b.holds = u;
   const float* shard = k.shards + static_cast<int64_t>(u.layer) * k.shard_size;
   const auto n = static_cast<size_t>(k.shard_size);
   if (async)
-    b.pending = tl_.all_gather_async(z2_, shard, b.data.data(), n);  // over Z (second communicator)
+    b.pending = tl_.all_gather_async(z2_, shard, b.data.f32(), n);  // over Z (second communicator)
   else
-    tl_.all_gather(z2_, shard, b.data.data(), n);  // over Z (second communicator)
+    tl_.all_gather(z2_, shard, b.data.f32(), n);  // over Z (second communicator)
 }
 
 void WeightGather::begin(std::vector<Use> uses) {
@@ -204,7 +215,7 @@ const float* WeightGather::take(int kind, int layer) {
     const Use& v = uses_[next_];
     if (!find(v)) gather(victim(v), v, true);  // OAG: runs while the caller computes with this block
   }
-  return b->data.data();
+  return b->data.f32();
 }
 
 void WeightGather::invalidate() {
@@ -238,19 +249,22 @@ void GradAllReduce::issue(comm::Communicator& group, const std::vector<Part>& pa
   if (parts.size() == 1) {
     b.work = tl_.all_reduce_async(group, parts[0].data, static_cast<size_t>(parts[0].n));  // in place
   } else {
-    if (packed_used_ == packed_.size()) packed_.emplace_back();
+    if (packed_used_ == packed_.size()) packed_.emplace_back(mem_);
     b.buffer = packed_used_++;
     b.packed = true;
-    std::vector<float>& buf = packed_[b.buffer];
+    MemoryBuffer& buf = packed_[b.buffer];
     int64_t total = 0;
     for (const Part& p : parts) total += p.n;
-    buf.resize(static_cast<size_t>(total));
+    buf.reserve(sizeof(float) * static_cast<size_t>(total));
     {
       auto pack = tl_.compute("pack_gradient_bucket");
-      float* at = buf.data();
-      for (const Part& p : parts) at = std::copy(p.data, p.data + p.n, at);
+      float* at = buf.f32();
+      for (const Part& p : parts) {
+        mem_.copy(at, p.data, sizeof(float) * static_cast<size_t>(p.n));
+        at += p.n;
+      }
     }
-    b.work = tl_.all_reduce_async(group, buf.data(), buf.size());
+    b.work = tl_.all_reduce_async(group, buf.f32(), static_cast<size_t>(total));
   }
   in_flight_.push_back(std::move(b));
 }
@@ -260,9 +274,9 @@ void GradAllReduce::wait_all() {
     b.work->wait();
     if (!b.packed) continue;
     auto unpack = tl_.compute("unpack_gradient_bucket");
-    const float* at = packed_[b.buffer].data();
+    const float* at = packed_[b.buffer].f32();
     for (const Part& p : b.parts) {
-      std::copy(at, at + p.n, p.data);
+      mem_.copy(p.data, at, sizeof(float) * static_cast<size_t>(p.n));
       at += p.n;
     }
   }

@@ -10,7 +10,7 @@ constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-void Arena::Free::operator()(void* p) const { std::free(p); }
+void Arena::Free::operator()(void* p) const { mem->release(p); }
 
 size_t Arena::reserve(std::string name, Shape shape, DType dtype) {
   AXONN_CHECK(!allocated(), "arena '", name_, "' is already allocated; cannot reserve '", name, "'");
@@ -21,8 +21,10 @@ size_t Arena::reserve(std::string name, Shape shape, DType dtype) {
   return slots_.size() - 1;
 }
 
-Arena Arena::clone_layout(std::string name) const {
-  Arena a(std::move(name));
+Arena Arena::clone_layout(std::string name) const { return clone_layout(std::move(name), device_); }
+
+Arena Arena::clone_layout(std::string name, Device device) const {
+  Arena a(std::move(name), device);
   for (const Slot& s : slots_) a.reserve(s.name, s.shape, s.dtype);
   return a;
 }
@@ -30,23 +32,44 @@ Arena Arena::clone_layout(std::string name) const {
 void Arena::allocate() {
   AXONN_CHECK(!allocated(), "arena '", name_, "' allocated twice");
   size_t n = bytes_ ? bytes_ : kAlign;
-  void* p = std::aligned_alloc(kAlign, n);
-  if (!p)
-    throw Error("out of memory allocating " + std::to_string(n >> 20) + " MiB for " + name_ +
-                "; reduce --batch-size or --seq-len, or use more ranks");
-  std::memset(p, 0, n);
-  storage_.reset(static_cast<char*>(p));
+  const MemoryOps& mem = memory();  // device memory in a build without CUDA: InvalidArgument
+  void* p = nullptr;
+  try {
+    p = mem.allocate(n);  // zero-filled
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error("out of " + std::string(device_ == Device::kCpu ? "" : "device ") + "memory allocating " +
+                std::to_string(n >> 20) + " MiB for " + name_ + " (" + e.what() +
+                "); reduce --batch-size or --seq-len, or use more ranks");
+  }
+  storage_ = std::unique_ptr<char, Free>(static_cast<char*>(p), Free{&mem});
 }
 
 void Arena::zero() {
-  if (allocated()) std::memset(storage_.get(), 0, bytes_);
+  if (allocated()) memory().zero(storage_.get(), bytes_);
+}
+
+void Arena::copy_from(const Arena& src) {
+  AXONN_CHECK(allocated() && src.allocated(), "copy between arenas '", src.name_, "' and '", name_,
+              "' needs both allocated");
+  AXONN_CHECK(bytes_ == src.bytes_ && slots_.size() == src.slots_.size(), "arena '", src.name_,
+              "' does not have the layout of '", name_, "'");
+  if (device_ == Device::kCpu && src.device_ == Device::kCpu)
+    std::memcpy(storage_.get(), src.storage_.get(), bytes_);
+  else if (device_ == Device::kCpu)
+    src.memory().download(storage_.get(), src.storage_.get(), bytes_);
+  else if (src.device_ == Device::kCpu)
+    memory().upload(storage_.get(), src.storage_.get(), bytes_);
+  else
+    memory().copy(storage_.get(), src.storage_.get(), bytes_);
 }
 
 Tensor Arena::tensor(size_t slot) const {
   AXONN_CHECK(allocated(), "arena '", name_, "' is not allocated");
   AXONN_CHECK(slot < slots_.size(), "slot ", slot, " out of range in arena '", name_, "'");
   const Slot& s = slots_[slot];
-  return Tensor(storage_.get() + s.offset, s.shape, s.dtype);
+  return Tensor(storage_.get() + s.offset, s.shape, s.dtype, device_);
 }
 
 Tensor Arena::tensor(std::string_view name) const {

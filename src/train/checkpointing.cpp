@@ -97,6 +97,26 @@ StartPlan plan_start(const TrainConfig& c) {
   return s;
 }
 
+namespace {
+
+// Host copies of the state a checkpoint holds, for a model in device memory: the checkpoint code
+// reads and writes host arenas (and its collectives take host buffers).
+struct HostState {
+  Arena params, m, v;
+  HostState(const model::Gpt& gpt, const optim::AdamW& opt, bool with_moments)
+      : params(gpt.params().clone_layout("parameters (host copy)", Device::kCpu)),
+        m(opt.m().clone_layout("adamw m (host copy)", Device::kCpu)),
+        v(opt.v().clone_layout("adamw v (host copy)", Device::kCpu)) {
+    params.allocate();
+    if (with_moments) {
+      m.allocate();
+      v.allocate();
+    }
+  }
+};
+
+}  // namespace
+
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
                 model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens) {
   if (!plan.resume_dir.empty()) {
@@ -105,7 +125,16 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
                    "' stopped at token ", m.loader.position, " of its data, but the data has ", data_tokens,
                    " tokens: resume with the data it was trained on (it recorded '",
                    m.extra.count("data") ? m.extra.at("data") : std::string("?"), "')");
-    checkpoint::LoadResult r = checkpoint::load_sharded(plan.resume_dir, grid, mc, gpt.params(), &opt.m(), &opt.v());
+    checkpoint::LoadResult r;
+    if (gpt.device() == Device::kCpu) {
+      r = checkpoint::load_sharded(plan.resume_dir, grid, mc, gpt.params(), &opt.m(), &opt.v());
+    } else {
+      HostState h(gpt, opt, true);
+      r = checkpoint::load_sharded(plan.resume_dir, grid, mc, h.params, &h.m, &h.v);
+      gpt.params().copy_from(h.params);  // upload
+      opt.m().copy_from(h.m);
+      opt.v().copy_from(h.v);
+    }
     const checkpoint::Manifest& got = r.manifest;
     int adam_steps = static_cast<int>(got.step);
     if (auto it = got.extra.find("adam_steps"); it != got.extra.end()) adam_steps = std::stoi(it->second);
@@ -149,7 +178,14 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
       break;
     }
     case StartPlan::Init::kCheckpoint: {
-      checkpoint::LoadResult r = checkpoint::load_sharded(plan.init_path, grid, mc, gpt.params());
+      checkpoint::LoadResult r;
+      if (gpt.device() == Device::kCpu) {
+        r = checkpoint::load_sharded(plan.init_path, grid, mc, gpt.params());
+      } else {
+        HostState h(gpt, opt, false);
+        r = checkpoint::load_sharded(plan.init_path, grid, mc, h.params);
+        gpt.params().copy_from(h.params);  // upload
+      }
       log_info("init      weights of %s (step %lld, grid %s), fresh optimizer", r.dir.c_str(),
                static_cast<long long>(r.manifest.step), r.manifest.grid.str().c_str());
       break;
@@ -182,8 +218,16 @@ void Checkpointer::after_step(int done, const data::BatchLoader& loader, const m
   m.extra = run_settings(c_);
   m.extra["adam_steps"] = std::to_string(opt.steps());
   if (!resumed_from_.empty()) m.extra["resumed_from"] = resumed_from_;
-  checkpoint::SaveResult r =
-      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, gpt.params(), &opt.m(), &opt.v(), c_.keep);
+  checkpoint::SaveResult r;
+  if (gpt.device() == Device::kCpu) {
+    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, gpt.params(), &opt.m(), &opt.v(), c_.keep);
+  } else {
+    HostState h(gpt, opt, true);
+    h.params.copy_from(gpt.params());  // download
+    h.m.copy_from(opt.m());
+    h.v.copy_from(opt.v());
+    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, h.params, &h.m, &h.v, c_.keep);
+  }
   const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);

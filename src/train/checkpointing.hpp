@@ -35,7 +35,9 @@ struct StartPlan {
 StartPlan plan_start(const TrainConfig& c);
 
 // Collective over the grid. Sets the weights (and, when resuming, the AdamW state and the loader's
-// position) and returns the first step to run. A bad checkpoint is refused on every rank before
+// position) and returns the first step to run. `grid` is the one the checkpoint's collectives use:
+// its communicators take host buffers (on the GPU a grid over the MPI world, beside the model's);
+// a model in device memory is loaded through host copies of its arenas. A bad checkpoint is refused on every rank before
 // anything is changed. data_tokens: the training data's length (a resumed position must lie in it).
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
                 model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
@@ -48,7 +50,8 @@ class Checkpointer {
   // Counts steps and tokens on from the checkpoint the plan resumes (if any).
   Checkpointer(const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid, const StartPlan& plan);
   // Called after each step with the number of steps done; collective. Saves when due: every
-  // --checkpoint-every steps and after the last step.
+  // --checkpoint-every steps and after the last step (a model in device memory is downloaded first).
+  // `grid` (constructor) takes host buffers, as for start_state.
   void after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt, const optim::AdamW& opt);
 
  private:

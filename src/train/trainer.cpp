@@ -16,6 +16,7 @@
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
+#include "axonn/train/compute.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
@@ -263,6 +264,12 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     world->all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
     AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
   }
+  const bool gpu = backend == kernels::Backend::kCuda;
+  AXONN_CHECK_ARG(c.dtype == "fp32" || c.dtype == "bf16", "unknown --dtype '", c.dtype, "'; use fp32 or bf16");
+  // bf16 mixed precision (bf16 parameter copies and activations, fp32 master weights and gradients)
+  // has its op list in kernels/ops_bf16.hpp; the model does not call it yet.
+  AXONN_CHECK_ARG(c.dtype == "fp32", "--dtype bf16: the model does not run in bf16 mixed precision yet "
+                                     "(docs/gpu.md, what is left); use --dtype fp32");
   const optim::LrSchedule schedule = optim::parse_lr_schedule(c.lr_schedule);
   const detail::StartPlan start = detail::plan_start(c);
   const model::GptConfig mc = resolve_model(c, start);
@@ -294,19 +301,30 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   }
   data::BatchLoader loader(*shard, c.batch_size, c.seq_len);
 
+  // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
+  const Compute compute = setup_compute(c.kernels, c.comm, world);
+
   // the grid, the model's shards on it, and the optimizer on those shards
-  parallel::Grid grid(shape, world);
+  parallel::Grid grid(shape, compute.grid_world);
+  // The sharded checkpoints' collectives take host buffers: when the model's communicators take
+  // device buffers (NCCL, MPI-staged), a second grid over the MPI world serves them.
+  std::unique_ptr<parallel::Grid> host_grid;
+  if (compute.grid_world != world) host_grid = std::make_unique<parallel::Grid>(shape, world);
+  const parallel::Grid& checkpoint_grid = host_grid ? *host_grid : grid;
   model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++)
     decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
   optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
-  const int first_step = detail::start_state(start, c, mc, grid, gpt, opt, loader, shard->size());
+  const int first_step = detail::start_state(start, c, mc, checkpoint_grid, gpt, opt, loader, shard->size());
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
-  detail::Checkpointer checkpointer(c, mc, grid, start);
+  detail::Checkpointer checkpointer(c, mc, checkpoint_grid, start);
 
-  const double peak = c.peak_gflops > 0 ? c.peak_gflops : kernels::measure_sgemm_gflops(1536, 3);
+  // MFU's denominator: given, or measured now (sgemm on the CPU; a bf16 GEMM on the GPU)
+  const double peak = c.peak_gflops > 0 ? c.peak_gflops
+                      : gpu            ? 1e3 * measure_gpu_bf16_tflops(8192, 3)
+                                       : kernels::measure_sgemm_gflops(1536, 3);
   log_info("model     %s, %.2fM parameters, %s", mc.str().c_str(), static_cast<double>(mc.num_parameters()) / 1e6,
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
            : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
@@ -328,10 +346,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
            mib(gpt.comm_buffer_bytes()),
            mib(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() + gpt.activation_bytes() +
                gpt.comm_buffer_bytes()));
-  log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
-           std::string(kernels::backend_name(backend)).c_str(),
-           std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
-           c.peak_gflops > 0 ? "given" : "sgemm measured now");
+  if (gpu)
+    log_info("compute   kernels cuda on %s, comm %s, peak %.1f TFLOP/s (%s)", compute.device_name.c_str(),
+             compute.comm.c_str(), peak / 1e3, c.peak_gflops > 0 ? "given" : "dense bf16 GEMM measured now");
+  else
+    log_info("compute   kernels %s, GEMM %s, %d threads, peak %.1f GFLOP/s (%s)",
+             std::string(kernels::backend_name(backend)).c_str(),
+             std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(), peak,
+             c.peak_gflops > 0 ? "given" : "sgemm measured now");
   if (kernels::gemm_tuning())
     log_info("gemm      layout tuning on: the first call of each GEMM shape times its %zu variants (step 1 is "
              "slower); choices reported at the end", kernels::kGemmVariants.size());
@@ -385,6 +407,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
       norm = gpt.grad_norm();
       TraceScope opt_span(&trace, "adamw_step");
       opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, c.grad_clip));
+      gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
     }
     double seconds = timer.seconds();
     trace.set_recording(false);
@@ -424,7 +447,14 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     checkpointer.after_step(step + 1, loader, gpt, opt);
   }
   if (!c.save.empty()) {
-    checkpoint::save_llmc(c.save, mc, gpt.params());
+    if (gpt.device() != Device::kCpu) {
+      Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
+      host.allocate();
+      host.copy_from(gpt.params());  // download
+      checkpoint::save_llmc(c.save, mc, host);
+    } else {
+      checkpoint::save_llmc(c.save, mc, gpt.params());
+    }
     log_info("saved     %s", c.save.c_str());
   }
   if (kernels::gemm_tuning()) {  // rank 0's choices (every rank tunes its own shapes)

@@ -59,13 +59,20 @@ void add_train_command(CLI::App& app, Action* action) {
                 "continue from the latest checkpoint in --checkpoint-dir (start at step 0 if it has none)");
   sub->add_option("--resume-from", c->resume_from,
                   "continue from this checkpoint (a root or a step directory), possibly written on another grid");
-  sub->add_option("--kernels", c->kernels, "cpu|ref (ref: the naive test-oracle kernels)");
+  sub->add_option("--kernels", c->kernels,
+                  "cpu|ref|cuda (ref: the naive test-oracle kernels; cuda: the GPU, chosen by node-local rank, "
+                  "needs a build with -DAXONN_CUDA=ON)");
+  sub->add_option("--dtype", c->dtype, "fp32|bf16: parameters and activations (bf16: not available yet)");
+  sub->add_option("--comm", c->comm,
+                  "mpi|nccl|mpi-staged: the grid's communicators (default: mpi; with --kernels cuda: nccl "
+                  "when built with NCCL)");
   sub->add_option("--gemm", c->gemm, "CPU GEMM backend: onednn|openblas");
   sub->add_option("--gemm-tuning", c->gemm_tuning, "on|off: time each GEMM shape's layout variants the first time "
                   "it runs and keep the fastest (docs/gemm-tuning.md); the choices are reported at the end");
   sub->add_option("--gemm-tuning-report", c->gemm_tuning_report, "write the tuner's choices and timings to this "
                   "JSON file (rank 0's; needs --gemm-tuning on)");
-  sub->add_option("--peak-gflops", c->peak_gflops, "peak for MFU (0: measure sgemm at start)");
+  sub->add_option("--peak-gflops", c->peak_gflops,
+                  "peak for MFU in GFLOP/s (0: measure at start: sgemm, or a dense bf16 GEMM with --kernels cuda)");
   sub->add_option("--synthetic-tokens", c->synthetic_tokens, "length of the built-in synthetic corpus");
   sub->add_flag("--quiet", c->quiet, "no per-step progress lines");
   // overlap, micro-batches, recompute, trace (docs/overlap.md)

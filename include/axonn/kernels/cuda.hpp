@@ -12,10 +12,15 @@
 //   ops.matmul_forward(d_out, d_inp, d_weight, d_bias, N, C, OC);   // cuBLAS, fp32
 //   axonn::kernels::cuda_synchronize();                              // host waits for the GPU
 //
-// Limits of the fp32 table (docs/gpu.md): a RowReducer must be null (the reducer's callback runs on
-// the host over host arrays; a sharded LayerNorm or cross-entropy on the device needs a device-side
-// reducer, i.e. an NCCL all-reduce on the statistics), otherwise InvalidArgument is thrown.
+// A RowReducer's all_reduce gets DEVICE arrays (the row statistics between the kernels' passes): the
+// model's reducer calls a communicator that takes device buffers (NCCL or MPI-staged). fp32 only.
+//
+// The model reaches this backend through kernels::ops_for(Backend::kCuda) and device arenas, which
+// exist once cuda_setup() has run (the CPU-only libraries do not link CUDA):
+//   kernels::cuda_setup(local_rank);        // device local_rank % count; registers memory and ops
 #pragma once
+
+#include <string>
 
 #include "axonn/kernels/ops.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
@@ -41,5 +46,14 @@ void cuda_synchronize();
 // header needs no CUDA header): where the kernels run; pass it to Work::wait_on and to
 // NcclOptions::compute_stream (the default there). Created on first use, never destroyed.
 void* cuda_compute_stream();
+// Selects device local_rank % device_count() for the calling thread (device selection by node-local
+// rank), creates its context, and registers device memory (core/memory.hpp) and cuda_ops() as
+// Backend::kCuda's table. Returns the device. InvalidArgument when no device is visible.
+int cuda_setup(int local_rank);
+// "NVIDIA H100 80GB HBM3 (device 0, sm_90, 79 GiB)" for the current device.
+std::string cuda_device_name();
+// The dense GEMM rate of the current device in TFLOP/s: cublasGemmEx, n x n x n, bf16 inputs, fp32
+// accumulation and output, best of `reps` timed calls after a warm-up (the MFU denominator).
+double cuda_measure_bf16_gemm_tflops(int n, int reps);
 
 }  // namespace axonn::kernels

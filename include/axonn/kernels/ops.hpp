@@ -1,7 +1,7 @@
 // kernels/ops.hpp — the op list of the GPT, forward and backward, on raw fp32 buffers.
 //
-// Every op exists twice: `ref` (naive loops, always built; the test oracle) and `cpu` (BLAS GEMMs
-// and OpenMP loops; the default). A model picks one implementation once, as an `Ops` table
+// Every op exists in `ref` (naive loops, always built; the test oracle), `cpu` (BLAS GEMMs and
+// OpenMP loops; the default) and, in a build with -DAXONN_CUDA=ON, `cuda` (device pointers). A model picks one implementation once, as an `Ops` table
 // (ops_for()), and calls through it. Conventions, as in llm.c:
 //   - arguments: outputs first, then inputs, then weights, then dimensions;
 //   - backward ops ACCUMULATE (+=) into every gradient they produce, so callers zero them once;
@@ -13,21 +13,27 @@
 #include <cstdint>
 #include <string_view>
 
+#include "axonn/core/dtype.hpp"
+
 namespace axonn::kernels {
 
-enum class Backend { kRef, kCpu };
+enum class Backend { kRef, kCpu, kCuda };
 
 // Completes per-row partial results across the ranks that hold the other slices of each row:
 // LayerNorm over channels sharded over X, cross-entropy over a vocabulary sharded over X*Y. The
 // caller (the model) supplies it and the kernel calls it between its passes; every rank of the
 // group must make the same calls. A null RowReducer means the rows are whole on this rank.
+// The values live in the kernels' memory: host arrays for ref/cpu, DEVICE arrays for cuda (the
+// model's reducer then calls a communicator that takes device buffers: NCCL or MPI-staged).
 struct RowReducer {
   // In place over values[n]: the sum (max = false) or the maximum (max = true) over the group.
   void (*all_reduce)(void* ctx, float* values, int64_t n, bool max);
   void* ctx;
 };
 std::string_view backend_name(Backend b);
-Backend parse_backend(std::string_view name);  // "ref" | "cpu"; throws InvalidArgument
+Backend parse_backend(std::string_view name);  // "ref" | "cpu" | "cuda"; throws InvalidArgument
+// Where a backend's buffers live: Device::kCuda for kCuda, else the host.
+Device backend_device(Backend b);
 
 // The op list. Each line of the table names the shapes of its arguments.
 struct Ops {
@@ -87,7 +93,11 @@ struct Ops {
   double (*sum_squares)(const float* x, int64_t n);
 };
 
+// The table of a backend. kCuda is the table registered by kernels::cuda_setup() (kernels/cuda.hpp);
+// without it (a CPU-only build, or no setup) InvalidArgument says what to do.
 const Ops& ops_for(Backend backend);
+// Called by the CUDA library (cuda_setup); the table must outlive its use.
+void register_cuda_ops(const Ops* ops);
 
 // The implementations, callable directly (tests compare them). Same signatures as the table.
 #define AXONN_DECLARE_OPS                                                                                    \

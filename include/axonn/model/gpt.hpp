@@ -93,7 +93,10 @@ class Gpt {
  public:
   // B_local sequences of T tokens per forward on this rank; T <= max_seq_len. Every rank of the
   // grid constructs the model (collective-free; throws InvalidArgument if the grid does not divide
-  // the model).
+  // the model). Backend::kCuda puts every arena (parameters, gradients, activations, scratch) and
+  // communication buffer in device memory (after kernels::cuda_setup()); the grid's communicators
+  // must then take device buffers (NCCL or MPI-staged). Inputs, targets and the returned loss stay
+  // on the host; params()/grads()/output() are device memory (Arena::copy_from to read them).
   Gpt(GptConfig config, const parallel::Grid& grid, int B_local, int T, kernels::Backend backend,
       const GptRunOptions& run = {});
   ~Gpt();
@@ -144,7 +147,8 @@ class Gpt {
   void weights_updated();
 
   // This rank's softmax probabilities [B_local, T, its vocabulary rows] after a forward with
-  // targets, logits without; vocab_begin() is the id of the first column.
+  // targets, logits without; vocab_begin() is the id of the first column. In the model's memory
+  // (device memory with Backend::kCuda).
   const float* output() const;
   int vocab_begin() const { return vocab_begin_; }
   int vocab_rows() const { return vocab_rows_; }
@@ -155,6 +159,9 @@ class Gpt {
   size_t grad_bytes() const { return grads_.bytes(); }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t comm_buffer_bytes() const;
+  // Where the arenas live: Device::kCuda with Backend::kCuda.
+  Device device() const { return mem_->device; }
+  const MemoryOps& memory() const { return *mem_; }
 
   // Model FLOPs of one forward+backward over the global batch (matmuls and attention, 3x the
   // forward), the numerator of MFU.
@@ -184,6 +191,9 @@ class Gpt {
   int slot(int l) const { return run_.recompute ? 0 : l; }
   const parallel::TpLinear& linear(int k) const;
   static Param weight_param(int k);
+  bool on_device() const { return mem_->device != Device::kCpu; }
+  // Sums values[n] (host memory, n <= 4) over group, through a device word on the GPU.
+  void all_reduce_scalars(comm::Communicator& group, float* values, int64_t n) const;
   // Tag of the weight shard (linear k, layer l) in the reduce-scatter queue; odd on the last micro-batch.
   static int shard_tag(int k, int l, bool last) { return 2 * (l * kNumLinears + k) + (last ? 1 : 0); }
   // The buckets of the gradient sync (issued in the same order with and without DP overlap).
@@ -197,6 +207,7 @@ class Gpt {
   const parallel::Grid& grid_;
   int B_, T_;
   const kernels::Ops* ops_;
+  const MemoryOps* mem_;  // the memory of the kernels: host, or device for Backend::kCuda
   GptRunOptions run_;
   // this rank's share of the dimensions
   int Cx_, Cy_, NHy_, vocab_begin_, vocab_rows_, vocab_valid_;
@@ -212,6 +223,7 @@ class Gpt {
   bool have_targets_ = false;
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)
   bool dp_armed_ = false;   // the last backward issued the gradient sums (DP overlap)
+  std::vector<float> host_losses_;  // on the GPU: the per-token losses, downloaded to be summed
 };
 
 }  // namespace axonn::model

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "axonn/comm/communicator.hpp"
+#include "axonn/core/memory.hpp"
+#include "axonn/kernels/ops.hpp"
 #include "axonn/parallel/timeline.hpp"
 
 namespace axonn::parallel {
@@ -51,7 +53,10 @@ std::string overlap_name(const Overlap& o);
 // same sums: identical results).
 class ReduceScatterQueue {
  public:
-  ReduceScatterQueue(Timeline& tl, int slots, bool overlap);
+  // memory: where the blocks live (the model's memory); for device memory, `device_ops` (the
+  // kernels of that memory) adds the reduced piece to the shard.
+  ReduceScatterQueue(Timeline& tl, int slots, bool overlap, const MemoryOps& memory = host_memory(),
+                     const kernels::Ops* device_ops = nullptr);
   ReduceScatterQueue(const ReduceScatterQueue&) = delete;
   ReduceScatterQueue& operator=(const ReduceScatterQueue&) = delete;
   ~ReduceScatterQueue();
@@ -76,7 +81,7 @@ class ReduceScatterQueue {
 
  private:
   struct Slot {
-    std::vector<float> buf;  // the dW block, then this rank's reduced piece
+    MemoryBuffer buf;  // the dW block, then this rank's reduced piece
     bool busy = false;
   };
   struct InFlight {
@@ -90,6 +95,8 @@ class ReduceScatterQueue {
 
   Timeline& tl_;
   bool overlap_;
+  const MemoryOps& mem_;
+  const kernels::Ops* device_ops_;
   std::vector<Slot> slots_;
   std::deque<InFlight> in_flight_;
   int handed_out_ = -1;  // the slot between block() and issue()
@@ -115,7 +122,9 @@ class WeightGather {
   };
   // z2: the second Z communicator (weight all-gathers never queue behind the reduce-scatters on Z).
   // cache: one buffer per (kind, layer), kept until invalidate(); else two buffers of the largest block.
-  WeightGather(Timeline& tl, comm::Communicator& z2, std::vector<Kind> kinds, int layers, bool prefetch, bool cache);
+  // memory: where the shards and the gathered blocks live.
+  WeightGather(Timeline& tl, comm::Communicator& z2, std::vector<Kind> kinds, int layers, bool prefetch, bool cache,
+               const MemoryOps& memory = host_memory());
   WeightGather(const WeightGather&) = delete;
   WeightGather& operator=(const WeightGather&) = delete;
   ~WeightGather();
@@ -131,7 +140,7 @@ class WeightGather {
 
  private:
   struct Buffer {
-    std::vector<float> data;
+    MemoryBuffer data;
     Use holds{-1, -1};                    // what data holds (or is being gathered into it)
     std::unique_ptr<comm::Work> pending;  // its all-gather, while in flight
   };
@@ -140,6 +149,7 @@ class WeightGather {
   void gather(Buffer& b, const Use& u, bool async);
 
   Timeline& tl_;
+  const MemoryOps& mem_;
   comm::Communicator& z2_;
   std::vector<Kind> kinds_;
   int layers_;
@@ -161,7 +171,8 @@ class GradAllReduce {
     float* data;
     int64_t n;
   };
-  explicit GradAllReduce(Timeline& tl) : tl_(tl) {}
+  // memory: where the gradients (and so the packed buckets) live.
+  explicit GradAllReduce(Timeline& tl, const MemoryOps& memory = host_memory()) : tl_(tl), mem_(memory) {}
   void issue(comm::Communicator& group, const std::vector<Part>& parts);
   void wait_all();
   bool pending() const { return !in_flight_.empty(); }
@@ -174,8 +185,9 @@ class GradAllReduce {
     bool packed = false;
   };
   Timeline& tl_;
+  const MemoryOps& mem_;
   std::vector<Bucket> in_flight_;
-  std::vector<std::vector<float>> packed_;  // reused across steps
+  std::vector<MemoryBuffer> packed_;  // reused across steps
   size_t packed_used_ = 0;
 };
 

@@ -2,7 +2,9 @@
 //
 // Parameters, gradients, optimizer moments and activations each live in one Arena: reserve every
 // tensor first, then allocate() once; views never move afterwards. Slices are 64-byte aligned so
-// vector loops start on a cache line; the gaps are zero and stay zero.
+// vector loops start on a cache line; the gaps are zero and stay zero. An arena lives in host
+// memory or, for the CUDA kernels, in device memory (one cudaMalloc, core/memory.hpp); its tensors
+// carry that Device, and memory() moves bytes in and out of it.
 //
 //   Arena params("params");
 //   size_t wte = params.reserve("wte", {Vp, C});
@@ -16,13 +18,14 @@
 #include <string_view>
 #include <vector>
 
+#include "axonn/core/memory.hpp"
 #include "axonn/tensor/tensor.hpp"
 
 namespace axonn {
 
 class Arena {
  public:
-  explicit Arena(std::string name) : name_(std::move(name)) {}
+  explicit Arena(std::string name, Device device = Device::kCpu) : name_(std::move(name)), device_(device) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   Arena(Arena&&) = default;
@@ -30,12 +33,20 @@ class Arena {
 
   // Reserves a tensor; returns its slot. Only before allocate().
   size_t reserve(std::string name, Shape shape, DType dtype = DType::kF32);
-  // Makes a new, unallocated arena with the same slots (gradients and moments mirror parameters).
+  // Makes a new, unallocated arena with the same slots (gradients and moments mirror parameters),
+  // in the same memory or in `device`'s.
   Arena clone_layout(std::string name) const;
-  // One zero-filled allocation for all reserved tensors.
+  Arena clone_layout(std::string name, Device device) const;
+  // One zero-filled allocation for all reserved tensors (device: InvalidArgument in a build without
+  // CUDA).
   void allocate();
   void zero();
+  // Copies every byte of `src`, an allocated arena with the same slots, whatever memory either is in
+  // (a host copy of device parameters for a checkpoint, and back).
+  void copy_from(const Arena& src);
 
+  Device device() const { return device_; }
+  const MemoryOps& memory() const { return memory_for(device_); }
   bool allocated() const { return storage_ != nullptr; }
   size_t size() const { return slots_.size(); }
   Tensor tensor(size_t slot) const;
@@ -54,9 +65,11 @@ class Arena {
     size_t offset;
   };
   struct Free {
+    const MemoryOps* mem;  // set by allocate(); never called on a null pointer
     void operator()(void* p) const;
   };
   std::string name_;
+  Device device_ = Device::kCpu;
   std::vector<Slot> slots_;
   size_t bytes_ = 0;
   std::unique_ptr<char, Free> storage_;

@@ -44,11 +44,13 @@ struct TrainConfig {
   float grad_clip = 1.0f;           // 0 = off
   uint64_t seed = 1337;
   // run
-  std::string kernels = "cpu";      // cpu | ref
+  std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
+  std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
+  std::string dtype = "fp32";       // fp32 | bf16 (bf16 mixed precision: not wired into the model yet)
   std::string gemm = "onednn";      // onednn | openblas
   std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)
   std::string gemm_tuning_report;   // JSON file of the tuner's choices, written by rank 0 (needs tuning on)
-  double peak_gflops = 0.0;         // MFU denominator; 0 = measure sgemm at start
+  double peak_gflops = 0.0;         // MFU denominator; 0 = measure at start (sgemm; GPU: bf16 GEMM)
   std::string metrics;              // JSON Lines file, one object per step
   std::string save;                 // llm.c checkpoint written at the end (empty: none)
   // sharded checkpoints (docs/checkpoints.md)

@@ -62,11 +62,4 @@ CudaError cublas_error(cublasStatus_t status, std::string_view call, const std::
   return CudaError(os.str());
 }
 
-void require_no_reducer(const void* reducer, const char* op) {
-  AXONN_CHECK_ARG(reducer == nullptr, "cuda ", op,
-                  ": a RowReducer is not supported on the GPU yet (its callback works on host arrays); "
-                  "rows sharded over ranks need a device-side reducer (an NCCL all-reduce of the row "
-                  "statistics) — run this layer unsharded or with the cpu kernels");
-}
-
 }  // namespace axonn::kernels::cuda::detail

@@ -41,8 +41,6 @@ inline int to_blas_int(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// Device code cannot take a RowReducer: its callback runs on the host over host arrays.
-void require_no_reducer(const void* reducer, const char* op);
 
 }  // namespace axonn::kernels::cuda::detail
 

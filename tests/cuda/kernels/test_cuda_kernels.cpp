@@ -2,6 +2,7 @@
 // run, copy back, compare. Without a CUDA device every test here is SKIPPED.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -103,16 +104,89 @@ TEST_P(CudaKernels, LayerNorm) {
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
 }
 
-TEST(CudaKernelsErrors, RowReducerIsRefusedOnTheDevice) {
+// A RowReducer standing for a group of two ranks that hold identical slices: the sum over the group
+// doubles each value, the max keeps it. The CUDA kernels' reducer gets device arrays (checked), the
+// ref kernels' host arrays; both must then give the same results (the same passes, in the same order).
+struct TwoRankReducer {
+  bool device = false;
+  int calls = 0;
+  bool wrong_memory = false;
+  static void all_reduce(void* ctx, float* values, int64_t n, bool max) {
+    auto* r = static_cast<TwoRankReducer*>(ctx);
+    r->calls++;
+    std::vector<float> v(static_cast<size_t>(n));
+    if (r->device) {
+      cudaPointerAttributes attr{};
+      if (n > 0 && (cudaPointerGetAttributes(&attr, values) != cudaSuccess || attr.type != cudaMemoryTypeDevice))
+        r->wrong_memory = true;
+      if (n > 0 && cudaMemcpy(v.data(), values, sizeof(float) * v.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+        r->wrong_memory = true;
+    } else {
+      v.assign(values, values + n);
+    }
+    if (!max)
+      for (float& x : v) x *= 2.0f;
+    if (r->device) {
+      if (n > 0 && cudaMemcpy(values, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+        r->wrong_memory = true;
+    } else {
+      std::copy(v.begin(), v.end(), values);
+    }
+  }
+};
+
+TEST(CudaKernelsSharded, LayerNormWithDeviceReducerMatchesRef) {
   AXONN_REQUIRE_GPU();
-  k::RowReducer reducer{[](void*, float*, int64_t, bool) {}, nullptr};
-  Dev buf(64);
-  EXPECT_THROW(k::cuda::layernorm_forward(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), 2, 4, 8,
-                                          &reducer),
-               axonn::InvalidArgument);
-  IDev tg(std::vector<int>{0, 1});
-  EXPECT_THROW(k::cuda::softmax_crossentropy_forward(buf.get(), buf.get(), buf.get(), tg.get(), 2, 4, 4, 0, &reducer),
-               axonn::InvalidArgument);
+  const int64_t N = 37;
+  const int C = 45, C_total = 2 * C;
+  Vec x = randn(N * C, 11), w = randn(C, 12), b = randn(C, 13), dy = randn(N * C, 14);
+  TwoRankReducer host_r, dev_r;
+  dev_r.device = true;
+  k::RowReducer hr{TwoRankReducer::all_reduce, &host_r}, dr{TwoRankReducer::all_reduce, &dev_r};
+  Vec out(N * C), mean(N), rstd(N);
+  Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
+  k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C_total, &hr);
+  k::cuda::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C_total,
+                             &dr);
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f));
+  EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-4f));
+  EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-4f));
+  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
+  Dev d_dx(dx), d_dw(dw), d_db(db);
+  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                             N, C, C_total, &hr);
+  k::cuda::layernorm_backward(d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
+                              d_rstd.get(), N, C, C_total, &dr);
+  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+  EXPECT_EQ(dev_r.calls, host_r.calls);  // forward: mean, variance; backward: the two row sums
+  EXPECT_EQ(dev_r.calls, 3);
+  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA kernels must hand the reducer device arrays";
+}
+
+TEST(CudaKernelsSharded, CrossEntropyWithDeviceReducerMatchesRef) {
+  AXONN_REQUIRE_GPU();
+  const int64_t N = 29;
+  const int Vs = 70, Vvalid = 61, vocab_begin = 50;
+  Vec logits = randn(N * Vs, 21);
+  std::vector<int> targets = randint(N, 200, 22);  // ids in [0, 200): some in this slice [50, 111), most not
+  TwoRankReducer host_r, dev_r;
+  dev_r.device = true;
+  k::RowReducer hr{TwoRankReducer::all_reduce, &host_r}, dr{TwoRankReducer::all_reduce, &dev_r};
+  Vec losses(N), probs(N * Vs);
+  Dev d_logits(logits), d_losses(N);
+  IDev d_tg(targets);
+  k::ref::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, Vvalid, Vs,
+                                       vocab_begin, &hr);
+  // in place, as the model calls it (probabilities over the logits)
+  k::cuda::softmax_crossentropy_forward(d_losses.get(), d_logits.get(), d_logits.get(), d_tg.get(), N, Vvalid, Vs,
+                                        vocab_begin, &dr);
+  EXPECT_TRUE(allclose(d_logits.host(), probs, 1e-6f, 1e-4f));
+  EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-4f));
+  EXPECT_EQ(dev_r.calls, 2);  // the max, then the sums and target logits
+  EXPECT_EQ(host_r.calls, 2);
+  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA kernels must hand the reducer device arrays";
 }
 
 TEST_P(CudaKernels, Matmul) {

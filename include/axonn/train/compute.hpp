@@ -1,0 +1,47 @@
+// train/compute.hpp — where a run computes and communicates: the kernel backend (cpu, ref, cuda),
+// the GPU it uses (selected by node-local rank), and the communicator its grid is built from
+// (--comm mpi | nccl | mpi-staged). Shared by `axonn train` and bench/gpt2_step.
+//
+//   auto world = comm::world();
+//   train::Compute cc = train::setup_compute("cuda", "", world);   // device, then NCCL over world
+//   parallel::Grid grid(shape, cc.grid_world);
+//   model::Gpt gpt(cfg, grid, B, T, cc.backend);
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "axonn/comm/communicator.hpp"
+#include "axonn/kernels/ops.hpp"
+
+namespace axonn::train {
+
+struct Compute {
+  kernels::Backend backend = kernels::Backend::kCpu;
+  std::string comm = "mpi";                       // the communicator actually used
+  std::shared_ptr<comm::Communicator> grid_world;  // what the Grid splits (takes the kernels' memory)
+  int device = -1;                                 // the CUDA device (kCuda), else -1
+  std::string device_name;                         // e.g. "NVIDIA H100 ... (device 0, sm_90, 79 GiB)"
+};
+
+// The default --comm for a backend: mpi for cpu/ref; for cuda nccl when built with it, else mpi-staged
+// when built with it, else mpi.
+std::string default_comm(kernels::Backend backend);
+
+// Parses --kernels and --comm (empty: default_comm), sets the GPU up for cuda (device node-local rank
+// % devices; registers device memory and the cuda kernels) and builds the grid's world communicator
+// over `world` (the MPI world). Collective over world for cuda (local rank; NCCL bootstrap).
+// InvalidArgument for a combination this build or this job cannot run, saying what to change:
+// cuda in a build without CUDA, nccl without NCCL or without cuda, mpi with cuda on several ranks
+// (MPI gets host buffers; the GPU's are device memory).
+Compute setup_compute(const std::string& kernels, const std::string& comm, std::shared_ptr<comm::Communicator> world);
+
+// This rank's index among the ranks of its node (same host name), collective over world. A private
+// stand-in for comm::local_rank() (MPI_COMM_TYPE_SHARED), which another change adds; replace then.
+int node_local_rank(comm::Communicator& world);
+
+// The dense bf16 GEMM rate of the current GPU in TFLOP/s (cuBLAS, bf16 inputs, fp32 accumulation,
+// n^3, best of reps), measured now: the MFU denominator on the GPU. Throws without CUDA.
+double measure_gpu_bf16_tflops(int n = 8192, int reps = 5);
+
+}  // namespace axonn::train

@@ -1,0 +1,111 @@
+// train/compute.cpp — kernel backend, GPU selection and the grid's communicator for a run.
+#include "axonn/train/compute.hpp"
+
+#include <unistd.h>
+
+#include <functional>
+#include <vector>
+
+#include "axonn/core/error.hpp"
+
+#if defined(AXONN_HAVE_CUDA)
+#include "axonn/kernels/cuda.hpp"
+#endif
+#if defined(AXONN_HAVE_NCCL)
+#include "axonn/comm/nccl.hpp"
+#endif
+// The MPI-staged communicator comes with another change (issue 8); until it is merged,
+// --comm mpi-staged says the build lacks it.
+#if __has_include("axonn/comm/staged.hpp")
+#include "axonn/comm/staged.hpp"
+#define AXONN_HAVE_STAGED 1
+#endif
+
+namespace axonn::train {
+
+namespace {
+#if defined(AXONN_HAVE_NCCL)
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
+#if defined(AXONN_HAVE_STAGED)
+constexpr bool kHaveStaged = true;
+#else
+constexpr bool kHaveStaged = false;
+#endif
+}  // namespace
+
+std::string default_comm(kernels::Backend backend) {
+  if (backend != kernels::Backend::kCuda) return "mpi";
+  if (kHaveNccl) return "nccl";
+  if (kHaveStaged) return "mpi-staged";
+  return "mpi";
+}
+
+int node_local_rank(comm::Communicator& world) {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(host));
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  world.all_gather(&mine, all.data(), 1, DType::kI64);  // over world
+  int local = 0;
+  for (int r = 0; r < world.rank(); r++) local += all[static_cast<size_t>(r)] == mine ? 1 : 0;
+  return local;
+}
+
+Compute setup_compute(const std::string& kernels_name, const std::string& comm_name,
+                      std::shared_ptr<comm::Communicator> world) {
+  Compute c;
+  c.backend = kernels::parse_backend(kernels_name);
+  c.comm = comm_name.empty() ? default_comm(c.backend) : comm_name;
+  AXONN_CHECK_ARG(c.comm == "mpi" || c.comm == "nccl" || c.comm == "mpi-staged", "unknown --comm '", c.comm,
+                  "'; use mpi, nccl or mpi-staged");
+  const bool cuda = c.backend == kernels::Backend::kCuda;
+  AXONN_CHECK_ARG(cuda || c.comm == "mpi", "--comm ", c.comm, " moves device buffers; with --kernels ",
+                  kernels_name, " the buffers are host memory: use --comm mpi (or --kernels cuda)");
+  // Every rank sees the same flags, so these checks agree without communication.
+  if (cuda) {
+#if defined(AXONN_HAVE_CUDA)
+    c.device = kernels::cuda_setup(node_local_rank(*world));
+    c.device_name = kernels::cuda_device_name();
+#else
+    throw InvalidArgument("--kernels cuda: this build has no CUDA backend; rebuild with -DAXONN_CUDA=ON "
+                          "(cmake --preset cuda-release), or use --kernels cpu");
+#endif
+  }
+  if (c.comm == "mpi") {
+    // One rank never communicates device buffers (every group has size 1), so the MPI world serves.
+    AXONN_CHECK_ARG(!cuda || world->size() == 1, "--kernels cuda with --comm mpi on ", world->size(),
+                    " ranks: MPI would get device buffers; use --comm nccl (one GPU per rank) or --comm "
+                    "mpi-staged (several ranks may share a GPU)");
+    c.grid_world = std::move(world);
+  } else if (c.comm == "nccl") {
+#if defined(AXONN_HAVE_NCCL)
+    c.grid_world = comm::nccl_from(*world);
+#else
+    throw InvalidArgument("--comm nccl: this build has no NCCL communicator (configure with -DAXONN_CUDA=ON and "
+                          "NCCL installed, or set NCCL_ROOT); use --comm mpi-staged or --comm mpi");
+#endif
+  } else {
+#if defined(AXONN_HAVE_STAGED)
+    c.grid_world = comm::staged_from(world);
+#else
+    throw InvalidArgument("--comm mpi-staged: this build has no MPI-staged device communicator yet "
+                          "(include/axonn/comm/staged.hpp); use --comm nccl, or one rank with --comm mpi");
+#endif
+  }
+  return c;
+}
+
+double measure_gpu_bf16_tflops(int n, int reps) {
+#if defined(AXONN_HAVE_CUDA)
+  return kernels::cuda_measure_bf16_gemm_tflops(n, reps);
+#else
+  (void)n;
+  (void)reps;
+  throw InvalidArgument("measuring the GPU's bf16 GEMM peak needs a build with -DAXONN_CUDA=ON");
+#endif
+}
+
+}  // namespace axonn::train

@@ -1,0 +1,185 @@
+// GPT-2 on the GPU (one rank): llm.c's reference trajectory in fp32, and one training step against
+// the CPU kernels. Skipped (visibly) without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/comm/factory.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "axonn/train/compute.hpp"
+#include "axonn/train/trainer.hpp"
+#include "gpu_test.hpp"
+
+using namespace axonn;
+
+namespace {
+
+std::vector<double> read_losses(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path << " (set AXONN_REFERENCE_DIR at configure time)";
+  std::vector<double> v;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    int step = 0;
+    double loss = 0;
+    is >> step >> loss;
+    v.push_back(loss);
+  }
+  return v;
+}
+
+// llm.c's reference run: AdamW lr 3e-3, betas 0.9/0.999, eps 1e-8, no decay, B=4, T=32, 30 steps.
+train::TrainConfig reference_config(const std::string& comm) {
+  train::TrainConfig c;
+  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.batch_size = 4;
+  c.seq_len = 32;
+  c.steps = 30;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.weight_decay = 0.0f;
+  c.grad_clip = 0.0f;
+  c.peak_gflops = 1e5;  // skip the peak measurement
+  c.quiet = true;
+  c.kernels = "cuda";
+  c.comm = comm;
+  return c;
+}
+
+std::vector<float> host_copy(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  memory_for(t.device()).download(v.data(), t.data(), t.bytes());
+  return v;
+}
+
+}  // namespace
+
+// comm "mpi": one rank needs no device communication; "" = the default (NCCL when built with it).
+class GpuReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
+  AXONN_REQUIRE_GPU();
+  const std::vector<double> expected = read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  ASSERT_EQ(expected.size(), 30u);
+  const std::vector<train::StepMetrics> got = train::train(reference_config(GetParam()), comm::world());
+  ASSERT_EQ(got.size(), expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_NEAR(got[i].loss, expected[i], 1e-3) << "step " << i;
+    worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
+  }
+  std::printf("GPU fp32, comm %s: max |loss - llm.c| over 30 steps = %.3g\n",
+              GetParam().empty() ? "default" : GetParam().c_str(), worst);
+  RecordProperty("max_abs_diff", std::to_string(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, GpuReferenceTrajectory, ::testing::Values("mpi", ""),
+                         [](const auto& p) { return p.param.empty() ? std::string("default") : p.param; });
+
+// One step (forward, backward, AdamW) of gpt2-tiny from llm.c's weights on the CPU and on the GPU:
+// the same loss, the same gradients (fp32 tolerance), and the same updated parameters. At AdamW's
+// first step the update is u(g) = lr * g / (|g| + eps), about +-lr wherever |g| >> eps, so a
+// gradient within rounding of zero may move its parameter differently on the two backends; every
+// parameter must differ by no more than the two gradients' updates explain (plus fp32 rounding).
+TEST(GpuOneStep, EqualsCpu) {
+  AXONN_REQUIRE_GPU();
+  constexpr float kLr = 3e-3f, kEps = 1e-8f;  // AdamWConfig's eps
+  auto world = comm::world();
+  std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");  // the 1x1x1x1 grid
+  const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
+  const std::string model_path = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  const model::GptConfig cfg = checkpoint::read_llmc_config(model_path);
+  const int B = 4, T = 32;
+  data::TokenShard shard(AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin", cfg.vocab_size);
+  data::BatchLoader loader(shard, B, T);
+  std::vector<int> in(static_cast<size_t>(B) * T), tg(in.size());
+  loader.next(in.data(), tg.data());
+
+  parallel::Grid grid({1, 1, 1, 1}, one);
+  struct Run {
+    float loss;
+    std::vector<std::vector<float>> grads, params;
+  };
+  auto run = [&](kernels::Backend backend) {
+    model::Gpt gpt(cfg, grid, B, T, backend);
+    checkpoint::read_llmc_tensors(model_path, cfg, [&](model::Param p, int layer, const float* full) {
+      gpt.load_full_layer(p, layer, full);
+    });
+    optim::AdamW opt(gpt.params(), {}, {}, kernels::ops_for(backend));
+    Run r;
+    gpt.zero_grad();
+    r.loss = gpt.forward(in.data(), tg.data());
+    gpt.backward();
+    gpt.sync_gradients();
+    for (size_t i = 0; i < gpt.grads().size(); i++) r.grads.push_back(host_copy(gpt.grads().tensor(i)));
+    opt.step(gpt.params(), gpt.grads(), kLr);
+    for (size_t i = 0; i < gpt.params().size(); i++) r.params.push_back(host_copy(gpt.params().tensor(i)));
+    return r;
+  };
+  const Run cpu = run(kernels::Backend::kCpu);
+  const Run cuda = run(gpu.backend);
+  EXPECT_NEAR(cuda.loss, cpu.loss, 1e-5f * std::fabs(cpu.loss));
+  for (size_t i = 0; i < cpu.grads.size(); i++) {
+    const std::string name = model::param_name(static_cast<model::Param>(i));
+    double diff2 = 0, ref2 = 0;
+    for (size_t j = 0; j < cpu.grads[i].size(); j++) {
+      const double d = static_cast<double>(cuda.grads[i][j]) - cpu.grads[i][j];
+      diff2 += d * d;
+      ref2 += static_cast<double>(cpu.grads[i][j]) * cpu.grads[i][j];
+    }
+    // relative L2 error of the gradient: fp32 sums in another order (and atomics) stay far below 1e-4
+    EXPECT_LE(std::sqrt(diff2), 1e-4 * std::sqrt(ref2) + 1e-9) << "gradient of " << name;
+    auto update = [&](float g) { return kLr * static_cast<double>(g) / (std::fabs(static_cast<double>(g)) + kEps); };
+    int64_t unexplained = 0;
+    double worst = 0;
+    for (size_t j = 0; j < cpu.params[i].size(); j++) {
+      const double p = cpu.params[i][j], q = cuda.params[i][j];
+      const double explained = std::fabs(update(cpu.grads[i][j]) - update(cuda.grads[i][j]));
+      const double excess = std::fabs(p - q) - explained - (1e-7 + 1e-6 * std::fabs(p));
+      if (excess > 0) unexplained++;
+      worst = std::max(worst, excess);
+    }
+    EXPECT_EQ(unexplained, 0) << name << ": parameters differ after the step by up to " << worst
+                              << " more than their gradients explain";
+  }
+}
+
+// Sharded checkpoints of a model in device memory (downloaded to host copies, written over a grid on
+// the MPI world): a run stopped at step 3 and resumed continues as the uninterrupted run (to fp32
+// rounding: the GPU's atomics may change the last bits from run to run).
+TEST(GpuCheckpoint, ResumedRunContinuesTheUninterruptedOne) {
+  AXONN_REQUIRE_GPU();
+  char tmpl[] = "/tmp/axonn_gpu_ckpt_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  train::TrainConfig c = reference_config("");
+  c.steps = 6;
+  const std::vector<train::StepMetrics> whole = train::train(c, comm::world());
+  c.checkpoint_dir = dir + "/run";
+  c.steps = 3;
+  (void)train::train(c, comm::world());  // saves step 3 at its end
+  c.steps = 6;
+  c.resume = true;
+  const std::vector<train::StepMetrics> resumed = train::train(c, comm::world());
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t i = 0; i < resumed.size(); i++) {
+    EXPECT_EQ(resumed[i].step, static_cast<int>(i) + 3);
+    EXPECT_NEAR(resumed[i].loss, whole[i + 3].loss, 1e-5) << "step " << resumed[i].step;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
