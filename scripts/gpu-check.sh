@@ -64,11 +64,9 @@ grep -E "tests passed|Passed|\*\*\*Failed|\*\*\*Skipped|Timeout|Exception" "$log
 skipped=$(grep -E '^\s+[0-9]+ - .*\(Skipped\)' "$logs.ctest.log" | sed -E 's/  # GetParam\(\) = [^.(]*/ /' || true)
 bad_skips=""
 if [ "$gpus" -gt 0 ] && [ -n "$skipped" ]; then
-  # With a GPU only the 2-rank NCCL tests may skip (one GPU: NCCL needs a device per rank), and the
-  # staged 4D test when this build has no MPI-staged communicator (said in the summary).
+  # With a GPU only the 2-rank NCCL tests may skip (one GPU: NCCL needs a device per rank).
   bad_skips=$(echo "$skipped" | grep -v -E 'gpu.nccl.np2|gpu.gpt_grid.nccl.np2' || true)
   [ "$gpus" -ge 2 ] && bad_skips="$skipped"
-  [ -f include/axonn/comm/staged.hpp ] || bad_skips=$(echo "$bad_skips" | grep -v 'gpu.gpt_grid.staged.np2' || true)
 fi
 
 # The GPT-2 124M benchmark on one GPU: B=16, T=1024, fp32, a warm-up and 3 timed steps.

@@ -1,24 +1,15 @@
 // train/compute.cpp — kernel backend, GPU selection and the grid's communicator for a run.
 #include "axonn/train/compute.hpp"
 
-#include <unistd.h>
-
-#include <functional>
-#include <vector>
-
 #include "axonn/core/error.hpp"
 
+#include "axonn/comm/runtime.hpp"
 #if defined(AXONN_HAVE_CUDA)
+#include "axonn/comm/cuda.hpp"
 #include "axonn/kernels/cuda.hpp"
 #endif
 #if defined(AXONN_HAVE_NCCL)
 #include "axonn/comm/nccl.hpp"
-#endif
-// The MPI-staged communicator comes with another change (issue 8); until it is merged,
-// --comm mpi-staged says the build lacks it.
-#if __has_include("axonn/comm/staged.hpp")
-#include "axonn/comm/staged.hpp"
-#define AXONN_HAVE_STAGED 1
 #endif
 
 namespace axonn::train {
@@ -29,7 +20,8 @@ constexpr bool kHaveNccl = true;
 #else
 constexpr bool kHaveNccl = false;
 #endif
-#if defined(AXONN_HAVE_STAGED)
+// The MPI-staged communicator's CUDA copier is in axonn_comm_cuda, built with the CUDA backend.
+#if defined(AXONN_HAVE_CUDA)
 constexpr bool kHaveStaged = true;
 #else
 constexpr bool kHaveStaged = false;
@@ -41,17 +33,6 @@ std::string default_comm(kernels::Backend backend) {
   if (kHaveNccl) return "nccl";
   if (kHaveStaged) return "mpi-staged";
   return "mpi";
-}
-
-int node_local_rank(comm::Communicator& world) {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(host));
-  std::vector<int64_t> all(static_cast<size_t>(world.size()));
-  world.all_gather(&mine, all.data(), 1, DType::kI64);  // over world
-  int local = 0;
-  for (int r = 0; r < world.rank(); r++) local += all[static_cast<size_t>(r)] == mine ? 1 : 0;
-  return local;
 }
 
 Compute setup_compute(const std::string& kernels_name, const std::string& comm_name,
@@ -67,7 +48,7 @@ Compute setup_compute(const std::string& kernels_name, const std::string& comm_n
   // Every rank sees the same flags, so these checks agree without communication.
   if (cuda) {
 #if defined(AXONN_HAVE_CUDA)
-    c.device = kernels::cuda_setup(node_local_rank(*world));
+    c.device = kernels::cuda_setup(comm::local_rank())  // device by node-local rank;
     c.device_name = kernels::cuda_device_name();
 #else
     throw InvalidArgument("--kernels cuda: this build has no CUDA backend; rebuild with -DAXONN_CUDA=ON "
@@ -88,11 +69,11 @@ Compute setup_compute(const std::string& kernels_name, const std::string& comm_n
                           "NCCL installed, or set NCCL_ROOT); use --comm mpi-staged or --comm mpi");
 #endif
   } else {
-#if defined(AXONN_HAVE_STAGED)
-    c.grid_world = comm::staged_from(world);
+#if defined(AXONN_HAVE_CUDA)
+    c.grid_world = comm::staged_cuda_from(world);  // device buffers through pinned host memory and MPI
 #else
-    throw InvalidArgument("--comm mpi-staged: this build has no MPI-staged device communicator yet "
-                          "(include/axonn/comm/staged.hpp); use --comm nccl, or one rank with --comm mpi");
+    throw InvalidArgument("--comm mpi-staged moves device buffers: this build has no CUDA backend; rebuild "
+                          "with -DAXONN_CUDA=ON, or use --comm mpi with the CPU kernels");
 #endif
   }
   return c;

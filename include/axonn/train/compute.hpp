@@ -36,10 +36,6 @@ std::string default_comm(kernels::Backend backend);
 // (MPI gets host buffers; the GPU's are device memory).
 Compute setup_compute(const std::string& kernels, const std::string& comm, std::shared_ptr<comm::Communicator> world);
 
-// This rank's index among the ranks of its node (same host name), collective over world. A private
-// stand-in for comm::local_rank() (MPI_COMM_TYPE_SHARED), which another change adds; replace then.
-int node_local_rank(comm::Communicator& world);
-
 // The dense bf16 GEMM rate of the current GPU in TFLOP/s (cuBLAS, bf16 inputs, fp32 accumulation,
 // n^3, best of reps), measured now: the MFU denominator on the GPU. Throws without CUDA.
 double measure_gpu_bf16_tflops(int n = 8192, int reps = 5);

@@ -46,15 +46,17 @@ void device_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pit
   AXONN_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice,
                                      cuda::detail::stream()));
 }
-// Blocking copies from and to pageable host memory: ordered after the work queued on the legacy
-// default stream, and the host buffer is free (upload) or filled (download) on return.
+// Copies from and to pageable host memory, queued on the kernels' stream (so after every kernel queued
+// before them) and waited for: the host buffer is free (upload) or filled (download) on return.
 void device_upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
-  AXONN_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda::detail::stream()));
+  AXONN_CUDA_CHECK(cudaStreamSynchronize(cuda::detail::stream()));
 }
 void device_download(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  AXONN_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda::detail::stream()));
+  AXONN_CUDA_CHECK(cudaStreamSynchronize(cuda::detail::stream()));
 }
 
 void device_synchronize() { AXONN_CUDA_CHECK(cudaDeviceSynchronize()); }

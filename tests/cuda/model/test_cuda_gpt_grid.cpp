@@ -1,8 +1,7 @@
 // 4D training with several ranks on the GPU equals one rank: every grid of the job's ranks (under
 // mpiexec -n 2: X, Y, Z and data of 2) reproduces the losses of the same run on one rank. Several
 // ranks may share one GPU through the MPI-staged communicator (--comm mpi-staged); NCCL is tried too
-// where every rank has a GPU of its own. Skipped (on every rank alike) when the build has no staged
-// communicator or there is no GPU.
+// where every rank has a GPU of its own. Skipped (on every rank alike) when there is no GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,13 +36,6 @@ train::TrainConfig config(const std::string& comm, const std::string& grid) {
   return c;
 }
 
-bool has_staged() {
-#if __has_include("axonn/comm/staged.hpp")
-  return true;
-#else
-  return false;
-#endif
-}
 
 }  // namespace
 
@@ -54,8 +46,6 @@ TEST_P(GpuGrid, EqualsOneRank) {
   const std::string comm = GetParam();
   auto world = comm::world();
   if (world->size() < 2) GTEST_SKIP() << "needs >= 2 ranks (mpiexec -n 2)";
-  if (comm == "mpi-staged" && !has_staged())
-    GTEST_SKIP() << "this build has no MPI-staged communicator (include/axonn/comm/staged.hpp)";
   int devices = 0;
   (void)cudaGetDeviceCount(&devices);
   if (comm == "nccl" && devices < world->size())

@@ -44,12 +44,6 @@ TEST(Compute, RefusesWhatCannotRun) {
 #endif
 }
 
-TEST(Compute, NodeLocalRank) {
-  auto world = comm::world();
-  // every rank of a test job runs on this one machine
-  EXPECT_EQ(train::node_local_rank(*world), world->rank());
-}
-
 TEST(Compute, DtypeIsCheckedBeforeAnythingRuns) {
   train::TrainConfig c;
   c.steps = 1;
