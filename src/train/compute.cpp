@@ -48,7 +48,7 @@ Compute setup_compute(const std::string& kernels_name, const std::string& comm_n
   // Every rank sees the same flags, so these checks agree without communication.
   if (cuda) {
 #if defined(AXONN_HAVE_CUDA)
-    c.device = kernels::cuda_setup(comm::local_rank())  // device by node-local rank;
+    c.device = kernels::cuda_setup(comm::local_rank());  // device by node-local rank
     c.device_name = kernels::cuda_device_name();
 #else
     throw InvalidArgument("--kernels cuda: this build has no CUDA backend; rebuild with -DAXONN_CUDA=ON "
