@@ -2,6 +2,8 @@
 
 #include "axonn/core/error.hpp"
 
+#include <utility>
+
 namespace axonn::model {
 
 int pad_vocab(int vocab_size, int multiple) { return (vocab_size + multiple - 1) / multiple * multiple; }
@@ -41,9 +43,14 @@ constexpr Preset kPresets[] = {
     {"gpt2-774m", 36, 20, 1280, 50257, 1024},  {"gpt2-1558m", 48, 25, 1600, 50257, 1024},
     {"gpt2-tiny", 2, 4, 64, 500, 64},
 };
+// Hugging Face's names of the same models (what `axonn plan` calls them): either name works anywhere.
+constexpr std::pair<const char*, const char*> kAliases[] = {
+    {"gpt2", "gpt2-124m"}, {"gpt2-medium", "gpt2-350m"}, {"gpt2-large", "gpt2-774m"}, {"gpt2-xl", "gpt2-1558m"}};
 }  // namespace
 
 GptConfig gpt_preset(std::string_view name) {
+  for (const auto& [alias, preset] : kAliases)
+    if (name == alias) name = preset;
   for (const Preset& p : kPresets)
     if (name == p.name) {
       GptConfig c;
@@ -57,6 +64,7 @@ GptConfig gpt_preset(std::string_view name) {
     }
   std::string known;
   for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
+  for (const auto& [alias, preset] : kAliases) known += std::string(", ") + alias;
   throw InvalidArgument("unknown model '" + std::string(name) + "'; known models: " + known);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include "axonn/core/error.hpp"
 
@@ -28,7 +29,12 @@ std::optional<ModelShape> find_model(std::string_view name) {
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return out;
   };
-  const std::string want = lower(name);
+  std::string want = lower(name);
+  // The names `axonn train --model` uses for the GPT-2 family are aliases here.
+  static constexpr std::pair<const char*, const char*> kAliases[] = {
+      {"gpt2-124m", "gpt2"}, {"gpt2-350m", "gpt2-medium"}, {"gpt2-774m", "gpt2-large"}, {"gpt2-1558m", "gpt2-xl"}};
+  for (const auto& [alias, name_here] : kAliases)
+    if (want == alias) want = name_here;
   for (const ModelShape& m : known_models())
     if (lower(m.name) == want) return m;
   return std::nullopt;

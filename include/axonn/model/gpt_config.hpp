@@ -27,7 +27,8 @@ struct GptConfig {
 int pad_vocab(int vocab_size, int multiple = 128);
 
 // Named presets: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m (OpenAI's GPT-2 family), and
-// gpt2-tiny (the shape of shared/reference/gpt2-tiny). Throws InvalidArgument for other names.
+// gpt2-tiny (the shape of shared/reference/gpt2-tiny); Hugging Face's names gpt2, gpt2-medium,
+// gpt2-large, gpt2-xl (as in `axonn plan`) are aliases. Throws InvalidArgument for other names.
 GptConfig gpt_preset(std::string_view name);
 std::vector<std::string> gpt_preset_names();
 

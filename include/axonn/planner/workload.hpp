@@ -28,7 +28,8 @@ struct ModelShape {
 // The SC24 Perlmutter models (spec §7.2: 5B … 175B, vocab 50304) and the GPT-2 family (gpt2,
 // gpt2-medium, gpt2-large, gpt2-xl; vocab padded to 50304 as llm.c does).
 const std::vector<ModelShape>& known_models();
-// Case-insensitive lookup in known_models(); "80b" and "80B" both work.
+// Case-insensitive lookup in known_models(); "80b" and "80B" both work, and the GPT-2 family also
+// answers to `axonn train`'s names (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m).
 std::optional<ModelShape> find_model(std::string_view name);
 
 struct Workload {

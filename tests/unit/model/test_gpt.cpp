@@ -51,6 +51,19 @@ TEST(GptConfig, ParameterCountOfGpt2Small) {
   EXPECT_EQ(model::gpt_preset("gpt2-124m").padded_vocab_size, 50304);
 }
 
+TEST(GptConfig, HuggingFaceNamesAreAliases) {
+  const std::pair<const char*, const char*> names[] = {
+      {"gpt2", "gpt2-124m"}, {"gpt2-medium", "gpt2-350m"}, {"gpt2-large", "gpt2-774m"}, {"gpt2-xl", "gpt2-1558m"}};
+  for (const auto& [alias, preset] : names) {
+    const GptConfig a = model::gpt_preset(alias), b = model::gpt_preset(preset);
+    EXPECT_EQ(a.num_layers, b.num_layers) << alias;
+    EXPECT_EQ(a.num_heads, b.num_heads) << alias;
+    EXPECT_EQ(a.channels, b.channels) << alias;
+    EXPECT_EQ(a.vocab_size, b.vocab_size) << alias;
+  }
+  EXPECT_EQ(model::gpt_preset("gpt2-xl").num_layers, 48);
+}
+
 TEST(GptConfig, RejectsBadShapes) {
   OneRank one;
   GptConfig c = odd_config();

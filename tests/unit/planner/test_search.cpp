@@ -199,3 +199,18 @@ TEST(PlannerSearch, KnownModels) {
   EXPECT_FALSE(ap::find_model("llama-7b").has_value());
   EXPECT_EQ(ap::known_models().size(), 14u);
 }
+
+TEST(PlannerSearch, TrainModelNamesAreAliases) {
+  // `axonn train --model gpt2-1558m` and `axonn plan --model gpt2-xl` name the same model.
+  const std::pair<const char*, const char*> names[] = {
+      {"gpt2-124m", "gpt2"}, {"gpt2-350m", "gpt2-medium"}, {"gpt2-774m", "gpt2-large"}, {"GPT2-1558M", "gpt2-xl"}};
+  for (const auto& [alias, name] : names) {
+    const auto a = axonn::planner::find_model(alias), b = axonn::planner::find_model(name);
+    ASSERT_TRUE(a.has_value()) << alias;
+    ASSERT_TRUE(b.has_value()) << name;
+    EXPECT_EQ(a->layers, b->layers) << alias;
+    EXPECT_EQ(a->hidden, b->hidden) << alias;
+    EXPECT_EQ(a->heads, b->heads) << alias;
+  }
+  EXPECT_FALSE(axonn::planner::find_model("gpt2-999m").has_value());
+}
