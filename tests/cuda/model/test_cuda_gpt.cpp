@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,41 +18,14 @@
 #include "axonn/train/compute.hpp"
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
+#include "common/reference_run.hpp"
 
 using namespace axonn;
 
 namespace {
 
-std::vector<double> read_losses(const std::string& path) {
-  std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << "cannot read " << path << " (set AXONN_REFERENCE_DIR at configure time)";
-  std::vector<double> v;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream is(line);
-    int step = 0;
-    double loss = 0;
-    is >> step >> loss;
-    v.push_back(loss);
-  }
-  return v;
-}
-
-// llm.c's reference run: AdamW lr 3e-3, betas 0.9/0.999, eps 1e-8, no decay, B=4, T=32, 30 steps.
 train::TrainConfig reference_config(const std::string& comm) {
-  train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
-  c.batch_size = 4;
-  c.seq_len = 32;
-  c.steps = 30;
-  c.lr = 3e-3f;
-  c.lr_schedule = "constant";
-  c.weight_decay = 0.0f;
-  c.grad_clip = 0.0f;
-  c.peak_gflops = 1e5;  // skip the peak measurement
-  c.quiet = true;
+  train::TrainConfig c = test::reference_config();
   c.kernels = "cuda";
   c.comm = comm;
   return c;
@@ -73,7 +44,7 @@ class GpuReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
   AXONN_REQUIRE_GPU();
-  const std::vector<double> expected = read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  const std::vector<double> expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
   ASSERT_EQ(expected.size(), 30u);
   const std::vector<train::StepMetrics> got = train::train(reference_config(GetParam()), comm::world());
   ASSERT_EQ(got.size(), expected.size());

@@ -12,23 +12,16 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
+#include "common/reference_run.hpp"
 
 using namespace axonn;
 
 namespace {
 
 train::TrainConfig config(const std::string& comm, const std::string& grid) {
-  train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
-  c.batch_size = 4;
-  c.seq_len = 32;
+  train::TrainConfig c = test::reference_config();
   c.steps = 6;
-  c.lr = 3e-3f;
-  c.lr_schedule = "constant";
   c.grad_clip = 1.0f;  // the grid-wide norm too
-  c.peak_gflops = 1e5;
-  c.quiet = true;
   c.kernels = "cuda";
   c.comm = comm;
   c.grid = grid;

@@ -20,6 +20,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
+#include "common/grid_shapes.hpp"
 
 namespace axonn {
 namespace {
@@ -38,15 +39,6 @@ model::GptConfig test_config() {
   return c;
 }
 constexpr int kB = 8, kT = 7, kSteps = 3;
-
-std::vector<parallel::GridShape> shapes_of(int n) {
-  std::vector<parallel::GridShape> out;
-  for (int gx = 1; gx <= n; ++gx)
-    for (int gy = 1; gx * gy <= n; ++gy)
-      for (int gz = 1; gx * gy * gz <= n; ++gz)
-        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
-  return out;
-}
 
 // Compares this rank's shard of every tensor in `sharded` (params or grads of `dist`) with the full
 // tensors of the single-rank model; returns the number of elements checked.
@@ -105,7 +97,7 @@ TEST(GptOnGrid, EveryGridMatchesOneRank) {
   optim::AdamW ref_opt(ref.params(), adam, decay, ops);
 
   int tried = 0;
-  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
     if (kB % (shape.gz * shape.gdata) != 0) continue;
     std::unique_ptr<parallel::Grid> grid;
     std::unique_ptr<Gpt> dist;
@@ -164,7 +156,7 @@ TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {
     checkpoint::save_llmc(path, cfg, full);
   }
   world->broadcast(path, sizeof path / 4, DType::kI32, 0);  // the name, 28 bytes
-  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
     std::unique_ptr<parallel::Grid> grid;
     std::unique_ptr<Gpt> dist;
     try {

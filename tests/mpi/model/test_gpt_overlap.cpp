@@ -19,6 +19,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
+#include "common/grid_shapes.hpp"
 
 namespace axonn {
 namespace {
@@ -43,15 +44,6 @@ constexpr int kB = 8, kT = 7;
 int steps_for(int world_size) {
   if (const char* s = std::getenv("AXONN_OVERLAP_TEST_STEPS")) return std::atoi(s);
   return world_size <= 2 ? 50 : world_size <= 4 ? 30 : 12;
-}
-
-std::vector<parallel::GridShape> shapes_of(int n) {
-  std::vector<parallel::GridShape> out;
-  for (int gx = 1; gx <= n; ++gx)
-    for (int gy = 1; gx * gy <= n; ++gy)
-      for (int gz = 1; gx * gy * gz <= n; ++gz)
-        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
-  return out;
 }
 
 struct Setting {
@@ -143,7 +135,7 @@ TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
   auto world = comm::world();
   const int steps = steps_for(world->size());
   int grids = 0, runs = 0;
-  for (const parallel::GridShape& shape : shapes_of(world->size())) {
+  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
     if (kB % (shape.gz * shape.gdata) != 0) continue;
     std::unique_ptr<parallel::Grid> grid;
     try {

@@ -10,24 +10,15 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "common/grid_shapes.hpp"
 
 namespace axonn::parallel {
 namespace {
 
-// All (gx, gy, gz, gd) with gx*gy*gz*gd == n.
-std::vector<GridShape> shapes_of(int n) {
-  std::vector<GridShape> out;
-  for (int gx = 1; gx <= n; ++gx)
-    for (int gy = 1; gx * gy <= n; ++gy)
-      for (int gz = 1; gx * gy * gz <= n; ++gz)
-        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
-  return out;
-}
-
 TEST(Grid, EveryShapeOfThisWorld) {
   auto world = comm::world();
   const int n = world->size(), r = world->rank();
-  const auto shapes = shapes_of(n);
+  const auto shapes = test::grid_shapes(n);
   EXPECT_FALSE(shapes.empty());
   for (const GridShape& s : shapes) {
     Grid grid(s, world);

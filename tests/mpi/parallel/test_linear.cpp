@@ -15,21 +15,13 @@
 #include "axonn/parallel/linear.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "tensor_expect.hpp"
+#include "common/grid_shapes.hpp"
 
 namespace axonn::parallel {
 namespace {
 
 using Vec = std::vector<float>;
 const kernels::Ops& ops() { return kernels::ops_for(kernels::Backend::kCpu); }
-
-std::vector<GridShape> shapes_of(int n) {
-  std::vector<GridShape> out;
-  for (int gx = 1; gx <= n; ++gx)
-    for (int gy = 1; gx * gy <= n; ++gy)
-      for (int gz = 1; gx * gy * gz <= n; ++gz)
-        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
-  return out;
-}
 
 // One layer, full (single-rank) and this rank's pieces.
 struct Layer {
@@ -155,7 +147,7 @@ class LinearOnGrid : public ::testing::Test {
   int run_all(const std::vector<Layer>& chain, int64_t m_total) {
     auto world = comm::world();
     int ran = 0;
-    for (const GridShape& s : shapes_of(world->size())) {
+    for (const GridShape& s : test::grid_shapes(world->size())) {
       if (m_total % (s.gz * s.gdata) != 0) continue;
       Grid grid(s, world);
       bool admitted = true;

@@ -6,8 +6,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,27 +13,11 @@
 #include "axonn/core/error.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/grid_shapes.hpp"
+#include "common/reference_run.hpp"
 
 namespace axonn {
 namespace {
-
-std::vector<double> read_losses(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<double> v;
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty() && line[0] != '#') v.push_back(std::stod(line.substr(line.find(' ') + 1)));
-  return v;
-}
-
-std::vector<parallel::GridShape> shapes_of(int n) {
-  std::vector<parallel::GridShape> out;
-  for (int gx = 1; gx <= n; ++gx)
-    for (int gy = 1; gx * gy <= n; ++gy)
-      for (int gz = 1; gx * gy * gz <= n; ++gz)
-        if (n % (gx * gy * gz) == 0) out.push_back({gx, gy, gz, n / (gx * gy * gz)});
-  return out;
-}
 
 std::vector<float> losses_of(const std::vector<train::StepMetrics>& h) {
   std::vector<float> v;
@@ -56,7 +38,7 @@ int run_every_grid(const Case& k) {
   std::shared_ptr<comm::Communicator> self(world->split(world->rank(), 0, "self"));
   int ran = 0;
   std::vector<float> single[2];  // single-rank losses for B = golden_batch and 2 * golden_batch
-  for (const parallel::GridShape& s : shapes_of(world->size())) {
+  for (const parallel::GridShape& s : test::grid_shapes(world->size())) {
     if (s.gx * s.gy * s.gz * s.gdata == 1) continue;
     if (k.channels % s.gx != 0 || k.heads % s.gy != 0) continue;  // refused by the model; tested elsewhere
     train::TrainConfig c = k.config;
@@ -111,7 +93,7 @@ TEST(TrainOnGrid, ReferenceGpt2OnEveryGrid) {
   c.seq_len = 32;
   c.steps = 30;
   c.lr = 3e-3f;
-  int ran = run_every_grid({quiet(c), read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt"), 4, 4, 64});
+  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt"), 4, 4, 64});
   EXPECT_GT(ran, 0);
 }
 
@@ -123,7 +105,7 @@ TEST(TrainOnGrid, OddShapesOnGridsOfThree) {
   c.seq_len = 13;
   c.steps = 20;
   c.lr = 3e-3f;
-  int ran = run_every_grid({quiet(c), read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"), 3, 3, 48});
+  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"), 3, 3, 48});
   EXPECT_GT(ran, 0);
 }
 

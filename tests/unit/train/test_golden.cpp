@@ -3,35 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/reference_run.hpp"
 
 using namespace axonn;
 
 namespace {
-
-std::vector<double> read_losses(const std::string& path) {
-  std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << "cannot read " << path;
-  std::vector<double> v;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream is(line);
-    int step;
-    double loss;
-    is >> step >> loss;
-    EXPECT_EQ(step, (int)v.size());
-    v.push_back(loss);
-  }
-  return v;
-}
 
 // Trains and returns the largest per-step difference to the expected losses.
 double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& expected) {
@@ -47,18 +29,7 @@ double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& exp
 }
 
 train::TrainConfig reference_config(const std::string& kernels) {
-  train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
-  c.batch_size = 4;
-  c.seq_len = 32;
-  c.steps = 30;
-  c.lr = 3e-3f;
-  c.lr_schedule = "constant";
-  c.weight_decay = 0.0f;
-  c.grad_clip = 0.0f;
-  c.peak_gflops = 100;  // skip the sgemm measurement
-  c.quiet = true;
+  train::TrainConfig c = test::reference_config();
   c.kernels = kernels;
   return c;
 }
@@ -68,7 +39,7 @@ train::TrainConfig reference_config(const std::string& kernels) {
 class ReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceTrajectory, ReproducesLlmcLosses) {
-  auto expected = read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  auto expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
   ASSERT_EQ(expected.size(), 30u);
   double worst = max_loss_diff(reference_config(GetParam()), expected);
   RecordProperty("max_abs_diff", std::to_string(worst));
@@ -90,7 +61,7 @@ TEST(GoldenTrajectory, OddShapesMatchPyTorch) {
   c.grad_clip = 0;
   c.peak_gflops = 100;
   c.quiet = true;
-  double worst = max_loss_diff(c, read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"));
+  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"));
   std::printf("odd shapes: max |loss - pytorch| = %.3g\n", worst);
 }
 
@@ -109,7 +80,7 @@ TEST(GoldenTrajectory, WeightDecayClippingCosineWarmupMatchPyTorch) {
   c.grad_clip = 0.5f;
   c.peak_gflops = 100;
   c.quiet = true;
-  double worst = max_loss_diff(c, read_losses(AXONN_GOLDEN_DIR "/decay-clip-cosine/losses.txt"));
+  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/decay-clip-cosine/losses.txt"));
   std::printf("decay+clip+cosine: max |loss - pytorch| = %.3g\n", worst);
 }
 

@@ -1,0 +1,54 @@
+// llm.c's reference run on shared/reference/gpt2-tiny, as the training tests use it (include
+// "common/reference_run.hpp"; the including target defines AXONN_REFERENCE_DIR).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "axonn/train/trainer.hpp"
+
+namespace axonn::test {
+
+// A losses.txt of "step loss" lines (# comments), steps 0, 1, 2, ... in order.
+inline std::vector<double> read_losses(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path << " (set AXONN_REFERENCE_DIR at configure time)";
+  std::vector<double> v;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    int step = 0;
+    double loss = 0;
+    is >> step >> loss;
+    EXPECT_EQ(step, static_cast<int>(v.size())) << path;
+    v.push_back(loss);
+  }
+  return v;
+}
+
+#ifdef AXONN_REFERENCE_DIR
+// llm.c's reference run: gpt2-tiny, AdamW lr 3e-3, betas 0.9/0.999, eps 1e-8, no decay, no clipping,
+// constant lr, B=4, T=32, 30 steps; quiet, and a given peak so that no sgemm is measured.
+inline train::TrainConfig reference_config() {
+  train::TrainConfig c;
+  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.batch_size = 4;
+  c.seq_len = 32;
+  c.steps = 30;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.weight_decay = 0.0f;
+  c.grad_clip = 0.0f;
+  c.peak_gflops = 1e5;
+  c.quiet = true;
+  return c;
+}
+#endif
+
+}  // namespace axonn::test
