@@ -5,6 +5,7 @@
 // Rows sharded over ranks (a RowReducer): the kernel is split into its passes, and the reducer's
 // all_reduce completes the partial row sums (device arrays) between them, as kernels::ref does.
 #include "axonn/kernels/ops.hpp"
+#include "columns.cuh"
 #include "common.cuh"
 
 namespace axonn::kernels::cuda {
@@ -61,37 +62,6 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
   for (int i = lane; i < C; i += kWarp) {
     const float xhat = (x[i] - m) * r;
     dx[i] += (weight[i] * dy[i] - dnorm_mean - xhat * dnorm_norm_mean) * r;
-  }
-}
-
-// dweight[c] += sum_n xhat * dout, dbias[c] += sum_n dout. Block (32, 8): 32 adjacent columns
-// (coalesced loads), 8 threads down the rows of a chunk of `rows_per_block` rows; one atomic per
-// column per block.
-constexpr int kColThreadsY = 8;
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout,
-                                                 const float* inp, const float* mean, const float* rstd,
-                                                 int64_t N, int C, int64_t rows_per_block) {
-  __shared__ float sw[kColThreadsY][kWarp + 1], sb[kColThreadsY][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t n1 = n0 + rows_per_block < N ? n0 + rows_per_block : N;
-  float aw = 0.0f, ab = 0.0f;
-  if (c < C)
-    for (int64_t n = n0 + threadIdx.y; n < n1; n += kColThreadsY) {
-      const float dy = dout[n * C + c];
-      aw += (inp[n * C + c] - mean[n]) * rstd[n] * dy;
-      ab += dy;
-    }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    for (int y = 1; y < kColThreadsY; y++) {
-      aw += sw[y][threadIdx.x];
-      ab += sb[y][threadIdx.x];
-    }
-    atomicAdd(&dweight[c], aw);
-    atomicAdd(&dbias[c], ab);
   }
 }
 
@@ -242,14 +212,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                                                                                          mean, rstd, N, C, ct);
     AXONN_CUDA_CHECK_LAUNCH();
   }
-  // Chunks of at least 256 rows, and no more than 65535 of them (grid.y's limit).
-  int64_t rows_per_block = 256;
-  if ((N + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (N + 65534) / 65535;
-  const dim3 grid(static_cast<unsigned>((C + kWarp - 1) / kWarp),
-                  static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block));
-  layernorm_backward_params_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(
-      dweight, dbias, dout, inp, mean, rstd, N, C, rows_per_block);
-  AXONN_CUDA_CHECK_LAUNCH();
+  detail::layernorm_params_accumulate(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
 }  // namespace axonn::kernels::cuda

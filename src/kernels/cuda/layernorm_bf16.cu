@@ -8,6 +8,7 @@
 //   backward: pass 1 sum(dnorm), sum(dnorm * xhat) -> scratch[2N]; reduce; pass 2 write dinp.
 // Without one, a single fused pass does all of it.
 #include "bf16.cuh"
+#include "columns.cuh"
 
 namespace axonn::kernels::cuda_bf16 {
 namespace {
@@ -113,36 +114,6 @@ __global__ void layernorm_backward_input_kernel(uint16_t* dinp, float* sums, con
   }
 }
 
-// dweight[c] += sum_n xhat * dout, dbias[c] += sum_n dout (fp32). Block (32, 8) over 32 columns and a
-// chunk of rows; one atomic per column per block (as the fp32 kernel).
-constexpr int kColThreadsY = 8;
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const uint16_t* dout,
-                                                 const uint16_t* inp, const float* mean, const float* rstd,
-                                                 int64_t N, int C, int64_t rows_per_block) {
-  __shared__ float sw[kColThreadsY][kWarp + 1], sb[kColThreadsY][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t n1 = n0 + rows_per_block < N ? n0 + rows_per_block : N;
-  float aw = 0.0f, ab = 0.0f;
-  if (c < C)
-    for (int64_t n = n0 + threadIdx.y; n < n1; n += kColThreadsY) {
-      const float dy = widen(dout[n * C + c]);
-      aw += (widen(inp[n * C + c]) - mean[n]) * rstd[n] * dy;
-      ab += dy;
-    }
-  sw[threadIdx.y][threadIdx.x] = aw;
-  sb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    for (int y = 1; y < kColThreadsY; y++) {
-      aw += sw[y][threadIdx.x];
-      ab += sb[y][threadIdx.x];
-    }
-    atomicAdd(&dweight[c], aw);
-    atomicAdd(&dbias[c], ab);
-  }
-}
-
 unsigned row_blocks(int64_t N) {
   const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
   AXONN_CHECK_ARG(blocks <= 0x7fffffffLL, "cuda bf16 layernorm: ", N,
@@ -191,13 +162,7 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
     reducer->all_reduce(reducer->ctx, sums, 2 * N, false);
     pass(kApply);
   }
-  int64_t rows_per_block = 256;
-  if ((N + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (N + 65534) / 65535;
-  const dim3 grid(static_cast<unsigned>((C + kWarp - 1) / kWarp),
-                  static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block));
-  layernorm_backward_params_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(
-      dweight, dbias, dout, inp, mean, rstd, N, C, rows_per_block);
-  AXONN_CUDA_CHECK_LAUNCH();
+  kernels::cuda::detail::layernorm_params_accumulate(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
 }  // namespace axonn::kernels::cuda_bf16

@@ -10,12 +10,14 @@
 // detail::tuned_sgemm (gemm_tuning.hpp), which makes exactly these cuBLAS calls when --gemm-tuning
 // is off and lets the layout tuner (spec §6) choose among their variants per shape when it is on.
 #include "axonn/kernels/ops.hpp"
+#include "columns.cuh"
 #include "common.cuh"
 #include "gemm_tuning.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
 
+using detail::column_sums_accumulate;
 using detail::global_index;
 using detail::global_stride;
 using detail::kWarp;
@@ -24,36 +26,6 @@ constexpr int kThreads = 256;
 
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int OC) {
   for (int64_t i = global_index(); i < N * OC; i += global_stride()) out[i] += bias[i % OC];
-}
-
-// dst[c] += sum_r src[r * cols + c]. Block (32, 8): 32 adjacent columns, 8 threads down a chunk of
-// rows; one atomic per column per block.
-constexpr int kColThreadsY = 8;
-__global__ void column_sums_kernel(float* dst, const float* src, int64_t rows, int cols, int64_t rows_per_block) {
-  __shared__ float partial[kColThreadsY][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
-  float acc = 0.0f;
-  if (c < cols)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColThreadsY) acc += src[r * cols + c];
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColThreadsY; y++) acc += partial[y][threadIdx.x];
-    atomicAdd(&dst[c], acc);
-  }
-}
-
-void column_sums_accumulate(float* dst, const float* src, int64_t rows, int cols) {
-  if (rows == 0 || cols == 0) return;
-  int64_t rows_per_block = 256;
-  if ((rows + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (rows + 65534) / 65535;
-  const dim3 grid(static_cast<unsigned>((cols + kWarp - 1) / kWarp),
-                  static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
-  column_sums_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(dst, src, rows, cols,
-                                                                               rows_per_block);
-  AXONN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

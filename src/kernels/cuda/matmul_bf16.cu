@@ -15,41 +15,14 @@
 #include <tuple>
 
 #include "bf16.cuh"
+#include "columns.cuh"
 
 namespace axonn::kernels::cuda_bf16 {
 namespace {
 
 using detail::kWarp;
 using detail::widen;
-
-// dst[c] += sum_r src[r * cols + c] (fp32 sums of bf16 values). Block (32, 8) over 32 columns and a
-// chunk of rows; one atomic per column per block.
-constexpr int kColThreadsY = 8;
-__global__ void column_sums_kernel(float* dst, const uint16_t* src, int64_t rows, int cols, int64_t rows_per_block) {
-  __shared__ float partial[kColThreadsY][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
-  float acc = 0.0f;
-  if (c < cols)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColThreadsY) acc += widen(src[r * cols + c]);
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int y = 1; y < kColThreadsY; y++) acc += partial[y][threadIdx.x];
-    atomicAdd(&dst[c], acc);
-  }
-}
-
-void column_sums_accumulate(float* dst, const uint16_t* src, int64_t rows, int cols) {
-  if (rows == 0 || cols == 0) return;
-  int64_t rows_per_block = 256;
-  if ((rows + rows_per_block - 1) / rows_per_block > 65535) rows_per_block = (rows + 65534) / 65535;
-  const dim3 grid(static_cast<unsigned>((cols + kWarp - 1) / kWarp),
-                  static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
-  column_sums_kernel<<<grid, dim3(kWarp, kColThreadsY), 0, detail::stream()>>>(dst, src, rows, cols, rows_per_block);
-  AXONN_CUDA_CHECK_LAUNCH();
-}
+using kernels::cuda::detail::column_sums_accumulate;
 
 // out[n, o] = bias[o] (the empty sum C = 0, which cuBLASLt does not take).
 __global__ void fill_bias_kernel(uint16_t* out, const uint16_t* bias, int64_t N, int OC) {
