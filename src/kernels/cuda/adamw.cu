@@ -1,4 +1,6 @@
 // kernels/cuda/adamw.cu — the fused AdamW update and the sum of squares (gradient-norm clipping).
+#include <cuda_bf16.h>
+
 #include <cmath>
 
 #include "axonn/kernels/ops.hpp"
@@ -12,22 +14,6 @@ using detail::global_stride;
 
 constexpr int kThreads = 256;
 
-// One pass over params, m, v, grads; the bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t are
-// computed once on the host, in float as kernels::ref does.
-__global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, int64_t n, float lr,
-                             float beta1, float beta2, float eps, float weight_decay, float grad_scale, float c1,
-                             float c2) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const float g = grads[i] * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float mh = mi / c1, vh = vi / c2;
-    params[i] -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * params[i]);
-  }
-}
-
 // Each thread sums squares in double over its grid-stride slice; a block reduction and one atomic
 // per block finish the job (the order of the atomics varies, in double that is far below fp32 noise).
 __global__ void sum_squares_kernel(double* out, const float* x, int64_t n) {
@@ -38,17 +24,42 @@ __global__ void sum_squares_kernel(double* out, const float* x, int64_t n) {
   if (threadIdx.x == 0) atomicAdd(out, s);
 }
 
+// One pass over params, m, v, grads; the bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t are
+// computed once on the host, in float as kernels::ref does. With `copy`, its bf16 rounding of the
+// updated value too.
+__global__ void adamw_kernel(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n,
+                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                             float c1, float c2) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float g = grads[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mh = mi / c1, vh = vi / c2;
+    float p = params[i];
+    p -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p);
+    params[i] = p;
+    if (copy != nullptr) copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(p));
+  }
+}
+
 }  // namespace
 
-void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
-  // params [n], m [n], v [n], grads [n]; t >= 1
+void detail::adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   if (n == 0) return;
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
   adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(
-      params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
+      params, copy, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
   AXONN_CUDA_CHECK_LAUNCH();
+}
+
+void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  // params [n], m [n], v [n], grads [n]; t >= 1
+  detail::adamw_launch(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 double sum_squares(const float* x, int64_t n) {

@@ -1,35 +1,11 @@
 // kernels/cuda/adamw_bf16.cu — AdamW on the fp32 master weights with the bf16 copy written in the same
-// pass, and the fp32 <-> bf16 casts.
-#include <cmath>
-
+// pass (the fp32 table's kernel, detail::adamw_launch), and the fp32 <-> bf16 casts.
 #include "bf16.cuh"
 
 namespace axonn::kernels::cuda_bf16 {
 namespace {
 
-using detail::global_index;
-using detail::global_stride;
 using detail::kPack;
-
-constexpr int kThreads = 256;
-
-// As kernels::cuda::adamw_update (same formulas, bias corrections from the host), then params = round(master).
-__global__ void adamw_kernel(float* master, uint16_t* params, float* m, float* v, const float* grads, int64_t n,
-                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                             float c1, float c2) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const float g = grads[i] * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float mh = mi / c1, vh = vi / c2;
-    float p = master[i];
-    p -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p);
-    master[i] = p;
-    params[i] = detail::round_bf16(p);
-  }
-}
 
 struct CastToBf16 {
   uint16_t* out;
@@ -72,11 +48,9 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
   if (n == 0) return;
   AXONN_CHECK_ARG(t >= 1, "cuda bf16 adamw_update: step t = ", t,
                   " must be >= 1 (the bias corrections divide by 1 - beta^t)");
-  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
-  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-  adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(
-      master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
-  AXONN_CUDA_CHECK_LAUNCH();
+  // The fp32 table's pass on the master weights, writing the bf16 copy as it goes.
+  kernels::cuda::detail::adamw_launch(master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay,
+                                      grad_scale, t);
 }
 
 void cast_to_bf16(bf16* out, const float* in, int64_t n) {
