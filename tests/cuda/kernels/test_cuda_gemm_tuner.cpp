@@ -13,75 +13,18 @@
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "gemm_problem.hpp"
 #include "gpu_test.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::test::allclose;
+using axonn::test::GemmProblem;
 using axonn::test::randn;
 using Vec = std::vector<float>;
 using Dev = axonn::test::DeviceArray<float>;
 
 namespace {
-
-// A row-major GEMM on host vectors with padded leading dimensions; C's padding holds a marker.
-struct Problem {
-  bool ta, tb;
-  int64_t M, N, K, lda, ldb, ldc;
-  float alpha, beta;
-  Vec a, b, c;
-  Problem(bool ta_, bool tb_, int64_t M_, int64_t N_, int64_t K_, float alpha_, float beta_, uint32_t seed)
-      : ta(ta_), tb(tb_), M(M_), N(N_), K(K_), alpha(alpha_), beta(beta_) {
-    lda = (ta ? M : K) + 3;
-    ldb = (tb ? K : N) + 2;
-    ldc = N + 5;
-    a = randn(static_cast<size_t>((ta ? K : M) * lda), seed);
-    b = randn(static_cast<size_t>((tb ? N : K) * ldb), seed + 1);
-    c = randn(static_cast<size_t>(M * ldc), seed + 2);
-    if (beta == 0.0f)  // must not be read
-      for (auto& x : c) x = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = N; j < ldc; j++) c[static_cast<size_t>(i * ldc + j)] = 12345.0f;
-  }
-  k::GemmCall call(const Dev& da, const Dev& db, Dev& dc) const {
-    return {ta, tb, M, N, K, alpha, da.get(), lda, db.get(), ldb, beta, dc.get(), ldc};
-  }
-  float A(int64_t i, int64_t p) const { return a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)]; }
-  float B(int64_t p, int64_t j) const { return b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)]; }
-  // Against the double-precision product within (K + 2) eps (|alpha| sum |a b| + |beta c|), and
-  // against `vs` (cuBLAS as issued) within twice that; the padding of C untouched.
-  ::testing::AssertionResult check(const Vec& out, const Vec* vs = nullptr) const {
-    const double eps = std::numeric_limits<float>::epsilon();
-    for (int64_t i = 0; i < M; i++) {
-      for (int64_t j = 0; j < ldc; j++) {
-        const size_t at = static_cast<size_t>(i * ldc + j);
-        if (j >= N) {
-          if (out[at] != 12345.0f) return ::testing::AssertionFailure() << "padding of C written at " << i << "," << j;
-          continue;
-        }
-        double exact = 0, mag = 0;
-        for (int64_t p = 0; p < K; p++) {
-          exact += static_cast<double>(A(i, p)) * B(p, j);
-          mag += std::fabs(static_cast<double>(A(i, p)) * B(p, j));
-        }
-        exact *= alpha;
-        mag *= std::fabs(alpha);
-        if (beta != 0.0f) {
-          exact += static_cast<double>(beta) * c[at];
-          mag += std::fabs(static_cast<double>(beta) * c[at]);
-        }
-        const double tol = static_cast<double>(K + 2) * eps * mag + 1e-30;
-        if (!(std::fabs(out[at] - exact) <= tol))
-          return ::testing::AssertionFailure() << "C[" << i << "," << j << "] = " << out[at] << ", want " << exact
-                                               << " within " << tol;
-        if (vs && !(std::fabs(out[at] - (*vs)[at]) <= 2 * tol))
-          return ::testing::AssertionFailure() << "C[" << i << "," << j << "] = " << out[at] << ", cuBLAS as issued "
-                                               << (*vs)[at];
-      }
-    }
-    return ::testing::AssertionSuccess();
-  }
-};
 
 struct TuningReset {
   ~TuningReset() {
@@ -105,9 +48,9 @@ TEST(CudaGemmTuner, EveryVariantGivesCublasAsIssued) {
       for (bool tb : {false, true})
         for (float beta : {0.0f, 1.0f})
           for (float alpha : {1.0f, 0.5f}) {
-            Problem p(ta, tb, s.M, s.N, s.K, alpha, beta, seed++);
+            GemmProblem p(ta, tb, s.M, s.N, s.K, alpha, beta, seed++);
             Dev da(p.a), db(p.b), dissued(p.c);
-            k::cuda_gemm_engine().sgemm(p.call(da, db, dissued));
+            k::cuda_gemm_engine().sgemm(p.call(da.get(), db.get(), dissued.get()));
             const Vec issued = dissued.host();
             ASSERT_TRUE(p.check(issued)) << "cuBLAS as issued";
             for (k::GemmVariant v : k::kGemmVariants) {
@@ -115,8 +58,8 @@ TEST(CudaGemmTuner, EveryVariantGivesCublasAsIssued) {
                            " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                            " beta=" + std::to_string(beta) + " alpha=" + std::to_string(alpha));
               Dev dc(p.c);
-              k::run_gemm_variant(k::cuda_gemm_engine(), p.call(da, db, dc), v);
-              EXPECT_TRUE(p.check(dc.host(), &issued));
+              k::run_gemm_variant(k::cuda_gemm_engine(), p.call(da.get(), db.get(), dc.get()), v);
+              EXPECT_TRUE(p.check(dc.host(), &issued, "cuBLAS as issued"));
             }
           }
 }
@@ -125,9 +68,9 @@ TEST(CudaGemmTuner, TunesOnceAccumulatesOnceThenReuses) {
   AXONN_REQUIRE_GPU();
   k::GemmTuner tuner;
   tuner.set_options({.warmup = 2, .reps = 3, .min_gain = 0.03});
-  Problem p(true, false, 300, 200, 517, 1.0f, 1.0f, 5);  // the weight-gradient form (beta = 1)
+  GemmProblem p(true, false, 300, 200, 517, 1.0f, 1.0f, 5);  // the weight-gradient form (beta = 1)
   Dev da(p.a), db(p.b), dc(p.c);
-  tuner.gemm(k::cuda_gemm_engine(), "bw_w", p.call(da, db, dc));
+  tuner.gemm(k::cuda_gemm_engine(), "bw_w", p.call(da.get(), db.get(), dc.get()));
   const Vec first = dc.host();
   EXPECT_TRUE(p.check(first)) << "C accumulated exactly once";
   const auto recs = tuner.records();
@@ -139,7 +82,7 @@ TEST(CudaGemmTuner, TunesOnceAccumulatesOnceThenReuses) {
   EXPECT_GE(recs[0].speedup(), 1.0);
   // the cached variant again on a fresh C: the same bits
   Dev dc2(p.c);
-  tuner.gemm(k::cuda_gemm_engine(), "bw_w", p.call(da, db, dc2));
+  tuner.gemm(k::cuda_gemm_engine(), "bw_w", p.call(da.get(), db.get(), dc2.get()));
   EXPECT_EQ(dc2.host(), first);
   EXPECT_EQ(tuner.records().size(), 1u);
 }

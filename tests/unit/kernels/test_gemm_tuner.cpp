@@ -12,79 +12,16 @@
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "gemm_problem.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::test::allclose;
+using axonn::test::GemmProblem;
 using axonn::test::randn;
 using Vec = std::vector<float>;
 
 namespace {
-
-// A GEMM problem with padded leading dimensions (the padding of C must survive every variant).
-struct Problem {
-  bool ta, tb;
-  int64_t M, N, K, lda, ldb, ldc;
-  float alpha, beta;
-  Vec a, b, c;
-  Problem(bool ta_, bool tb_, int64_t M_, int64_t N_, int64_t K_, float alpha_, float beta_, uint32_t seed)
-      : ta(ta_), tb(tb_), M(M_), N(N_), K(K_), alpha(alpha_), beta(beta_) {
-    lda = (ta ? M : K) + 3;
-    ldb = (tb ? K : N) + 2;
-    ldc = N + 5;
-    a = randn(static_cast<size_t>((ta ? K : M) * lda), seed);
-    b = randn(static_cast<size_t>((tb ? N : K) * ldb), seed + 1);
-    c = randn(static_cast<size_t>(M * ldc), seed + 2);
-    // beta = 0 must not read C: NaNs in it would show in the result
-    if (beta == 0.0f)
-      for (auto& x : c) x = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t i = 0; i < M; i++)  // padding columns of C: a marker no variant may touch
-      for (int64_t j = N; j < ldc; j++) c[static_cast<size_t>(i * ldc + j)] = 12345.0f;
-  }
-  k::GemmCall call(float* out) const {
-    return {ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, out, ldc};
-  }
-  float A(int64_t i, int64_t p) const { return a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)]; }
-  float B(int64_t p, int64_t j) const { return b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)]; }
-  // Checks `out` against the product in double precision, within the fp32 error bound of a length-K
-  // dot product plus the beta term: (K + 2) * eps * (|alpha| sum |a||b| + |beta c|).
-  // With `vs`, also against that other result, within twice the bound.
-  ::testing::AssertionResult check(const Vec& out, const Vec* vs = nullptr) const {
-    const double eps = std::numeric_limits<float>::epsilon();
-    for (int64_t i = 0; i < M; i++) {
-      for (int64_t j = 0; j < ldc; j++) {
-        const float got = out[static_cast<size_t>(i * ldc + j)];
-        const float c0 = c[static_cast<size_t>(i * ldc + j)];
-        if (j >= N) {
-          if (got != 12345.0f) return ::testing::AssertionFailure() << "padding of C written at " << i << "," << j;
-          continue;
-        }
-        double exact = 0, mag = 0;
-        for (int64_t p = 0; p < K; p++) {
-          exact += static_cast<double>(A(i, p)) * B(p, j);
-          mag += std::fabs(static_cast<double>(A(i, p)) * B(p, j));
-        }
-        exact *= alpha;
-        mag *= std::fabs(alpha);
-        if (beta != 0.0f) {
-          exact += static_cast<double>(beta) * c0;
-          mag += std::fabs(static_cast<double>(beta) * c0);
-        }
-        const double tol = static_cast<double>(K + 2) * eps * mag + 1e-30;
-        if (!(std::fabs(got - exact) <= tol))
-          return ::testing::AssertionFailure() << "C[" << i << "," << j << "] = " << got << ", want " << exact
-                                               << " within " << tol;
-        if (vs) {
-          const float other = (*vs)[static_cast<size_t>(i * ldc + j)];
-          if (!(std::fabs(got - other) <= 2 * tol))
-            return ::testing::AssertionFailure() << "C[" << i << "," << j << "] = " << got << ", the other "
-                                                 << other << ", not within " << 2 * tol;
-        }
-      }
-    }
-    return ::testing::AssertionSuccess();
-  }
-};
 
 // The CPU engine with every call counted and the BLAS flags of its GEMMs recorded: the variants'
 // steps are visible, while the arithmetic is the real engine's.
@@ -148,7 +85,7 @@ TEST_P(TunerBackends, EveryVariantComputesTheAsIssuedGemm) {
       for (bool tb : {false, true})
         for (float beta : {0.0f, 1.0f, 0.75f})
           for (float alpha : {1.0f, 0.5f}) {
-            Problem p(ta, tb, s.M, s.N, s.K, alpha, beta, seed++);
+            GemmProblem p(ta, tb, s.M, s.N, s.K, alpha, beta, seed++);
             Vec issued = p.c;
             k::cpu_gemm_engine().sgemm(p.call(issued.data()));
             ASSERT_TRUE(p.check(issued)) << "as-issued sgemm";
@@ -164,7 +101,7 @@ TEST_P(TunerBackends, EveryVariantComputesTheAsIssuedGemm) {
 }
 
 TEST_P(TunerBackends, ForcedVariantIsTheOneThatRuns) {
-  Problem p(false, true, 21, 17, 13, 1.0f, 1.0f, 7);
+  GemmProblem p(false, true, 21, 17, 13, 1.0f, 1.0f, 7);
   for (k::GemmVariant v : k::kGemmVariants) {
     SCOPED_TRACE(k::gemm_variant_name(v));
     k::GemmTuner tuner;
@@ -206,7 +143,7 @@ TEST_P(TunerBackends, TunesOnceThenRunsTheCachedChoice) {
   k::GemmTuner tuner;
   tuner.set_options({.warmup = 1, .reps = 2, .min_gain = 0.03});
   CountingEngine e;
-  Problem p(true, false, 40, 24, 56, 1.0f, 1.0f, 11);  // the weight-gradient form: beta = 1
+  GemmProblem p(true, false, 40, 24, 56, 1.0f, 1.0f, 11);  // the weight-gradient form: beta = 1
   Vec out = p.c;
   tuner.gemm(e, "bw_w", p.call(out.data()));
   // C accumulated exactly once, although all six variants ran three times each on scratch output
@@ -268,7 +205,7 @@ TEST_P(TunerBackends, BetaZeroTuningOverwritesC) {
   k::GemmTuner tuner;
   tuner.set_options({.warmup = 0, .reps = 1, .min_gain = 0.0});
   CountingEngine e;
-  Problem p(false, true, 19, 45, 31, 1.0f, 0.0f, 21);  // the LM head's form: no bias, C full of NaN
+  GemmProblem p(false, true, 19, 45, 31, 1.0f, 0.0f, 21);  // the LM head's form: no bias, C full of NaN
   Vec out = p.c;
   tuner.gemm(e, "fw", p.call(out.data()));
   EXPECT_TRUE(p.check(out));
