@@ -14,6 +14,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "device_collectives.hpp"
 #include "gpu_test.hpp"
 
 using axonn::DType;
@@ -153,27 +154,7 @@ TEST(Nccl, VariableBlocksAndAllToAll) {
   REQUIRE_GPU_PER_RANK();
   Ranks g;
   const auto N = static_cast<size_t>(g.n), R = static_cast<size_t>(g.r);
-  // all_gather_v: rank r sends r + 2 elements valued r (rank 0's block may not be empty here, but
-  // an empty block is covered by all_to_all_v below)
-  std::vector<size_t> counts(N);
-  size_t total = 0;
-  for (size_t r = 0; r < N; r++) total += counts[r] = r + 2;
-  DeviceArray<int32_t> v_send(std::vector<int32_t>(counts[R], g.r)), v_recv(total);
-  g.gpu->all_gather_v(v_send.get(), counts[R], v_recv.get(), counts, DType::kI32);
-  std::vector<int32_t> want;
-  for (size_t r = 0; r < N; r++) want.insert(want.end(), counts[r], static_cast<int32_t>(r));
-  EXPECT_EQ(v_recv.host(), want);
-  // all_to_all: block j of rank r holds 10 r + j
-  const size_t block = 3;
-  std::vector<int64_t> a2a(block * N), a2a_want(block * N);
-  for (size_t j = 0; j < N; j++)
-    for (size_t i = 0; i < block; i++) {
-      a2a[j * block + i] = static_cast<int64_t>(10 * R + j);
-      a2a_want[j * block + i] = static_cast<int64_t>(10 * j + R);
-    }
-  DeviceArray<int64_t> a_send(a2a), a_recv(block * N);
-  g.gpu->all_to_all(a_send.get(), a_recv.get(), block, DType::kI64);
-  EXPECT_EQ(a_recv.host(), a2a_want);
+  axonn::test::expect_gather_v_and_all_to_all(*g.gpu);  // (tests/cuda/common)
   // all_to_all_v: rank r sends j elements to rank j (none to rank 0), valued 10 r + j
   std::vector<size_t> sc(N), rc(N, R);
   std::vector<float> s, w;
