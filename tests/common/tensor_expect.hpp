@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "axonn/core/dtype.hpp"
+
 namespace axonn::test {
 
 inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -18,6 +20,22 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;
+}
+
+// bf16 vectors (uint16_t storage, core/dtype.hpp's conversions): rounded from fp32, widened back exactly,
+// and random ones (randn rounded; the inputs both implementations of a bf16 op see).
+inline std::vector<uint16_t> to_bf(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); i++) b[i] = f32_to_bf16(v[i]);
+  return b;
+}
+inline std::vector<float> widen(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  for (size_t i = 0; i < b.size(); i++) v[i] = bf16_to_f32(b[i]);
+  return v;
+}
+inline std::vector<uint16_t> rand_bf(size_t n, uint32_t seed, float scale = 1.0f) {
+  return to_bf(randn(n, seed, scale));
 }
 
 inline std::vector<int> randint(size_t n, int hi, uint32_t seed) {

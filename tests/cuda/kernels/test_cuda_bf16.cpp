@@ -32,7 +32,10 @@ using axonn::f32_to_bf16;
 using axonn::test::allclose;
 using axonn::test::DeviceArray;
 using axonn::test::randint;
+using axonn::test::rand_bf;
 using axonn::test::randn;
+using axonn::test::to_bf;
+using axonn::test::widen;
 using k::bf16;
 using Vec = std::vector<float>;
 using Bf = std::vector<bf16>;
@@ -45,17 +48,6 @@ namespace {
 constexpr float kUlp = 1.0f / 128.0f;  // one bf16 ulp, relative
 constexpr float kAbs = 1e-4f;
 
-Bf to_bf(const Vec& v) {
-  Bf b(v.size());
-  for (size_t i = 0; i < v.size(); i++) b[i] = f32_to_bf16(v[i]);
-  return b;
-}
-Vec widen(const Bf& b) {
-  Vec v(b.size());
-  for (size_t i = 0; i < b.size(); i++) v[i] = bf16_to_f32(b[i]);
-  return v;
-}
-Bf rand_bf(size_t n, uint32_t seed, float scale = 1.0f) { return to_bf(randn(n, seed, scale)); }
 
 // bf16 results within one bf16 ulp (+ kAbs) of the oracle's.
 ::testing::AssertionResult close_bf16(const Bf& got, const Bf& want) {

@@ -22,7 +22,10 @@ using axonn::bf16_to_f32;
 using axonn::f32_to_bf16;
 using axonn::test::allclose;
 using axonn::test::randint;
+using axonn::test::rand_bf;
 using axonn::test::randn;
+using axonn::test::to_bf;
+using axonn::test::widen;
 using k::bf16;
 using Vec = std::vector<float>;
 using Bf = std::vector<bf16>;
@@ -31,18 +34,6 @@ namespace {
 
 constexpr float kUlp = 1.0f / 128.0f;  // 2^-7: one bf16 ulp, relative
 
-Bf to_bf(const Vec& v) {
-  Bf b(v.size());
-  for (size_t i = 0; i < v.size(); i++) b[i] = f32_to_bf16(v[i]);
-  return b;
-}
-Vec widen(const Bf& b) {
-  Vec v(b.size());
-  for (size_t i = 0; i < b.size(); i++) v[i] = bf16_to_f32(b[i]);
-  return v;
-}
-// Random bf16 values and their exact fp32 widening (the inputs both implementations see).
-Bf rand_bf(size_t n, uint32_t seed, float scale = 1.0f) { return to_bf(randn(n, seed, scale)); }
 
 // got[i] must be the round-to-nearest-even of ref[i], bit for bit.
 ::testing::AssertionResult rounded_once(const Bf& got, const Vec& ref) {
