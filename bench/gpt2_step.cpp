@@ -5,9 +5,9 @@
 //   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
 //                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--peak-tflops P]
-//                             [--gemm-tuning on|off]
+//                             [--gemm-tuning on|off] [--dtype fp32|bf16]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
-//   build-cuda/bin/bench_gpt2_step --kernels cuda --shapes 16x1024 --steps 5
+//   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   comm::Runtime mpi(&argc, &argv);
   std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off", kernels_name = "cpu",
               comm_name;
+  std::string dtype = "fp32";  // bf16: mixed precision (docs/precision.md)
   int steps = 3;
   bool profile = false;
   double peak_tflops = 0.0;
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--kernels")) kernels_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--comm")) comm_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--peak-tflops")) peak_tflops = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
     // the kernels, the GPU (node-local rank) and the communicator the grid splits
     const train::Compute compute = train::setup_compute(kernels_name, comm_name, world);
     const bool gpu = compute.backend == kernels::Backend::kCuda;
+    if (dtype != "fp32" && dtype != "bf16") throw InvalidArgument("--dtype " + dtype + ": use fp32 or bf16");
+    const DType precision = dtype == "bf16" ? DType::kBF16 : DType::kF32;
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     float peak = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
@@ -91,12 +95,13 @@ int main(int argc, char** argv) {
     parallel::Grid grid(shape, compute.grid_world);
     if (root) {
       if (gpu)
-        std::printf("# kernels cuda on %s, comm %s, %d rank(s), grid %s\n", compute.device_name.c_str(),
-                    compute.comm.c_str(), world->size(), shape.str().c_str());
+        std::printf("# kernels cuda on %s, comm %s, %d rank(s), grid %s, precision %s\n", compute.device_name.c_str(),
+                    compute.comm.c_str(), world->size(), shape.str().c_str(), dtype.c_str());
       else
-        std::printf("# kernels %s, GEMM %s (layout tuning %s), %d rank(s) x %d thread(s), grid %s, OPENBLAS_CORETYPE=%s\n",
-                    kernels_name.c_str(), gemm.c_str(), tuning.c_str(), world->size(), kernels::cpu_threads(), shape.str().c_str(),
-                    coretype ? coretype : "(unset)");
+        std::printf("# kernels %s, GEMM %s (layout tuning %s), %d rank(s) x %d thread(s), grid %s, precision %s, "
+                    "OPENBLAS_CORETYPE=%s\n",
+                    kernels_name.c_str(), gemm.c_str(), tuning.c_str(), world->size(), kernels::cpu_threads(),
+                    shape.str().c_str(), dtype.c_str(), coretype ? coretype : "(unset)");
       if (peak_tflops > 0)
         std::printf("# peak: %.1f TFLOP/s per rank (given, --peak-tflops) = %.1f GFLOP/s\n", peak_tflops, peak);
       else if (gpu)
@@ -116,7 +121,9 @@ int main(int argc, char** argv) {
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
-      model::Gpt gpt(cfg, grid, B_local, T, compute.backend);
+      model::GptRunOptions run;
+      run.precision = precision;
+      model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(compute.backend);
       optim::AdamW opt(gpt.params(), {}, {}, ops);

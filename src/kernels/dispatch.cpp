@@ -4,6 +4,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 
 namespace axonn::kernels {
 
@@ -20,6 +21,10 @@ const Ops kRefOps = AXONN_OPS_TABLE(ref);
 const Ops kCpuOps = AXONN_OPS_TABLE(cpu);
 #undef AXONN_OPS_TABLE
 std::atomic<const Ops*> g_cuda_ops{nullptr};
+std::atomic<const OpsBf16*> g_cuda_bf16_ops{nullptr};
+constexpr const char* kNoCuda =
+    "--kernels cuda: the CUDA kernels are not available: this build has no CUDA backend (rebuild with "
+    "-DAXONN_CUDA=ON), or kernels::cuda_setup() was not called; use --kernels cpu to run on the host";
 }  // namespace
 
 std::string_view backend_name(Backend b) {
@@ -46,13 +51,24 @@ const Ops& ops_for(Backend backend) {
     case Backend::kCpu: return kCpuOps;
     case Backend::kCuda:
       if (const Ops* ops = g_cuda_ops.load()) return *ops;
-      throw InvalidArgument(
-          "--kernels cuda: the CUDA kernels are not available: this build has no CUDA backend (rebuild with "
-          "-DAXONN_CUDA=ON), or kernels::cuda_setup() was not called; use --kernels cpu to run on the host");
+      throw InvalidArgument(kNoCuda);
   }
   return kCpuOps;
 }
 
 void register_cuda_ops(const Ops* ops) { g_cuda_ops.store(ops); }
+
+const OpsBf16& ops_bf16_for(Backend backend) {
+  switch (backend) {
+    case Backend::kRef: return ref_bf16_ops();
+    case Backend::kCpu: return cpu_bf16_ops();
+    case Backend::kCuda:
+      if (const OpsBf16* ops = g_cuda_bf16_ops.load()) return *ops;
+      throw InvalidArgument(kNoCuda);
+  }
+  return cpu_bf16_ops();
+}
+
+void register_cuda_bf16_ops(const OpsBf16* ops) { g_cuda_bf16_ops.store(ops); }
 
 }  // namespace axonn::kernels

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
@@ -54,10 +55,19 @@ void reduce_over(void* ctx, float* values, int64_t n, bool max) {
 
 // Columns [c0, c0 + width) of every row of a [rows, full_width] matrix, into [rows, width], in the
 // model's memory.
-void copy_columns(const MemoryOps& mem, float* out, const float* in, int64_t rows, int full_width, int c0,
-                  int width) {
-  const size_t w = sizeof(float) * static_cast<size_t>(width);
-  mem.copy_2d(out, w, in + c0, sizeof(float) * static_cast<size_t>(full_width), w, static_cast<size_t>(rows));
+template <class E>
+void copy_columns(const MemoryOps& mem, E* out, const E* in, int64_t rows, int full_width, int c0, int width) {
+  const size_t w = sizeof(E) * static_cast<size_t>(width);
+  mem.copy_2d(out, w, in + c0, sizeof(E) * static_cast<size_t>(full_width), w, static_cast<size_t>(rows));
+}
+
+// The elements of a tensor as the passes' element type E (fp32, or bf16 in mixed precision).
+template <class E>
+E* ptr(const Tensor& t) {
+  if constexpr (std::is_same_v<E, float>)
+    return t.f32();
+  else
+    return t.bf16();
 }
 
 // Checks the model against the grid before anything is built from it, so that the messages name
@@ -75,18 +85,18 @@ const GptConfig& checked(const GptConfig& c, const parallel::GridShape& g) {
 
 }  // namespace
 
-// Each kernel call is timed (and traced) under its op name.
+// Each kernel call is timed (and traced) under its op name; `k` is the kernels of the pass's precision.
 #define AXONN_OP(op, ...)                  \
   do {                                     \
     auto scope_ = tl_.compute(#op);        \
-    ops_->op(__VA_ARGS__);                 \
+    k.op(__VA_ARGS__);                     \
   } while (0)
 // Each tensor-parallel linear (GEMMs, weight all-gather wait and the layer's collectives) as a group
 // named after the layer and direction ("fc_ backward").
-#define AXONN_LINEAR(layer, direction, ...)            \
-  do {                                                 \
-    auto scope_ = tl_.group(#layer " " #direction);    \
-    layer.direction(__VA_ARGS__, linear_run_);         \
+#define AXONN_LINEAR(layer, direction, ...)                   \
+  do {                                                        \
+    auto scope_ = tl_.group(#layer " " #direction);           \
+    layer.template direction<E>(__VA_ARGS__, linear_run_);    \
   } while (0)
 
 const char* param_name(Param p) { return kParamNames[static_cast<int>(p)]; }
@@ -150,15 +160,18 @@ void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed) {
 Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Backend backend,
          const GptRunOptions& run)
     : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
+      ops_bf16_(run.precision == DType::kBF16 ? &kernels::ops_bf16_for(backend) : nullptr),
       mem_(&memory_for(kernels::backend_device(backend))), run_(run),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),
       attproj_(grid, {.in = config.channels, .out = config.channels, .transposed = true}, "attproj"),
       fc_(grid, {.in = config.channels, .out = 4 * config.channels}, "fc"),
       fcproj_(grid, {.in = 4 * config.channels, .out = config.channels, .transposed = true}, "fcproj"),
       params_("parameters", mem_->device), grads_("gradients", mem_->device), acts_("activations", mem_->device),
-      scratch_("backward scratch", mem_->device),
+      scratch_("backward scratch", mem_->device), params_bf16_("parameters (bf16 copies)", mem_->device),
       rs_(tl_, run.reduce_scatter_slots, run.overlap.ors, *mem_, ops_), dp_(tl_, *mem_),
-      linear_run_{*ops_, tl_, &rs_, run.overlap.oar} {
+      linear_run_{*ops_, tl_, &rs_, run.overlap.oar, ops_bf16_} {
+  AXONN_CHECK_ARG(run.precision == DType::kF32 || run.precision == DType::kBF16, "precision ",
+                  dtype_name(run.precision), " is not supported; use fp32 or bf16");
   const parallel::GridShape& g = grid.shape();
   const int C = config_.channels, NH = config_.num_heads, L = config_.num_layers, Vp = config_.padded_vocab_size;
   AXONN_CHECK_ARG(B > 0, "batch size must be positive, got ", B);
@@ -202,67 +215,83 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   grads_ = params_.clone_layout("gradients");
   params_.allocate();
   grads_.allocate();
+  const bool bf16 = run_.precision == DType::kBF16;
+  if (bf16) {
+    params_bf16_ = params_.clone_layout("parameters (bf16 copies)", mem_->device, DType::kBF16);
+    params_bf16_.allocate();
+  }
 
   // activations kept for the backward: every block's, or under recompute one block's (slot 0)
-  // plus every block's output
+  // plus every block's output. Activations are of the model's precision (`act`); row statistics,
+  // losses and the attention's probabilities (fp32) or log-sum-exp (bf16, flash-style) are fp32.
   const int64_t N = static_cast<int64_t>(B) * T;
   const int64_t Lk = run_.recompute ? 1 : L64;
-  auto add = [&](Act a, const char* name, Shape s, DType dt = DType::kF32) {
+  const DType act = run_.precision;
+  auto add = [&](Act a, const char* name, Shape s, DType dt) {
     size_t slot = acts_.reserve(name, s, dt);
     AXONN_CHECK(slot == a, "activation slots out of order");
   };
-  add(kEncoded, "encoded", {N, Cx_});
-  add(kLn1, "ln1", {Lk, N, Cx_});
-  add(kLn1Mean, "ln1_mean", {Lk, N});
-  add(kLn1Rstd, "ln1_rstd", {Lk, N});
-  add(kQkv, "qkv", {Lk, N, 3 * Cy_});
-  add(kAtty, "atty", {Lk, N, Cy_});
-  add(kAtt, "att", {Lk, B, NHy_, T, T});
-  add(kAttproj, "attproj", {Lk, N, Cx_});
-  add(kResidual2, "residual2", {Lk, N, Cx_});
-  add(kLn2, "ln2", {Lk, N, Cx_});
-  add(kLn2Mean, "ln2_mean", {Lk, N});
-  add(kLn2Rstd, "ln2_rstd", {Lk, N});
-  add(kFch, "fch", {Lk, N, 4 * Cy_});
-  add(kFchGelu, "fch_gelu", {Lk, N, 4 * Cy_});
-  add(kFcproj, "fcproj", {Lk, N, Cx_});
-  add(kResidual3, "residual3", {L64, N, Cx_});
-  add(kLnf, "lnf", {N, Cx_});
-  add(kLnfMean, "lnf_mean", {N});
-  add(kLnfRstd, "lnf_rstd", {N});
-  add(kLnfFull, "lnf_full", {g.gx > 1 ? N : 0, C});  // the LM head's input, all channels
-  add(kLogits, "logits", {N, vocab_rows_});
-  add(kLosses, "losses", {N});
+  const DType f32 = DType::kF32;
+  add(kEncoded, "encoded", {N, Cx_}, act);
+  add(kLn1, "ln1", {Lk, N, Cx_}, act);
+  add(kLn1Mean, "ln1_mean", {Lk, N}, f32);
+  add(kLn1Rstd, "ln1_rstd", {Lk, N}, f32);
+  add(kQkv, "qkv", {Lk, N, 3 * Cy_}, act);
+  add(kAtty, "atty", {Lk, N, Cy_}, act);
+  if (bf16)
+    add(kAtt, "att_lse", {Lk, B, NHy_, T}, f32);
+  else
+    add(kAtt, "att", {Lk, B, NHy_, T, T}, f32);
+  add(kAttproj, "attproj", {Lk, N, Cx_}, act);
+  add(kResidual2, "residual2", {Lk, N, Cx_}, act);
+  add(kLn2, "ln2", {Lk, N, Cx_}, act);
+  add(kLn2Mean, "ln2_mean", {Lk, N}, f32);
+  add(kLn2Rstd, "ln2_rstd", {Lk, N}, f32);
+  add(kFch, "fch", {Lk, N, 4 * Cy_}, act);
+  add(kFchGelu, "fch_gelu", {Lk, N, 4 * Cy_}, act);
+  add(kFcproj, "fcproj", {Lk, N, Cx_}, act);
+  add(kResidual3, "residual3", {L64, N, Cx_}, act);
+  add(kLnf, "lnf", {N, Cx_}, act);
+  add(kLnfMean, "lnf_mean", {N}, f32);
+  add(kLnfRstd, "lnf_rstd", {N}, f32);
+  add(kLnfFull, "lnf_full", {g.gx > 1 ? N : 0, C}, act);  // the LM head's input, all channels
+  add(kLogits, "logits", {N, vocab_rows_}, act);
+  add(kLosses, "losses", {N}, f32);
   add(kInputs, "inputs", {N}, DType::kI32);
   add(kTargets, "targets", {N}, DType::kI32);
-  add(kScalars, "scalars", {on_device() ? kNumScalars : 0});
+  add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
   acts_.allocate();
   if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
-  auto sadd = [&](Scratch s, const char* name, Shape shape) {
-    size_t slot = scratch_.reserve(name, shape);
+  auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) {
+    size_t slot = scratch_.reserve(name, shape, dt);
     AXONN_CHECK(slot == s, "scratch slots out of order");
   };
-  sadd(kDResidual, "dresidual", {N, Cx_});
-  sadd(kDLn, "dln", {N, Cx_});
-  sadd(kDAtty, "datty", {N, Cy_});
-  sadd(kDQkv, "dqkv", {N, 3 * Cy_});
-  sadd(kDFch, "dfch", {N, 4 * Cy_});
-  sadd(kDFchGelu, "dfch_gelu", {N, 4 * Cy_});
-  sadd(kDAtt, "datt", {B, NHy_, T, T});
+  sadd(kDResidual, "dresidual", {N, Cx_}, act);
+  sadd(kDLn, "dln", {N, Cx_}, act);
+  sadd(kDAtty, "datty", {N, Cy_}, act);
+  sadd(kDQkv, "dqkv", {N, 3 * Cy_}, act);
+  sadd(kDFch, "dfch", {N, 4 * Cy_}, act);
+  sadd(kDFchGelu, "dfch_gelu", {N, 4 * Cy_}, act);
+  if (bf16)
+    sadd(kDAtt, "attention_d", {B, NHy_, T}, f32);  // the flash backward's rowsum(dout * out)
+  else
+    sadd(kDAtt, "datt", {B, NHy_, T, T}, f32);
   const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
-  sadd(kFullA, "full_a", {sharded_channels ? N : 0, C});
-  sadd(kFullB, "full_b", {sharded_channels ? N : 0, C});
+  sadd(kFullA, "full_a", {sharded_channels ? N : 0, C}, act);
+  sadd(kFullB, "full_b", {sharded_channels ? N : 0, C}, act);
   scratch_.allocate();
 
   // the weight blocks, all-gathered over the second Z communicator in the order the passes use them
+  // (in mixed precision the bf16 copies: half the bytes)
+  const Arena& read = bf16 ? params_bf16_ : params_;
   std::vector<parallel::WeightGather::Kind> kinds;
   for (int k = 0; k < kNumLinears; k++) {
     const parallel::TpLinearLayout& lay = linear(k).layout();
-    kinds.push_back({param(weight_param(k)).f32(), lay.shard_size, lay.block_size});
+    kinds.push_back({read.tensor(static_cast<size_t>(weight_param(k))).data(), lay.shard_size, lay.block_size});
   }
   gather_ = std::make_unique<parallel::WeightGather>(tl_, grid.z2(), std::move(kinds), L, run_.overlap.oag,
-                                                     run_.cache_gathered_weights, *mem_);
+                                                     run_.cache_gathered_weights, *mem_, act);
 }
 
 Gpt::~Gpt() = default;
@@ -352,17 +381,18 @@ void Gpt::init_random(uint64_t seed) {
 
 // The rows of x_slice [N, C/Gx] with all C channels, gathered over X into `full` ([N, C]);
 // `scratch` ([N, C]) receives the all-gather's rank-major blocks. With Gx = 1, x_slice itself.
-const float* Gpt::full_channels(const float* x_slice, float* full, float* scratch) {
+template <class E>
+const E* Gpt::full_channels(const E* x_slice, E* full, E* scratch) {
   comm::Communicator& xg = grid_.x();
   if (xg.size() == 1) return x_slice;
   const int64_t N = static_cast<int64_t>(B_) * T_;
   const int C = config_.channels;
-  tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_);  // over X
+  tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_, kernels::Precision<E>::kDType);  // over X
   auto copy = tl_.compute("gather_channels");
   // rank r's block [N, Cx] goes to columns [r Cx, (r+1) Cx) of every row
-  const size_t w = sizeof(float) * static_cast<size_t>(Cx_);
+  const size_t w = sizeof(E) * static_cast<size_t>(Cx_);
   for (int r = 0; r < xg.size(); r++)
-    mem_->copy_2d(full + static_cast<int64_t>(r) * Cx_, sizeof(float) * static_cast<size_t>(C),
+    mem_->copy_2d(full + static_cast<int64_t>(r) * Cx_, sizeof(E) * static_cast<size_t>(C),
                   scratch + static_cast<int64_t>(r) * N * Cx_, w, w, static_cast<size_t>(N));
   return full;
 }
@@ -387,15 +417,23 @@ std::vector<parallel::WeightGather::Use> Gpt::backward_uses() const {
 }
 
 float Gpt::forward(const int* inputs, const int* targets) {
+  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets)
+                                        : forward_pass<float>(inputs, targets);
+}
+
+template <class E>
+float Gpt::forward_pass(const int* inputs, const int* targets) {
   auto scope = tl_.group("forward");
+  const auto& k = kernels_of<E>();
+  constexpr DType dt = kernels::Precision<E>::kDType;
   const int B = B_, T = T_, C = config_.channels, L = config_.num_layers, V = config_.vocab_size;
   const int Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
   const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
-  auto P = [&](Param p) { return param(p); };
+  auto P = [&](Param p) { return weight<E>(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
-  auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
+  auto S = [&](Scratch s) { return ptr<E>(scratch_.tensor(s)); };
 
   // the tokens (host memory) are checked here and copied into the model's memory (uploaded on the GPU)
   int* in = static_cast<int*>(A(kInputs).data());
@@ -415,34 +453,35 @@ float Gpt::forward(const int* inputs, const int* targets) {
   // one): no gathered weight block of before may be reused.
   if (!step_open_) {
     gather_->invalidate();
+    refresh_bf16_copies();
     step_open_ = true;
   }
   gather_->begin(forward_uses());
 
   // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
   // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
-  float* encoded = A(kEncoded).f32();
+  E* encoded = ptr<E>(A(kEncoded));
   if (grid_.xy().size() == 1) {
-    AXONN_OP(embedding_forward, encoded, in, P(Param::kWte).f32(), vocab_begin_, Vr, N, C);
+    AXONN_OP(embedding_forward, encoded, in, ptr<E>(P(Param::kWte)), vocab_begin_, Vr, N, C);
   } else {
-    float* emb = S(kFullA);
-    AXONN_OP(embedding_forward, emb, in, P(Param::kWte).f32(), vocab_begin_, Vr, N, C);
-    tl_.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C);  // over X*Y
+    E* emb = S(kFullA);
+    AXONN_OP(embedding_forward, emb, in, ptr<E>(P(Param::kWte)), vocab_begin_, Vr, N, C);
+    tl_.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C, dt);  // over X*Y (one non-zero term: exact)
     auto copy = tl_.compute("copy_columns");
     copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
   }
-  AXONN_OP(position_forward, encoded, P(Param::kWpe).f32(), B, T, Cx_);
+  AXONN_OP(position_forward, encoded, ptr<E>(P(Param::kWpe)), B, T, Cx_);
 
-  for (int l = 0; l < L; l++) forward_block(l);
+  for (int l = 0; l < L; l++) forward_block<E>(l);
 
-  float* lnf = A(kLnf).f32();
-  AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), A(kResidual3)[L - 1].f32(),
-           P(Param::kLnfw).f32(), P(Param::kLnfb).f32(), N, Cx_, C, over_x);
+  E* lnf = ptr<E>(A(kLnf));
+  AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), ptr<E>(A(kResidual3)[L - 1]),
+           ptr<E>(P(Param::kLnfw)), ptr<E>(P(Param::kLnfb)), N, Cx_, C, over_x);
   // LM head, tied to the token embedding: all channels of lnf (gathered over X) against this
   // rank's vocabulary rows
-  const float* lnf_full = full_channels(lnf, A(kLnfFull).f32(), S(kFullB));
-  float* logits = A(kLogits).f32();
-  AXONN_OP(matmul_forward, logits, lnf_full, P(Param::kWte).f32(), nullptr, N, C, Vr);
+  const E* lnf_full = full_channels<E>(lnf, ptr<E>(A(kLnfFull)), S(kFullB));
+  E* logits = ptr<E>(A(kLogits));
+  AXONN_OP(matmul_forward, logits, lnf_full, ptr<E>(P(Param::kWte)), nullptr, N, C, Vr);
   if (!have_targets_) return std::numeric_limits<float>::quiet_NaN();
   // vocabulary-parallel softmax + cross-entropy over X*Y; probabilities overwrite the logits
   float* losses = A(kLosses).f32();
@@ -467,55 +506,69 @@ float Gpt::forward(const int* inputs, const int* targets) {
 // One transformer block, forward: from its input (the previous block's output) to its output
 // kResidual3[l]; the intermediate activations go to slot(l). Run by the forward and, under
 // recompute, again by the backward (with the same collectives: the same results).
+template <class E>
 void Gpt::forward_block(int l) {
   auto scope = tl_.group("block forward");
+  const auto& k = kernels_of<E>();
   const int B = B_, T = T_, C = config_.channels;
   const int64_t N = static_cast<int64_t>(B) * T;
   const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
-  auto P = [&](Param p) { return param(p); };
+  auto P = [&](Param p) { return weight<E>(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
+  auto W = [&](int kind) { return static_cast<const E*>(gather_->take(kind, l)); };
   const int a = slot(l);
-  const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
-  float* ln1 = A(kLn1)[a].f32();
-  float* qkv = A(kQkv)[a].f32();
-  float* atty = A(kAtty)[a].f32();
-  float* attproj = A(kAttproj)[a].f32();
-  float* residual2 = A(kResidual2)[a].f32();
-  float* ln2 = A(kLn2)[a].f32();
-  float* fch = A(kFch)[a].f32();
-  float* fch_gelu = A(kFchGelu)[a].f32();
-  float* fcproj = A(kFcproj)[a].f32();
+  const E* residual = l == 0 ? ptr<E>(A(kEncoded)) : ptr<E>(A(kResidual3)[l - 1]);
+  E* ln1 = ptr<E>(A(kLn1)[a]);
+  E* qkv = ptr<E>(A(kQkv)[a]);
+  E* atty = ptr<E>(A(kAtty)[a]);
+  E* attproj = ptr<E>(A(kAttproj)[a]);
+  E* residual2 = ptr<E>(A(kResidual2)[a]);
+  E* ln2 = ptr<E>(A(kLn2)[a]);
+  E* fch = ptr<E>(A(kFch)[a]);
+  E* fch_gelu = ptr<E>(A(kFchGelu)[a]);
+  E* fcproj = ptr<E>(A(kFcproj)[a]);
   // Each linear takes its weight block from the WeightGather: it waits for the block's all-gather
   // over Z (issued one linear earlier under OAG, else now) and issues the next linear's.
   // attention block: LayerNorm (statistics over X) -> QKV (A) -> attention on this rank's heads -> proj (B)
-  AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), residual, P(Param::kLn1w)[l].f32(),
-           P(Param::kLn1b)[l].f32(), N, Cx_, C, over_x);
-  AXONN_LINEAR(qkv_, forward, qkv, ln1, gather_->take(kLinQkv, l), P(Param::kQkvb)[l].f32(), N);
+  AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), residual, ptr<E>(P(Param::kLn1w)[l]),
+           ptr<E>(P(Param::kLn1b)[l]), N, Cx_, C, over_x);
+  AXONN_LINEAR(qkv_, forward, qkv, ln1, W(kLinQkv), ptr<E>(P(Param::kQkvb)[l]), N);
+  // fp32: keeps the probabilities att [B, NH, T, T]; bf16 (flash): keeps their log-sum-exp [B, NH, T]
   AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv, B, T, Cy_, NHy_);
-  AXONN_LINEAR(attproj_, forward, attproj, atty, gather_->take(kLinAttproj, l), P(Param::kAttprojb)[l].f32(), N);
+  AXONN_LINEAR(attproj_, forward, attproj, atty, W(kLinAttproj), ptr<E>(P(Param::kAttprojb)[l]), N);
   AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx_);
   // MLP block: LayerNorm -> FC (A) -> GELU on this rank's 4C/Gy -> FC2 (B)
-  AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), residual2, P(Param::kLn2w)[l].f32(),
-           P(Param::kLn2b)[l].f32(), N, Cx_, C, over_x);
-  AXONN_LINEAR(fc_, forward, fch, ln2, gather_->take(kLinFc, l), P(Param::kFcb)[l].f32(), N);
+  AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), residual2, ptr<E>(P(Param::kLn2w)[l]),
+           ptr<E>(P(Param::kLn2b)[l]), N, Cx_, C, over_x);
+  AXONN_LINEAR(fc_, forward, fch, ln2, W(kLinFc), ptr<E>(P(Param::kFcb)[l]), N);
   AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * Cy_);
-  AXONN_LINEAR(fcproj_, forward, fcproj, fch_gelu, gather_->take(kLinFcproj, l), P(Param::kFcprojb)[l].f32(), N);
-  AXONN_OP(residual_forward, A(kResidual3)[l].f32(), residual2, fcproj, N * Cx_);
+  AXONN_LINEAR(fcproj_, forward, fcproj, fch_gelu, W(kLinFcproj), ptr<E>(P(Param::kFcprojb)[l]), N);
+  AXONN_OP(residual_forward, ptr<E>(A(kResidual3)[l]), residual2, fcproj, N * Cx_);
 }
 
 void Gpt::backward(const BackwardOptions& options) {
   AXONN_CHECK(have_targets_, "backward() needs a forward() with targets");
   AXONN_CHECK(!dp_.pending() && !dp_armed_,
               "backward() after the step's last backward: call sync_gradients() (and the optimizer) first");
+  if (run_.precision == DType::kBF16)
+    backward_pass<kernels::bf16>(options);
+  else
+    backward_pass<float>(options);
+}
+
+template <class E>
+void Gpt::backward_pass(const BackwardOptions& options) {
   auto scope = tl_.group("backward");
+  const auto& k = kernels_of<E>();
+  constexpr DType dt = kernels::Precision<E>::kDType;
   const int B = B_, T = T_, C = config_.channels, L = config_.num_layers, Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
   const bool last = options.last_micro_batch;
   const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
-  auto P = [&](Param p) { return param(p); };
+  auto P = [&](Param p) { return weight<E>(p); };
   auto G = [&](Param p) { return grad(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
-  auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
+  auto S = [&](Scratch s) { return ptr<E>(scratch_.tensor(s)); };
   const int* in = static_cast<const int*>(A(kInputs).data());
   {
     auto zero = tl_.compute("zero_scratch");
@@ -529,42 +582,43 @@ void Gpt::backward(const BackwardOptions& options) {
   // The residual stream's gradient is accumulated in one buffer (dresidual): a residual add
   // passes its output gradient unchanged to both inputs, so the branch reads dresidual as its
   // output gradient and the LayerNorm at the branch's start adds its input gradient back into it.
-  float* dresidual = S(kDResidual);
-  float* dln = S(kDLn);
+  E* dresidual = S(kDResidual);
+  E* dln = S(kDLn);
 
   // d logits, in place over the probabilities: the loss is loss_scale * the mean over the global
   // batch (micro-batches: the mean over the whole step)
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
-  float* dlogits = A(kLogits).f32();
+  E* dlogits = ptr<E>(A(kLogits));
   AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
            static_cast<float>(options.loss_scale / global_tokens), N, vocab_valid_, Vr, vocab_begin_);
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
   // all-reduced over X*Y, then this rank keeps its X channels
-  const float* lnf_full = grid_.x().size() == 1 ? A(kLnf).f32() : A(kLnfFull).f32();
+  const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
   if (grid_.xy().size() == 1) {
-    AXONN_OP(matmul_backward, dln, G(Param::kWte).f32(), nullptr, dlogits, lnf_full, P(Param::kWte).f32(), N, C, Vr);
-  } else {
-    float* dfull = S(kFullA);
-    AXONN_OP(matmul_backward, dfull, G(Param::kWte).f32(), nullptr, dlogits, lnf_full, P(Param::kWte).f32(), N, C,
+    AXONN_OP(matmul_backward, dln, G(Param::kWte).f32(), nullptr, dlogits, lnf_full, ptr<E>(P(Param::kWte)), N, C,
              Vr);
-    tl_.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C);  // over X*Y
+  } else {
+    E* dfull = S(kFullA);
+    AXONN_OP(matmul_backward, dfull, G(Param::kWte).f32(), nullptr, dlogits, lnf_full, ptr<E>(P(Param::kWte)), N, C,
+             Vr);
+    tl_.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C, dt);  // over X*Y
     auto copy = tl_.compute("copy_columns");
     copy_columns(*mem_, dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);
   }
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLnfw).f32(), G(Param::kLnfb).f32(), dln,
-           A(kResidual3)[L - 1].f32(), P(Param::kLnfw).f32(), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, Cx_, C,
+           ptr<E>(A(kResidual3)[L - 1]), ptr<E>(P(Param::kLnfw)), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, Cx_, C,
            over_x);
   if (dp_armed_) issue_head_grads();  // over Z·data: the final norm's gradient is complete
 
   for (int l = L - 1; l >= 0; l--) {
     // recompute: the block's activations again, from its kept input (the last block's are still there)
-    if (run_.recompute && l != L - 1) forward_block(l);
-    backward_block(l, last);
+    if (run_.recompute && l != L - 1) forward_block<E>(l);
+    backward_block<E>(l, last);
   }
   AXONN_OP(position_backward, G(Param::kWpe).f32(), dresidual, B, T, Cx_);
   // token embedding: the rows' gradient over all channels (gathered over X; the same on every Y
   // rank), scattered into this rank's vocabulary rows
-  const float* demb = full_channels(dresidual, S(kFullA), S(kFullB));
+  const E* demb = full_channels<E>(dresidual, S(kFullA), S(kFullB));
   AXONN_OP(embedding_backward, G(Param::kWte).f32(), demb, in, vocab_begin_, Vr, N, C);
   if (dp_armed_) issue_embedding_grads();  // over Z·data
   // the probabilities were overwritten by their gradient: another backward needs another forward
@@ -575,49 +629,61 @@ void Gpt::backward(const BackwardOptions& options) {
 
 // One transformer block, backward, in exact reverse of forward_block. Reads the block's activations
 // from slot(l); accumulates the parameter gradients of layer l.
+template <class E>
 void Gpt::backward_block(int l, bool last) {
   auto scope = tl_.group("block backward");
+  const auto& k = kernels_of<E>();
   const int B = B_, T = T_, C = config_.channels;
   const int64_t N = static_cast<int64_t>(B) * T;
   const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
-  auto P = [&](Param p) { return param(p); };
+  auto P = [&](Param p) { return weight<E>(p); };
   auto G = [&](Param p) { return grad(p); };
   auto A = [&](Act a) { return acts_.tensor(a); };
-  auto S = [&](Scratch s) { return scratch_.tensor(s).f32(); };
+  auto S = [&](Scratch s) { return ptr<E>(scratch_.tensor(s)); };
+  auto W = [&](int kind) { return static_cast<const E*>(gather_->take(kind, l)); };
   const int a = slot(l);
-  const float* residual = l == 0 ? A(kEncoded).f32() : A(kResidual3)[l - 1].f32();
-  float* dresidual = S(kDResidual);
-  float* dln = S(kDLn);
+  const E* residual = l == 0 ? ptr<E>(A(kEncoded)) : ptr<E>(A(kResidual3)[l - 1]);
+  E* dresidual = S(kDResidual);
+  E* dln = S(kDLn);
   // Each linear's backward: dx all-reduced over its output group (overlapped with the dW GEMM under
   // OAR), dW reduce-scattered over Z (retired later under ORS); after each, the weight shards whose
   // gradient became complete are summed over data (DP overlap).
   // MLP block, reversed
-  mem_->zero(S(kDFchGelu), sizeof(float) * N * 4 * Cy_);
-  mem_->zero(S(kDFch), sizeof(float) * N * 4 * Cy_);
-  mem_->zero(dln, sizeof(float) * N * Cx_);
+  const size_t e = sizeof(E);
+  mem_->zero(S(kDFchGelu), e * N * 4 * Cy_);
+  mem_->zero(S(kDFch), e * N * 4 * Cy_);
+  mem_->zero(dln, e * N * Cx_);
   AXONN_LINEAR(fcproj_, backward, S(kDFchGelu), G(Param::kFcprojw)[l].f32(), G(Param::kFcprojb)[l].f32(), dresidual,
-               A(kFchGelu)[a].f32(), gather_->take(kLinFcproj, l), N, shard_tag(kLinFcproj, l, last));
+               ptr<E>(A(kFchGelu)[a]), W(kLinFcproj), N, shard_tag(kLinFcproj, l, last));
   issue_final_weight_grads();
-  AXONN_OP(gelu_backward, S(kDFch), A(kFch)[a].f32(), S(kDFchGelu), N * 4 * Cy_);
-  AXONN_LINEAR(fc_, backward, dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), A(kLn2)[a].f32(),
-               gather_->take(kLinFc, l), N, shard_tag(kLinFc, l, last));
+  AXONN_OP(gelu_backward, S(kDFch), ptr<E>(A(kFch)[a]), S(kDFchGelu), N * 4 * Cy_);
+  AXONN_LINEAR(fc_, backward, dln, G(Param::kFcw)[l].f32(), G(Param::kFcb)[l].f32(), S(kDFch), ptr<E>(A(kLn2)[a]),
+               W(kLinFc), N, shard_tag(kLinFc, l, last));
   issue_final_weight_grads();
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLn2w)[l].f32(), G(Param::kLn2b)[l].f32(), dln,
-           A(kResidual2)[a].f32(), P(Param::kLn2w)[l].f32(), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), N, Cx_, C,
-           over_x);
+           ptr<E>(A(kResidual2)[a]), ptr<E>(P(Param::kLn2w)[l]), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), N, Cx_,
+           C, over_x);
   // attention block, reversed
-  mem_->zero(S(kDAtty), sizeof(float) * N * Cy_);
-  mem_->zero(S(kDQkv), sizeof(float) * N * 3 * Cy_);
-  mem_->zero(dln, sizeof(float) * N * Cx_);
+  mem_->zero(S(kDAtty), e * N * Cy_);
+  mem_->zero(S(kDQkv), e * N * 3 * Cy_);
+  mem_->zero(dln, e * N * Cx_);
   AXONN_LINEAR(attproj_, backward, S(kDAtty), G(Param::kAttprojw)[l].f32(), G(Param::kAttprojb)[l].f32(), dresidual,
-               A(kAtty)[a].f32(), gather_->take(kLinAttproj, l), N, shard_tag(kLinAttproj, l, last));
+               ptr<E>(A(kAtty)[a]), W(kLinAttproj), N, shard_tag(kLinAttproj, l, last));
   issue_final_weight_grads();
-  AXONN_OP(attention_backward, S(kDQkv), S(kDAtt), S(kDAtty), A(kQkv)[a].f32(), A(kAtt)[a].f32(), B, T, Cy_, NHy_);
-  AXONN_LINEAR(qkv_, backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), A(kLn1)[a].f32(),
-               gather_->take(kLinQkv, l), N, shard_tag(kLinQkv, l, last));
+  // fp32: scratch receives d att [B, NH, T, T]; bf16 (flash): D = rowsum(dout * out) [B, NH, T], and the
+  // backward reads the forward's output (atty) and log-sum-exp
+  if constexpr (std::is_same_v<E, float>) {
+    AXONN_OP(attention_backward, S(kDQkv), scratch_.tensor(kDAtt).f32(), S(kDAtty), ptr<E>(A(kQkv)[a]),
+             A(kAtt)[a].f32(), B, T, Cy_, NHy_);
+  } else {
+    AXONN_OP(attention_backward, S(kDQkv), scratch_.tensor(kDAtt).f32(), S(kDAtty), ptr<E>(A(kQkv)[a]),
+             ptr<E>(A(kAtty)[a]), A(kAtt)[a].f32(), B, T, Cy_, NHy_);
+  }
+  AXONN_LINEAR(qkv_, backward, dln, G(Param::kQkvw)[l].f32(), G(Param::kQkvb)[l].f32(), S(kDQkv), ptr<E>(A(kLn1)[a]),
+               W(kLinQkv), N, shard_tag(kLinQkv, l, last));
   issue_final_weight_grads();
   AXONN_OP(layernorm_backward, dresidual, G(Param::kLn1w)[l].f32(), G(Param::kLn1b)[l].f32(), dln, residual,
-           P(Param::kLn1w)[l].f32(), A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), N, Cx_, C, over_x);
+           ptr<E>(P(Param::kLn1w)[l]), A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), N, Cx_, C, over_x);
   if (dp_armed_) issue_layer_grads(l);  // over Z·data: the block's norms and biases are complete
 }
 
@@ -732,7 +798,32 @@ double Gpt::grad_norm() const {
   return std::sqrt(static_cast<double>(parts[0]) + parts[1]);
 }
 
-const float* Gpt::output() const { return acts_.tensor(kLogits).f32(); }
+Tensor Gpt::output() const { return acts_.tensor(kLogits); }
+
+template <class E>
+const typename kernels::Precision<E>::Table& Gpt::kernels_of() const {
+  if constexpr (std::is_same_v<E, float>)
+    return *ops_;
+  else
+    return *ops_bf16_;
+}
+
+template <class E>
+Tensor Gpt::weight(Param p) const {
+  if constexpr (std::is_same_v<E, float>)
+    return param(p);
+  else
+    return params_bf16_.tensor(static_cast<size_t>(p));
+}
+
+void Gpt::refresh_bf16_copies() {
+  if (run_.precision != DType::kBF16) return;
+  auto scope = tl_.compute("cast_to_bf16");
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor master = params_.tensor(i);
+    ops_bf16_->cast_to_bf16(params_bf16_.tensor(i).bf16(), master.f32(), master.numel());
+  }
+}
 
 void Gpt::all_reduce_scalars(comm::Communicator& group, float* values, int64_t n) const {
   AXONN_CHECK(n <= kNumScalars, "all_reduce_scalars of ", n, " values");

@@ -103,7 +103,7 @@ void ReduceScatterQueue::retire_oldest() {
   AXONN_CHECK(!in_flight_.empty(), "no reduce-scatter in flight to retire");
   InFlight f = std::move(in_flight_.front());
   in_flight_.pop_front();
-  f.work->wait();
+  f.work->wait_on(nullptr);  // GPU: the accumulation below is queued after the collective
   Slot& s = slots_[static_cast<size_t>(f.slot)];
   const float* piece = s.buf.f32() + f.block_size;
   {
@@ -137,8 +137,8 @@ size_t ReduceScatterQueue::bytes() const {
 // --- WeightGather -----------------------------------------------------------------------------
 
 WeightGather::WeightGather(Timeline& tl, comm::Communicator& z2, std::vector<Kind> kinds, int layers, bool prefetch,
-                           bool cache, const MemoryOps& memory)
-    : tl_(tl), mem_(memory), z2_(z2), kinds_(std::move(kinds)), layers_(layers), prefetch_(prefetch), cache_(cache) {
+                           bool cache, const MemoryOps& memory, DType dtype)
+    : tl_(tl), mem_(memory), z2_(z2), dtype_(dtype), kinds_(std::move(kinds)), layers_(layers), prefetch_(prefetch), cache_(cache) {
   if (z2_.size() > 1) {
     const size_t n = cache_ ? kinds_.size() * static_cast<size_t>(layers_) : 2;
     for (size_t i = 0; i < n; i++) buffers_.push_back(Buffer{MemoryBuffer(mem_), {-1, -1}, nullptr});
@@ -174,14 +174,14 @@ WeightGather::Buffer& WeightGather::victim(const Use& u) {
 
 void WeightGather::gather(Buffer& b, const Use& u, bool async) {
   const Kind& k = kinds_[static_cast<size_t>(u.kind)];
-  b.data.reserve(sizeof(float) * static_cast<size_t>(k.block_size));
+  b.data.reserve(dtype_size(dtype_) * static_cast<size_t>(k.block_size));
   b.holds = u;
-  const float* shard = k.shards + static_cast<int64_t>(u.layer) * k.shard_size;
+  const void* shard = shard_of(k, u.layer);
   const auto n = static_cast<size_t>(k.shard_size);
   if (async)
-    b.pending = tl_.all_gather_async(z2_, shard, b.data.f32(), n);  // over Z (second communicator)
+    b.pending = tl_.all_gather_async(z2_, shard, b.data.data(), n, dtype_);  // over Z (second communicator)
   else
-    tl_.all_gather(z2_, shard, b.data.f32(), n);  // over Z (second communicator)
+    tl_.all_gather(z2_, shard, b.data.data(), n, dtype_);  // over Z (second communicator)
 }
 
 void WeightGather::begin(std::vector<Use> uses) {
@@ -194,20 +194,25 @@ void WeightGather::begin(std::vector<Use> uses) {
   next_ = 0;
 }
 
-const float* WeightGather::take(int kind, int layer) {
+const void* WeightGather::shard_of(const Kind& k, int layer) const {
+  return static_cast<const char*>(k.shards) +
+         dtype_size(dtype_) * static_cast<size_t>(layer) * static_cast<size_t>(k.shard_size);
+}
+
+const void* WeightGather::take(int kind, int layer) {
   const Use u{kind, layer};
   AXONN_CHECK(next_ < uses_.size() && uses_[next_] == u, "weight (kind ", kind, ", layer ", layer,
               ") taken out of the order given to begin() (use ", next_, " of ", uses_.size(), ")");
   next_++;
   const Kind& k = kinds_[static_cast<size_t>(kind)];
-  if (z2_.size() == 1) return k.shards + static_cast<int64_t>(layer) * k.shard_size;  // the shard is the block
+  if (z2_.size() == 1) return shard_of(k, layer);  // the shard is the block
   Buffer* b = find(u);
   if (!b) {
     b = &victim(u);
     gather(*b, u, false);  // not prefetched (no OAG, or the pass's first use)
   }
   if (b->pending) {
-    b->pending->wait();  // the prefetch issued one use ago
+    b->pending->wait_on(nullptr);  // the prefetch issued one use ago (GPU: the GEMMs wait, not the host)
     b->pending.reset();
   }
   current_ = b;
@@ -215,7 +220,7 @@ const float* WeightGather::take(int kind, int layer) {
     const Use& v = uses_[next_];
     if (!find(v)) gather(victim(v), v, true);  // OAG: runs while the caller computes with this block
   }
-  return b->data.f32();
+  return b->data.data();
 }
 
 void WeightGather::invalidate() {
@@ -237,7 +242,7 @@ size_t WeightGather::bytes() const {
     largest = std::max(largest, k.block_size);
     all += k.block_size * layers_;
   }
-  return sizeof(float) * static_cast<size_t>(cache_ ? all : 2 * largest);
+  return dtype_size(dtype_) * static_cast<size_t>(cache_ ? all : 2 * largest);
 }
 
 // --- GradAllReduce ----------------------------------------------------------------------------
@@ -271,7 +276,7 @@ void GradAllReduce::issue(comm::Communicator& group, const std::vector<Part>& pa
 
 void GradAllReduce::wait_all() {
   for (Bucket& b : in_flight_) {
-    b.work->wait();
+    b.work->wait_on(nullptr);  // GPU: the unpacking and the optimizer wait, not the host
     if (!b.packed) continue;
     auto unpack = tl_.compute("unpack_gradient_bucket");
     const float* at = packed_[b.buffer].f32();

@@ -44,6 +44,11 @@ class WatchedWork final : public comm::Work {
     std::lock_guard lock(w_->mu);
     return w_->done;
   }
+  // A traced collective completes on the host: the watcher is the only thread that touches the inner
+  // Work until it has seen it complete, and its completion time is what the trace records. So in a traced
+  // step the GPU's device-side waits become host waits (the trace shows when results were visible to
+  // the host; untraced steps keep the device-side overlap).
+  void wait_on(void* /*stream*/) override { wait(); }
 
  private:
   std::shared_ptr<Timeline::Watched> w_;
@@ -125,31 +130,31 @@ void Timeline::watcher_loop() {
 // Each collective: untraced (or a group of one rank, where nothing is sent) it is the Communicator's
 // call alone.
 
-void Timeline::all_reduce(comm::Communicator& c, float* buf, size_t n, comm::ReduceOp op) {
-  if (!tracing() || c.size() == 1) return c.all_reduce(buf, n, DType::kF32, op);
+void Timeline::all_reduce(comm::Communicator& c, void* buf, size_t n, DType dtype, comm::ReduceOp op) {
+  if (!tracing() || c.size() == 1) return c.all_reduce(buf, n, dtype, op);
   const double t0 = Trace::now_us();
-  c.all_reduce(buf, n, DType::kF32, op);
-  add_comm_span(c, "all_reduce", t0, Trace::now_us(), n * sizeof(float), true);
+  c.all_reduce(buf, n, dtype, op);
+  add_comm_span(c, "all_reduce", t0, Trace::now_us(), n * dtype_size(dtype), true);
 }
 
-std::unique_ptr<comm::Work> Timeline::all_reduce_async(comm::Communicator& c, float* buf, size_t n) {
-  if (!tracing() || c.size() == 1) return c.all_reduce_async(buf, n, DType::kF32);
+std::unique_ptr<comm::Work> Timeline::all_reduce_async(comm::Communicator& c, void* buf, size_t n, DType dtype) {
+  if (!tracing() || c.size() == 1) return c.all_reduce_async(buf, n, dtype);
   const double t0 = Trace::now_us();
-  return watch(c.all_reduce_async(buf, n, DType::kF32), c, "all_reduce", t0, n * sizeof(float));
+  return watch(c.all_reduce_async(buf, n, dtype), c, "all_reduce", t0, n * dtype_size(dtype));
 }
 
-void Timeline::all_gather(comm::Communicator& c, const float* send, float* recv, size_t n) {
-  if (!tracing() || c.size() == 1) return c.all_gather(send, recv, n, DType::kF32);
+void Timeline::all_gather(comm::Communicator& c, const void* send, void* recv, size_t n, DType dtype) {
+  if (!tracing() || c.size() == 1) return c.all_gather(send, recv, n, dtype);
   const double t0 = Trace::now_us();
-  c.all_gather(send, recv, n, DType::kF32);
-  add_comm_span(c, "all_gather", t0, Trace::now_us(), n * sizeof(float), true);
+  c.all_gather(send, recv, n, dtype);
+  add_comm_span(c, "all_gather", t0, Trace::now_us(), n * dtype_size(dtype), true);
 }
 
-std::unique_ptr<comm::Work> Timeline::all_gather_async(comm::Communicator& c, const float* send, float* recv,
-                                                       size_t n) {
-  if (!tracing() || c.size() == 1) return c.all_gather_async(send, recv, n, DType::kF32);
+std::unique_ptr<comm::Work> Timeline::all_gather_async(comm::Communicator& c, const void* send, void* recv, size_t n,
+                                                       DType dtype) {
+  if (!tracing() || c.size() == 1) return c.all_gather_async(send, recv, n, dtype);
   const double t0 = Trace::now_us();
-  return watch(c.all_gather_async(send, recv, n, DType::kF32), c, "all_gather", t0, n * sizeof(float));
+  return watch(c.all_gather_async(send, recv, n, dtype), c, "all_gather", t0, n * dtype_size(dtype));
 }
 
 std::unique_ptr<comm::Work> Timeline::reduce_scatter_async(comm::Communicator& c, const float* send, float* recv,

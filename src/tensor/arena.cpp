@@ -29,6 +29,12 @@ Arena Arena::clone_layout(std::string name, Device device) const {
   return a;
 }
 
+Arena Arena::clone_layout(std::string name, Device device, DType dtype) const {
+  Arena a(std::move(name), device);
+  for (const Slot& s : slots_) a.reserve(s.name, s.shape, dtype);
+  return a;
+}
+
 void Arena::allocate() {
   AXONN_CHECK(!allocated(), "arena '", name_, "' allocated twice");
   size_t n = bytes_ ? bytes_ : kAlign;

@@ -62,7 +62,9 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--kernels", c->kernels,
                   "cpu|ref|cuda (ref: the naive test-oracle kernels; cuda: the GPU, chosen by node-local rank, "
                   "needs a build with -DAXONN_CUDA=ON)");
-  sub->add_option("--dtype", c->dtype, "fp32|bf16: parameters and activations (bf16: not available yet)");
+  sub->add_option("--dtype", c->dtype,
+                  "fp32|bf16: precision of the activations and of the weights the kernels read (bf16: mixed "
+                  "precision with fp32 master weights, gradients and optimizer state; docs/precision.md)");
   sub->add_option("--comm", c->comm,
                   "mpi|nccl|mpi-staged: the grid's communicators (default: mpi; with --kernels cuda: nccl "
                   "when built with NCCL)");

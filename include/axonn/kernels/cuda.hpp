@@ -13,11 +13,12 @@
 //   axonn::kernels::cuda_synchronize();                              // host waits for the GPU
 //
 // A RowReducer's all_reduce gets DEVICE arrays (the row statistics between the kernels' passes): the
-// model's reducer calls a communicator that takes device buffers (NCCL or MPI-staged). fp32 only.
+// model's reducer calls a communicator that takes device buffers (NCCL or MPI-staged). The same holds
+// for the bf16 table, cuda_bf16_ops().
 //
 // The model reaches this backend through kernels::ops_for(Backend::kCuda) and device arenas, which
 // exist once cuda_setup() has run (the CPU-only libraries do not link CUDA):
-//   kernels::cuda_setup(local_rank);        // device local_rank % count; registers memory and ops
+//   kernels::cuda_setup(local_rank);        // device local_rank % count; registers memory and both tables
 #pragma once
 
 #include <string>
@@ -47,8 +48,9 @@ void cuda_synchronize();
 // NcclOptions::compute_stream (the default there). Created on first use, never destroyed.
 void* cuda_compute_stream();
 // Selects device local_rank % device_count() for the calling thread (device selection by node-local
-// rank), creates its context, and registers device memory (core/memory.hpp) and cuda_ops() as
-// Backend::kCuda's table. Returns the device. InvalidArgument when no device is visible.
+// rank), creates its context, and registers device memory (core/memory.hpp), cuda_ops() and
+// cuda_bf16_ops() as Backend::kCuda's tables (ops_for, ops_bf16_for). Returns the device.
+// InvalidArgument when no device is visible.
 int cuda_setup(int local_rank);
 // "NVIDIA H100 80GB HBM3 (device 0, sm_90, 79 GiB)" for the current device.
 std::string cuda_device_name();

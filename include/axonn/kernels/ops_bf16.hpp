@@ -66,8 +66,31 @@ struct OpsBf16 {
   void (*cast_to_f32)(float* out, const bf16* in, int64_t n);
 };
 
-// The CPU oracle (always built).
+// The CPU tables (always built): each op widens its inputs, runs the fp32 op of `ref` (naive loops: the
+// oracle) or of `cpu` (BLAS GEMMs, OpenMP: bf16 numerics at fp32 speed less the conversions, for
+// training in mixed precision on the CPU), and rounds each bf16 output once.
 const OpsBf16& ref_bf16_ops();
+const OpsBf16& cpu_bf16_ops();
 // The GPU table (device pointers) is kernels::cuda_bf16_ops() in kernels/cuda.hpp (AXONN_CUDA=ON only).
+
+// The bf16 table of a backend: kRef -> ref_bf16, kCpu -> cpu_bf16, kCuda -> the table registered by
+// kernels::cuda_setup() (InvalidArgument without it, as ops_for()).
+const OpsBf16& ops_bf16_for(Backend backend);
+void register_cuda_bf16_ops(const OpsBf16* ops);
+
+// The op table and the element type of a precision, for code written once for both (the model,
+// TpLinear): Precision<float> is fp32 (Ops), Precision<bf16> mixed precision (OpsBf16).
+template <class T>
+struct Precision;
+template <>
+struct Precision<float> {
+  using Table = Ops;
+  static constexpr DType kDType = DType::kF32;
+};
+template <>
+struct Precision<bf16> {
+  using Table = OpsBf16;
+  static constexpr DType kDType = DType::kBF16;
+};
 
 }  // namespace axonn::kernels

@@ -39,6 +39,7 @@
 #include "axonn/core/profiler.hpp"
 #include "axonn/core/trace.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/linear.hpp"
@@ -73,9 +74,14 @@ float gpt2_init_value(const GptConfig& c, Param p, int64_t index, uint64_t seed)
 // Fills an arena of full tensors (reserve_gpt_params) with gpt2_init_value.
 void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed);
 
-// How the model runs (docs/overlap.md). None of these changes the results: losses, gradients and
-// updated weights are bit-identical for every combination.
+// How the model runs. The precision chooses the numerics (docs/precision.md). The rest (docs/overlap.md)
+// never changes the results: losses, gradients and updated weights are bit-identical for every
+// combination, in either precision.
 struct GptRunOptions {
+  // kF32: everything fp32. kBF16: mixed precision (kernels/ops_bf16.hpp): the kernels read bf16 copies of
+  // the fp32 parameters (refreshed at the start of each step), activations, their gradients and the
+  // activation collectives are bf16; parameters(), gradients, the optimizer and checkpoints stay fp32.
+  DType precision = DType::kF32;
   parallel::Overlap overlap;            // which collectives overlap with computation (default: none)
   bool recompute = false;               // keep only the blocks' inputs; re-run each block's forward
                                         // (with its collectives) in the backward
@@ -148,20 +154,22 @@ class Gpt {
 
   // This rank's softmax probabilities [B_local, T, its vocabulary rows] after a forward with
   // targets, logits without; vocab_begin() is the id of the first column. In the model's memory
-  // (device memory with Backend::kCuda).
-  const float* output() const;
+  // (device memory with Backend::kCuda), of the model's precision (fp32 or bf16).
+  Tensor output() const;
   int vocab_begin() const { return vocab_begin_; }
   int vocab_rows() const { return vocab_rows_; }
 
   // Bytes held by this rank: parameters, gradients, activations (incl. the backward's scratch), and
   // the communication buffers (gathered weight blocks, the reduce-scatter pool, at their largest).
-  size_t param_bytes() const { return params_.bytes(); }
+  size_t param_bytes() const { return params_.bytes() + params_bf16_.bytes(); }  // (with the bf16 copies)
   size_t grad_bytes() const { return grads_.bytes(); }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t comm_buffer_bytes() const;
   // Where the arenas live: Device::kCuda with Backend::kCuda.
   Device device() const { return mem_->device; }
   const MemoryOps& memory() const { return *mem_; }
+  // The element type of activations and of the weights the kernels read (run options' precision).
+  DType precision() const { return run_.precision; }
 
   // Model FLOPs of one forward+backward over the global batch (matmuls and attention, 3x the
   // forward), the numerator of MFU.
@@ -181,9 +189,24 @@ class Gpt {
   };
 
  private:
-  const float* full_channels(const float* x_slice, float* full, float* scratch);
+  // The passes, written once for both precisions: E = float (fp32) or kernels::bf16 (mixed precision).
+  template <class E>
+  float forward_pass(const int* inputs, const int* targets);
+  template <class E>
   void forward_block(int l);
+  template <class E>
+  void backward_pass(const BackwardOptions& options);
+  template <class E>
   void backward_block(int l, bool last);
+  template <class E>
+  const E* full_channels(const E* x_slice, E* full, E* scratch);
+  // The kernels of precision E, and the tensor of parameter p they read (the bf16 copy in mixed precision).
+  template <class E>
+  const typename kernels::Precision<E>::Table& kernels_of() const;
+  template <class E>
+  Tensor weight(Param p) const;
+  // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
+  void refresh_bf16_copies();
   // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
   std::vector<parallel::WeightGather::Use> forward_uses() const;
   std::vector<parallel::WeightGather::Use> backward_uses() const;
@@ -206,13 +229,15 @@ class Gpt {
   GptConfig config_;
   const parallel::Grid& grid_;
   int B_, T_;
-  const kernels::Ops* ops_;
+  const kernels::Ops* ops_;           // fp32 kernels: always (gradients are fp32 in both precisions)
+  const kernels::OpsBf16* ops_bf16_;  // bf16 kernels: mixed precision only, else null
   const MemoryOps* mem_;  // the memory of the kernels: host, or device for Backend::kCuda
   GptRunOptions run_;
   // this rank's share of the dimensions
   int Cx_, Cy_, NHy_, vocab_begin_, vocab_rows_, vocab_valid_;
   parallel::TpLinear qkv_, attproj_, fc_, fcproj_;
   Arena params_, grads_, acts_, scratch_;
+  Arena params_bf16_;  // mixed precision: the bf16 copies of params_ that the kernels read (else empty)
   mutable parallel::Timeline tl_;  // kernels and collectives, timed and traced
   parallel::ReduceScatterQueue rs_;
   parallel::GradAllReduce dp_;

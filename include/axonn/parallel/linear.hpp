@@ -16,8 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "axonn/core/error.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/layout.hpp"
 #include "axonn/parallel/overlap.hpp"
@@ -33,6 +36,18 @@ struct LinearRun {
   // The dW reduce-scatters over Z (completed in the layer unless the queue overlaps: ORS).
   ReduceScatterQueue* reduce_scatters = nullptr;
   bool overlap_all_reduce = false;  // OAR
+  const kernels::OpsBf16* ops_bf16 = nullptr;  // the kernels of the bf16 calls (mixed precision)
+
+  // The kernels for activations of type T (float: ops; bf16: ops_bf16).
+  template <class T>
+  const typename kernels::Precision<T>::Table& table() const {
+    if constexpr (std::is_same_v<T, float>) {
+      return ops;
+    } else {
+      AXONN_CHECK(ops_bf16, "a bf16 linear call without bf16 kernels in its LinearRun");
+      return *ops_bf16;
+    }
+  }
 };
 
 class TpLinear {
@@ -45,16 +60,23 @@ class TpLinear {
   // over the second Z communicator into `gathered` [block_size]. For callers without a WeightGather.
   const float* gather_weight(const float* w_shard, float* gathered, Timeline& tl) const;
 
+  // T is the activations' and weights' type: float, or kernels::bf16 in mixed precision (then y and dx
+  // are all-reduced in bf16, as AxoNN does, and dW stays fp32).
+  //
   // y[m, out_local] = x[m, in_local] W^T + b, complete on every rank (summed over the input group).
   // w: the gathered block [block_size]; bias [out_local] or null.
-  void forward(float* y, const float* x, const float* w, const float* bias, int64_t m, const LinearRun& run) const;
+  template <class T>
+  void forward(T* y, const std::type_identity_t<T>* x, const std::type_identity_t<T>* w,
+               const std::type_identity_t<T>* bias, int64_t m, const LinearRun& run) const;
 
-  // dx[m, in_local] (zero on entry) receives the complete input gradient; dw_shard [shard_size]
+  // dx[m, in_local] (zero on entry) receives the complete input gradient; dw_shard [shard_size] (fp32)
   // += this rank's piece of dW summed over Z, at once (Gz = 1), or when run.reduce_scatters retires
-  // it (needed when Gz > 1; `tag` names the shard there); dbias [out_local] += column sums of dy
+  // it (needed when Gz > 1; `tag` names the shard there); dbias [out_local] (fp32) += column sums of dy
   // (dbias may be null). w: the gathered block.
-  void backward(float* dx, float* dw_shard, float* dbias, const float* dy, const float* x, const float* w, int64_t m,
-                int tag, const LinearRun& run) const;
+  template <class T>
+  void backward(T* dx, float* dw_shard, float* dbias, const std::type_identity_t<T>* dy,
+                const std::type_identity_t<T>* x, const std::type_identity_t<T>* w, int64_t m, int tag,
+                const LinearRun& run) const;
 
  private:
   TpLinearLayout layout_;

@@ -9,6 +9,9 @@
 //                        weight when gathered weights are cached across micro-batches
 //   GradAllReduce        the gradient sums over data (and Z·data for replicated tensors), bucketed,
 //                        issued as gradients become final and completed at the sync (DP overlap)
+// Where a result is consumed, the Work is completed with wait_on(nullptr): on the GPU (NCCL) the compute
+// stream waits for the collective and the host keeps queueing kernels, so the overlap happens on the
+// device; on the host backends (MPI, MPI-staged) wait_on is wait().
 // Every class issues its collectives from the calling thread in program order, so all ranks of a
 // group issue the same collectives in the same order whatever the timing: the overlap changes when
 // a collective completes, never which collectives run or what they sum. The results are therefore
@@ -113,7 +116,7 @@ class ReduceScatterQueue {
 class WeightGather {
  public:
   struct Kind {
-    const float* shards;  // layer l's shard at shards + l * shard_size
+    const void* shards;  // layer l's shard at shards + l * shard_size elements
     int64_t shard_size, block_size;
   };
   struct Use {
@@ -122,18 +125,19 @@ class WeightGather {
   };
   // z2: the second Z communicator (weight all-gathers never queue behind the reduce-scatters on Z).
   // cache: one buffer per (kind, layer), kept until invalidate(); else two buffers of the largest block.
-  // memory: where the shards and the gathered blocks live.
+  // memory: where the shards and the gathered blocks live; dtype: their elements' type (fp32, or the
+  // bf16 weight copies of mixed precision, which halve the all-gathers' bytes).
   WeightGather(Timeline& tl, comm::Communicator& z2, std::vector<Kind> kinds, int layers, bool prefetch, bool cache,
-               const MemoryOps& memory = host_memory());
+               const MemoryOps& memory = host_memory(), DType dtype = DType::kF32);
   WeightGather(const WeightGather&) = delete;
   WeightGather& operator=(const WeightGather&) = delete;
   ~WeightGather();
 
   // The uses of the coming pass, in order. Waits for a prefetch still in flight.
   void begin(std::vector<Use> uses);
-  // The gathered block [block_size] of weight (kind, layer), which must be the pass's next use. Valid
-  // until the next take() (or, when caching, until invalidate()).
-  const float* take(int kind, int layer);
+  // The gathered block [block_size elements of dtype] of weight (kind, layer), which must be the pass's
+  // next use. Valid until the next take() (or, when caching, until invalidate()).
+  const void* take(int kind, int layer);
   // The shards changed (optimizer step, loading): forget every gathered block.
   void invalidate();
   size_t bytes() const;
@@ -144,6 +148,7 @@ class WeightGather {
     Use holds{-1, -1};                    // what data holds (or is being gathered into it)
     std::unique_ptr<comm::Work> pending;  // its all-gather, while in flight
   };
+  const void* shard_of(const Kind& k, int layer) const;  // layer's shard of kind k
   Buffer* find(const Use& u);
   Buffer& victim(const Use& u);  // where u goes: its own buffer (cache) or the one not in use
   void gather(Buffer& b, const Use& u, bool async);
@@ -151,6 +156,7 @@ class WeightGather {
   Timeline& tl_;
   const MemoryOps& mem_;
   comm::Communicator& z2_;
+  DType dtype_;
   std::vector<Kind> kinds_;
   int layers_;
   bool prefetch_, cache_;

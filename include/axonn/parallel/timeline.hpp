@@ -1,7 +1,7 @@
 // parallel/timeline.hpp — the model's kernels and collectives, timed into a Profiler and a Trace.
 //
 // Every kernel call of the model runs inside a compute() scope, every layer or kernel group inside a
-// group() scope, and every collective goes through the fp32 collectives below, which call the
+// group() scope, and every collective goes through the collectives below, which call the
 // Communicator's and, while a Trace records, add a span from issue to completion on the track
 // "<group> <collective>" (e.g. "y all_reduce"). With neither a profiler nor a recording trace they
 // cost one branch each.
@@ -63,13 +63,28 @@ class Timeline {
   // A layer, kernel group or phase (it may contain collectives and waits).
   [[nodiscard]] Scope group(const char* name) const { return Scope(*this, name, SpanKind::kGroup); }
 
-  // fp32 collectives (comm/communicator.hpp has the semantics), traced. Blocking ones are spans
-  // from call to return, marked blocking; *_async return a Work traced until its completion.
-  void all_reduce(comm::Communicator& c, float* buf, size_t n, comm::ReduceOp op = comm::ReduceOp::kSum);
-  [[nodiscard]] std::unique_ptr<comm::Work> all_reduce_async(comm::Communicator& c, float* buf, size_t n);
-  void all_gather(comm::Communicator& c, const float* send, float* recv, size_t n);
+  // Collectives (comm/communicator.hpp has the semantics), traced. Blocking ones are spans from call
+  // to return, marked blocking; *_async return a Work traced until its completion. The float*
+  // overloads are the fp32 ones; bf16 activations and weight copies pass DType::kBF16.
+  void all_reduce(comm::Communicator& c, void* buf, size_t n, DType dtype, comm::ReduceOp op = comm::ReduceOp::kSum);
+  void all_reduce(comm::Communicator& c, float* buf, size_t n, comm::ReduceOp op = comm::ReduceOp::kSum) {
+    all_reduce(c, buf, n, DType::kF32, op);
+  }
+  [[nodiscard]] std::unique_ptr<comm::Work> all_reduce_async(comm::Communicator& c, void* buf, size_t n, DType dtype);
+  [[nodiscard]] std::unique_ptr<comm::Work> all_reduce_async(comm::Communicator& c, float* buf, size_t n) {
+    return all_reduce_async(c, buf, n, DType::kF32);
+  }
+  void all_gather(comm::Communicator& c, const void* send, void* recv, size_t n, DType dtype);
+  void all_gather(comm::Communicator& c, const float* send, float* recv, size_t n) {
+    all_gather(c, send, recv, n, DType::kF32);
+  }
+  [[nodiscard]] std::unique_ptr<comm::Work> all_gather_async(comm::Communicator& c, const void* send, void* recv,
+                                                             size_t n, DType dtype);
   [[nodiscard]] std::unique_ptr<comm::Work> all_gather_async(comm::Communicator& c, const float* send, float* recv,
-                                                             size_t n);
+                                                             size_t n) {
+    return all_gather_async(c, send, recv, n, DType::kF32);
+  }
+  // fp32 only: weight gradients are fp32 in both precisions.
   [[nodiscard]] std::unique_ptr<comm::Work> reduce_scatter_async(comm::Communicator& c, const float* send,
                                                                  float* recv, size_t recv_n);
 

@@ -37,6 +37,8 @@ class Arena {
   // in the same memory or in `device`'s.
   Arena clone_layout(std::string name) const;
   Arena clone_layout(std::string name, Device device) const;
+  // The same slots with every element of type `dtype` (the bf16 copies of fp32 parameters).
+  Arena clone_layout(std::string name, Device device, DType dtype) const;
   // One zero-filled allocation for all reserved tensors (device: InvalidArgument in a build without
   // CUDA).
   void allocate();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "axonn/core/dtype.hpp"
@@ -22,6 +23,11 @@ class Tensor {
   float* f32() const {
     AXONN_DCHECK(dtype_ == DType::kF32, "tensor is ", dtype_name(dtype_), ", not f32");
     return static_cast<float*>(data_);
+  }
+  // bf16 elements (the upper halves of fp32 values, core/dtype.hpp).
+  uint16_t* bf16() const {
+    AXONN_DCHECK(dtype_ == DType::kBF16, "tensor is ", dtype_name(dtype_), ", not bf16");
+    return static_cast<uint16_t*>(data_);
   }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }

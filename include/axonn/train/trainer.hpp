@@ -46,7 +46,7 @@ struct TrainConfig {
   // run
   std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
   std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
-  std::string dtype = "fp32";       // fp32 | bf16 (bf16 mixed precision: not wired into the model yet)
+  std::string dtype = "fp32";       // fp32 | bf16 (mixed precision, docs/precision.md)
   std::string gemm = "onednn";      // onednn | openblas
   std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)
   std::string gemm_tuning_report;   // JSON file of the tuner's choices, written by rank 0 (needs tuning on)

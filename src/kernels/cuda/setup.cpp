@@ -76,6 +76,7 @@ int cuda_setup(int local_rank) {
   AXONN_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not in the first timed kernel
   register_device_memory(&kDeviceMemory);
   register_cuda_ops(&cuda_ops());
+  register_cuda_bf16_ops(&cuda_bf16_ops());
   return device;
 }
 

@@ -1,11 +1,13 @@
-// kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: the oracle for the GPU's bf16 kernels.
+// kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: `ref_bf16` (the oracle for the GPU's bf16
+// kernels) and `cpu_bf16` (mixed-precision training on the CPU).
 //
-// Every op widens its bf16 inputs to fp32 (exact), runs the fp32 `kernels::ref` op (fp32 accumulation),
-// and rounds each bf16 output once (round-to-nearest-even, core/dtype.hpp). An output that is accumulated
-// into (dinp += ...) is widened first, so the old value and the new terms are summed in fp32 and the sum is
-// rounded once. fp32 outputs (parameter gradients, statistics, losses) are passed to `ref` directly.
+// Every op widens its bf16 inputs to fp32 (exact), runs the fp32 op of `kernels::ref` or `kernels::cpu`
+// (fp32 accumulation), and rounds each bf16 output once (round-to-nearest-even, core/dtype.hpp). An output
+// that is accumulated into (dinp += ...) is widened first, so the old value and the new terms are summed in
+// fp32 and the sum is rounded once. fp32 outputs (parameter gradients, statistics, losses) are passed to the
+// fp32 op directly.
 // Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; backward rebuilds att from qkv and lse.
-// Plain, slow and obviously right: temporary fp32 copies of everything.
+// Plain and obviously right: temporary fp32 copies of everything (ref_bf16 is also slow).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -28,74 +30,15 @@ void round_into(bf16* out, const Vec& v) {
   for (size_t i = 0; i < v.size(); i++) out[i] = f32_to_bf16(v[i]);
 }
 
-void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C) {
-  // out [N,C], inp [N], wte [R,C]
-  Vec w = widen(wte, (int64_t)R * C), o(static_cast<size_t>(N * C));
-  ref::embedding_forward(o.data(), inp, w.data(), row_begin, R, N, C);
-  round_into(out, o);
-}
-
-void embedding_backward(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C) {
-  // dwte [R,C] fp32 (added to), dout [N,C], inp [N]
-  Vec d = widen(dout, N * C);
-  ref::embedding_backward(dwte, d.data(), inp, row_begin, R, N, C);
-}
-
-void position_forward(bf16* out, const bf16* wpe, int B, int T, int C) {
-  // out [B,T,C] (added to), wpe [maxT,C] (the first T rows are read)
-  Vec o = widen(out, (int64_t)B * T * C), w = widen(wpe, (int64_t)T * C);
-  ref::position_forward(o.data(), w.data(), B, T, C);
-  round_into(out, o);
-}
-
-void position_backward(float* dwpe, const bf16* dout, int B, int T, int C) {
-  // dwpe [maxT,C] fp32 (added to), dout [B,T,C]
-  Vec d = widen(dout, (int64_t)B * T * C);
-  ref::position_backward(dwpe, d.data(), B, T, C);
-}
-
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                       int64_t N, int C, int C_total, const RowReducer* reducer) {
-  // out [N,C], mean [N], rstd [N] fp32, inp [N,C], weight [C], bias [C]; the reducer gets host arrays
-  Vec x = widen(inp, N * C), w = widen(weight, C), b = widen(bias, C), o(static_cast<size_t>(N * C));
-  ref::layernorm_forward(o.data(), mean, rstd, x.data(), w.data(), b.data(), N, C, C_total, reducer);
-  round_into(out, o);
-}
-
-void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
-  // dinp [N,C] (added to), dweight [C], dbias [C] fp32 (added to), dout [N,C], inp [N,C], weight [C]
-  Vec dx = widen(dinp, N * C), dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
-  ref::layernorm_backward(dx.data(), dweight, dbias, dy.data(), x.data(), w.data(), mean, rstd, N, C, C_total,
-                          reducer);
-  round_into(dinp, dx);
-}
-
-void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC) {
-  // out [N,OC], inp [N,C], weight [OC,C], bias [OC] or null
-  Vec x = widen(inp, N * C), w = widen(weight, (int64_t)OC * C), o(static_cast<size_t>(N * OC));
-  Vec b = bias ? widen(bias, OC) : Vec();
-  ref::matmul_forward(o.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, C, OC);
-  round_into(out, o);
-}
-
-void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                     const bf16* weight, int64_t N, int C, int OC) {
-  // dinp [N,C] bf16 (added to) or null, dweight [OC,C], dbias [OC] fp32 (added to) or null
-  Vec dy = widen(dout, N * OC), x = widen(inp, N * C), w = widen(weight, (int64_t)OC * C);
-  Vec dx = dinp ? widen(dinp, N * C) : Vec();
-  ref::matmul_backward(dinp ? dx.data() : nullptr, dweight, dbias, dy.data(), x.data(), w.data(), N, C, OC);
-  if (dinp) round_into(dinp, dx);
-}
-
 // lse[b,h,t] = log sum_{t2<=t} exp(s) with s = q_t . k_t2 / sqrt(HS), as max + log(sum exp(s - max)).
 void attention_lse(float* lse, const float* qkv, int B, int T, int C, int NH) {
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt((float)HS);
-  Vec s(static_cast<size_t>(T));
+  // rows are independent: threads change nothing in the result
+#pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
+    for (int h = 0; h < NH; h++) {
+      Vec s(static_cast<size_t>(T));
       for (int t = 0; t < T; t++) {
         const float* q = qkv + ((int64_t)b * T + t) * 3 * C + h * HS;
         float maxv = -INFINITY;
@@ -110,100 +53,169 @@ void attention_lse(float* lse, const float* qkv, int B, int T, int C, int NH) {
         for (int t2 = 0; t2 <= t; t2++) sum += std::exp(s[static_cast<size_t>(t2)] - maxv);
         lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
       }
+    }
 }
 
-void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
-  // out [B,T,C], lse [B,NH,T] fp32, qkv [B,T,3C]
-  Vec x = widen(qkv, (int64_t)B * T * 3 * C), o((size_t)B * T * C), att((size_t)B * NH * T * T);
-  ref::attention_forward(o.data(), att.data(), x.data(), B, T, C, NH);
-  attention_lse(lse, x.data(), B, T, C, NH);
-  round_into(out, o);
-}
+// The op list over the fp32 kernels of backend kFp32 (ref or cpu): widen, run, round once.
+template <Backend kFp32>
+struct Widened {
+  static const Ops& fp32() { return ops_for(kFp32); }
 
-void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                        const float* lse, int B, int T, int C, int NH) {
-  // dqkv [B,T,3C] (added to), scratch [B,NH,T] fp32 (overwritten: D = rowsum(dout * out) per head),
-  // dout [B,T,C], qkv [B,T,3C], out [B,T,C] and lse [B,NH,T] from the forward
-  const int HS = C / NH;
-  const float scale = 1.0f / std::sqrt((float)HS);
-  Vec x = widen(qkv, (int64_t)B * T * 3 * C), dy = widen(dout, (int64_t)B * T * C);
-  Vec dx = widen(dqkv, (int64_t)B * T * 3 * C), y = widen(out, (int64_t)B * T * C);
-  // The probabilities, rebuilt from the scores and the forward's log-sum-exp: p = exp(s - lse).
-  Vec att((size_t)B * NH * T * T, 0.0f), datt((size_t)B * NH * T * T);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int t = 0; t < T; t++) {
-        const int64_t row = ((int64_t)b * NH + h) * T + t;
-        const float* q = x.data() + ((int64_t)b * T + t) * 3 * C + h * HS;
-        for (int t2 = 0; t2 <= t; t2++) {
-          const float* k = x.data() + ((int64_t)b * T + t2) * 3 * C + C + h * HS;
-          float dot = 0.0f;
-          for (int i = 0; i < HS; i++) dot += q[i] * k[i];
-          att[static_cast<size_t>(row * T + t2)] = std::exp(dot * scale - lse[row]);
-        }
-        // The flash backward's D term (sum_t2 p * dp = dout . out), kept in scratch as the contract says.
-        const float* o = y.data() + ((int64_t)b * T + t) * C + h * HS;
-        const float* d = dy.data() + ((int64_t)b * T + t) * C + h * HS;
-        float D = 0.0f;
-        for (int i = 0; i < HS; i++) D += d[i] * o[i];
-        scratch[row] = D;
-      }
-  ref::attention_backward(dx.data(), datt.data(), dy.data(), x.data(), att.data(), B, T, C, NH);
-  round_into(dqkv, dx);
-}
-
-void gelu_forward(bf16* out, const bf16* inp, int64_t N) {
-  Vec x = widen(inp, N), o(static_cast<size_t>(N));
-  ref::gelu_forward(o.data(), x.data(), N);
-  round_into(out, o);
-}
-
-void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N) {
-  Vec dx = widen(dinp, N), x = widen(inp, N), dy = widen(dout, N);
-  ref::gelu_backward(dx.data(), x.data(), dy.data(), N);
-  round_into(dinp, dx);
-}
-
-void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N) {
-  Vec va = widen(a, N), vb = widen(b, N), o(static_cast<size_t>(N));
-  ref::residual_forward(o.data(), va.data(), vb.data(), N);
-  round_into(out, o);
-}
-
-void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N) {
-  Vec va = widen(da, N), vb = widen(db, N), dy = widen(dout, N);
-  ref::residual_backward(va.data(), vb.data(), dy.data(), N);
-  round_into(da, va);
-  round_into(db, vb);
-}
-
-void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  // losses [N] fp32, probs [N,Vs] (may alias logits: the logits are copied first), logits [N,Vs], targets [N]
-  Vec z = widen(logits, N * Vs), p(static_cast<size_t>(N * Vs));
-  ref::softmax_crossentropy_forward(losses, p.data(), z.data(), targets, N, Vvalid, Vs, vocab_begin, reducer);
-  round_into(probs, p);
-}
-
-void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                   int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs] (added to; overwritten when it aliases probs, as ref), probs [N,Vs], targets [N]
-  Vec dz = widen(dlogits, N * Vs);
-  if (static_cast<const bf16*>(dlogits) == probs) {
-    ref::softmax_crossentropy_backward(dz.data(), dz.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
-  } else {
-    Vec p = widen(probs, N * Vs);
-    ref::softmax_crossentropy_backward(dz.data(), p.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+  static void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C) {
+    // out [N,C], inp [N], wte [R,C]
+    Vec w = widen(wte, (int64_t)R * C), o(static_cast<size_t>(N * C));
+    fp32().embedding_forward(o.data(), inp, w.data(), row_begin, R, N, C);
+    round_into(out, o);
   }
-  round_into(dlogits, dz);
-}
 
-void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-  // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step
-  ref::adamw_update(master, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
-  for (int64_t i = 0; i < n; i++) params[i] = f32_to_bf16(master[i]);
-}
+  static void embedding_backward(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C) {
+    // dwte [R,C] fp32 (added to), dout [N,C], inp [N]
+    Vec d = widen(dout, N * C);
+    fp32().embedding_backward(dwte, d.data(), inp, row_begin, R, N, C);
+  }
+
+  static void position_forward(bf16* out, const bf16* wpe, int B, int T, int C) {
+    // out [B,T,C] (added to), wpe [maxT,C] (the first T rows are read)
+    Vec o = widen(out, (int64_t)B * T * C), w = widen(wpe, (int64_t)T * C);
+    fp32().position_forward(o.data(), w.data(), B, T, C);
+    round_into(out, o);
+  }
+
+  static void position_backward(float* dwpe, const bf16* dout, int B, int T, int C) {
+    // dwpe [maxT,C] fp32 (added to), dout [B,T,C]
+    Vec d = widen(dout, (int64_t)B * T * C);
+    fp32().position_backward(dwpe, d.data(), B, T, C);
+  }
+
+  static void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                         int64_t N, int C, int C_total, const RowReducer* reducer) {
+    // out [N,C], mean [N], rstd [N] fp32, inp [N,C], weight [C], bias [C]; the reducer gets host arrays
+    Vec x = widen(inp, N * C), w = widen(weight, C), b = widen(bias, C), o(static_cast<size_t>(N * C));
+    fp32().layernorm_forward(o.data(), mean, rstd, x.data(), w.data(), b.data(), N, C, C_total, reducer);
+    round_into(out, o);
+  }
+
+  static void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                          const RowReducer* reducer) {
+    // dinp [N,C] (added to), dweight [C], dbias [C] fp32 (added to), dout [N,C], inp [N,C], weight [C]
+    Vec dx = widen(dinp, N * C), dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
+    fp32().layernorm_backward(dx.data(), dweight, dbias, dy.data(), x.data(), w.data(), mean, rstd, N, C, C_total,
+                            reducer);
+    round_into(dinp, dx);
+  }
+
+  static void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC) {
+    // out [N,OC], inp [N,C], weight [OC,C], bias [OC] or null
+    Vec x = widen(inp, N * C), w = widen(weight, (int64_t)OC * C), o(static_cast<size_t>(N * OC));
+    Vec b = bias ? widen(bias, OC) : Vec();
+    fp32().matmul_forward(o.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, C, OC);
+    round_into(out, o);
+  }
+
+  static void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                       const bf16* weight, int64_t N, int C, int OC) {
+    // dinp [N,C] bf16 (added to) or null, dweight [OC,C], dbias [OC] fp32 (added to) or null
+    Vec dy = widen(dout, N * OC), x = widen(inp, N * C), w = widen(weight, (int64_t)OC * C);
+    Vec dx = dinp ? widen(dinp, N * C) : Vec();
+    fp32().matmul_backward(dinp ? dx.data() : nullptr, dweight, dbias, dy.data(), x.data(), w.data(), N, C, OC);
+    if (dinp) round_into(dinp, dx);
+  }
+
+  static void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+    // out [B,T,C], lse [B,NH,T] fp32, qkv [B,T,3C]
+    Vec x = widen(qkv, (int64_t)B * T * 3 * C), o((size_t)B * T * C), att((size_t)B * NH * T * T);
+    fp32().attention_forward(o.data(), att.data(), x.data(), B, T, C, NH);
+    attention_lse(lse, x.data(), B, T, C, NH);
+    round_into(out, o);
+  }
+
+  static void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                          const float* lse, int B, int T, int C, int NH) {
+    // dqkv [B,T,3C] (added to), scratch [B,NH,T] fp32 (overwritten: D = rowsum(dout * out) per head),
+    // dout [B,T,C], qkv [B,T,3C], out [B,T,C] and lse [B,NH,T] from the forward
+    const int HS = C / NH;
+    const float scale = 1.0f / std::sqrt((float)HS);
+    Vec x = widen(qkv, (int64_t)B * T * 3 * C), dy = widen(dout, (int64_t)B * T * C);
+    Vec dx = widen(dqkv, (int64_t)B * T * 3 * C), y = widen(out, (int64_t)B * T * C);
+    // The probabilities, rebuilt from the scores and the forward's log-sum-exp: p = exp(s - lse).
+    Vec att((size_t)B * NH * T * T, 0.0f), datt((size_t)B * NH * T * T);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+          const int64_t row = ((int64_t)b * NH + h) * T + t;
+          const float* q = x.data() + ((int64_t)b * T + t) * 3 * C + h * HS;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = x.data() + ((int64_t)b * T + t2) * 3 * C + C + h * HS;
+            float dot = 0.0f;
+            for (int i = 0; i < HS; i++) dot += q[i] * k[i];
+            att[static_cast<size_t>(row * T + t2)] = std::exp(dot * scale - lse[row]);
+          }
+          // The flash backward's D term (sum_t2 p * dp = dout . out), kept in scratch as the contract says.
+          const float* o = y.data() + ((int64_t)b * T + t) * C + h * HS;
+          const float* d = dy.data() + ((int64_t)b * T + t) * C + h * HS;
+          float D = 0.0f;
+          for (int i = 0; i < HS; i++) D += d[i] * o[i];
+          scratch[row] = D;
+        }
+    fp32().attention_backward(dx.data(), datt.data(), dy.data(), x.data(), att.data(), B, T, C, NH);
+    round_into(dqkv, dx);
+  }
+
+  static void gelu_forward(bf16* out, const bf16* inp, int64_t N) {
+    Vec x = widen(inp, N), o(static_cast<size_t>(N));
+    fp32().gelu_forward(o.data(), x.data(), N);
+    round_into(out, o);
+  }
+
+  static void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N) {
+    Vec dx = widen(dinp, N), x = widen(inp, N), dy = widen(dout, N);
+    fp32().gelu_backward(dx.data(), x.data(), dy.data(), N);
+    round_into(dinp, dx);
+  }
+
+  static void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N) {
+    Vec va = widen(a, N), vb = widen(b, N), o(static_cast<size_t>(N));
+    fp32().residual_forward(o.data(), va.data(), vb.data(), N);
+    round_into(out, o);
+  }
+
+  static void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N) {
+    Vec va = widen(da, N), vb = widen(db, N), dy = widen(dout, N);
+    fp32().residual_backward(va.data(), vb.data(), dy.data(), N);
+    round_into(da, va);
+    round_into(db, vb);
+  }
+
+  static void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
+                                    int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+    // losses [N] fp32, probs [N,Vs] (may alias logits: the logits are copied first), logits [N,Vs], targets [N]
+    Vec z = widen(logits, N * Vs), p(static_cast<size_t>(N * Vs));
+    fp32().softmax_crossentropy_forward(losses, p.data(), z.data(), targets, N, Vvalid, Vs, vocab_begin, reducer);
+    round_into(probs, p);
+  }
+
+  static void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
+                                     int Vvalid, int Vs, int vocab_begin) {
+    // dlogits [N,Vs] (added to; overwritten when it aliases probs, as ref), probs [N,Vs], targets [N]
+    Vec dz = widen(dlogits, N * Vs);
+    if (static_cast<const bf16*>(dlogits) == probs) {
+      fp32().softmax_crossentropy_backward(dz.data(), dz.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+    } else {
+      Vec p = widen(probs, N * Vs);
+      fp32().softmax_crossentropy_backward(dz.data(), p.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+    }
+    round_into(dlogits, dz);
+  }
+
+  static void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step
+    fp32().adamw_update(master, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    for (int64_t i = 0; i < n; i++) params[i] = f32_to_bf16(master[i]);
+  }
+};
 
 void cast_to_bf16(bf16* out, const float* in, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(in[i]);
@@ -213,28 +225,39 @@ void cast_to_f32(float* out, const bf16* in, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(in[i]);
 }
 
+template <Backend kFp32>
+OpsBf16 widened_table() {
+  using W = Widened<kFp32>;
+  return OpsBf16{W::embedding_forward,
+                 W::embedding_backward,
+                 W::position_forward,
+                 W::position_backward,
+                 W::layernorm_forward,
+                 W::layernorm_backward,
+                 W::matmul_forward,
+                 W::matmul_backward,
+                 W::attention_forward,
+                 W::attention_backward,
+                 W::gelu_forward,
+                 W::gelu_backward,
+                 W::residual_forward,
+                 W::residual_backward,
+                 W::softmax_crossentropy_forward,
+                 W::softmax_crossentropy_backward,
+                 W::adamw_update,
+                 cast_to_bf16,
+                 cast_to_f32};
+}
+
 }  // namespace
 
 const OpsBf16& ref_bf16_ops() {
-  static const OpsBf16 table{embedding_forward,
-                             embedding_backward,
-                             position_forward,
-                             position_backward,
-                             layernorm_forward,
-                             layernorm_backward,
-                             matmul_forward,
-                             matmul_backward,
-                             attention_forward,
-                             attention_backward,
-                             gelu_forward,
-                             gelu_backward,
-                             residual_forward,
-                             residual_backward,
-                             softmax_crossentropy_forward,
-                             softmax_crossentropy_backward,
-                             adamw_update,
-                             cast_to_bf16,
-                             cast_to_f32};
+  static const OpsBf16 table = widened_table<Backend::kRef>();
+  return table;
+}
+
+const OpsBf16& cpu_bf16_ops() {
+  static const OpsBf16 table = widened_table<Backend::kCpu>();
   return table;
 }
 

@@ -58,6 +58,27 @@ TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
   RecordProperty("max_abs_diff", std::to_string(worst));
 }
 
+// bf16 mixed precision on the GPU (cuBLASLt GEMMs, flash attention): within the bound the CPU's bf16 run
+// is held to (tests/common/reference_run.hpp), and visibly not the fp32 run.
+TEST_P(GpuReferenceTrajectory, Bf16StaysCloseToLlmcLosses) {
+  AXONN_REQUIRE_GPU();
+  const std::vector<double> expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  ASSERT_EQ(expected.size(), 30u);
+  train::TrainConfig c = reference_config(GetParam());
+  c.dtype = "bf16";
+  const std::vector<train::StepMetrics> got = train::train(c, comm::world());
+  ASSERT_EQ(got.size(), expected.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    EXPECT_NEAR(got[i].loss, expected[i], test::kBf16LossBound) << "step " << i;
+    worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
+  }
+  EXPECT_GT(worst, 1e-3) << "bf16 gave fp32's losses: is the bf16 path running?";
+  std::printf("GPU bf16, comm %s: max |loss - llm.c fp32| over 30 steps = %.3g (bound %.3g)\n",
+              GetParam().empty() ? "default" : GetParam().c_str(), worst, test::kBf16LossBound);
+  RecordProperty("max_abs_diff", std::to_string(worst));
+}
+
 INSTANTIATE_TEST_SUITE_P(Comm, GpuReferenceTrajectory, ::testing::Values("mpi", ""),
                          [](const auto& p) { return p.param.empty() ? std::string("default") : p.param; });
 
@@ -85,8 +106,10 @@ TEST(GpuOneStep, EqualsCpu) {
     float loss;
     std::vector<std::vector<float>> grads, params;
   };
-  auto run = [&](kernels::Backend backend) {
-    model::Gpt gpt(cfg, grid, B, T, backend);
+  auto run = [&](kernels::Backend backend, DType precision) {
+    model::GptRunOptions options;
+    options.precision = precision;
+    model::Gpt gpt(cfg, grid, B, T, backend, options);
     checkpoint::read_llmc_tensors(model_path, cfg, [&](model::Param p, int layer, const float* full) {
       gpt.load_full_layer(p, layer, full);
     });
@@ -101,8 +124,8 @@ TEST(GpuOneStep, EqualsCpu) {
     for (size_t i = 0; i < gpt.params().size(); i++) r.params.push_back(host_copy(gpt.params().tensor(i)));
     return r;
   };
-  const Run cpu = run(kernels::Backend::kCpu);
-  const Run cuda = run(gpu.backend);
+  const Run cpu = run(kernels::Backend::kCpu, DType::kF32);
+  const Run cuda = run(gpu.backend, DType::kF32);
   EXPECT_NEAR(cuda.loss, cpu.loss, 1e-5f * std::fabs(cpu.loss));
   for (size_t i = 0; i < cpu.grads.size(); i++) {
     const std::string name = model::param_name(static_cast<model::Param>(i));
@@ -126,6 +149,24 @@ TEST(GpuOneStep, EqualsCpu) {
     }
     EXPECT_EQ(unexplained, 0) << name << ": parameters differ after the step by up to " << worst
                               << " more than their gradients explain";
+  }
+
+  // bf16 mixed precision: the GPU's bf16 kernels against the CPU's (cpu_bf16: fp32 ops on widened inputs,
+  // each output rounded once). The GPU rounds the same values in other places (GEMM blocking, the flash
+  // attention's tiles), so the bound is bf16's: the loss to 1e-3 relative, every gradient tensor to 5e-2
+  // relative L2 (the bound of the bf16 grid test, tests/mpi/model/test_gpt_grid.cpp).
+  const Run cpu16 = run(kernels::Backend::kCpu, DType::kBF16);
+  const Run cuda16 = run(gpu.backend, DType::kBF16);
+  EXPECT_NEAR(cuda16.loss, cpu16.loss, 1e-3f * std::fabs(cpu16.loss));
+  for (size_t i = 0; i < cpu16.grads.size(); i++) {
+    double diff2 = 0, ref2 = 0;
+    for (size_t j = 0; j < cpu16.grads[i].size(); j++) {
+      const double d = static_cast<double>(cuda16.grads[i][j]) - cpu16.grads[i][j];
+      diff2 += d * d;
+      ref2 += static_cast<double>(cpu16.grads[i][j]) * cpu16.grads[i][j];
+    }
+    EXPECT_LE(std::sqrt(diff2), 5e-2 * std::sqrt(ref2) + 1e-9)
+        << "bf16 gradient of " << model::param_name(static_cast<model::Param>(i));
   }
 }
 

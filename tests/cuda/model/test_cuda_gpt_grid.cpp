@@ -18,8 +18,9 @@ using namespace axonn;
 
 namespace {
 
-train::TrainConfig config(const std::string& comm, const std::string& grid) {
+train::TrainConfig config(const std::string& comm, const std::string& grid, const std::string& dtype) {
   train::TrainConfig c = test::reference_config();
+  c.dtype = dtype;
   c.steps = 6;
   c.grad_clip = 1.0f;  // the grid-wide norm too
   c.kernels = "cuda";
@@ -28,15 +29,10 @@ train::TrainConfig config(const std::string& comm, const std::string& grid) {
   c.overlap = "all";
   return c;
 }
-
-
-}  // namespace
-
-class GpuGrid : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GpuGrid, EqualsOneRank) {
-  AXONN_REQUIRE_GPU();  // the same on every rank of one node
-  const std::string comm = GetParam();
+// Trains on one rank alone, then on each 2-rank grid (X, Y, Z, data), and compares the losses (within
+// loss_tol, absolute) and gradient norms (norm_rel, relative) of every step.
+void expect_grids_match_one_rank(const std::string& comm, const std::string& dtype, double loss_tol,
+                                 double norm_rel) {
   auto world = comm::world();
   if (world->size() < 2) GTEST_SKIP() << "needs >= 2 ranks (mpiexec -n 2)";
   int devices = 0;
@@ -48,21 +44,39 @@ TEST_P(GpuGrid, EqualsOneRank) {
 #endif
   // one rank alone first (every rank runs it on its own), then each grid over all ranks
   std::shared_ptr<comm::Communicator> alone = world->split(world->rank(), 0, "alone");
-  const std::vector<train::StepMetrics> ref = train::train(config(comm, ""), alone);
+  const std::vector<train::StepMetrics> ref = train::train(config(comm, "", dtype), alone);
   const int n = world->size();
   const std::vector<std::string> grids = {std::to_string(n) + ",1,1,1", "1," + std::to_string(n) + ",1,1",
                                           "1,1," + std::to_string(n) + ",1", "1,1,1," + std::to_string(n)};
   for (const std::string& g : grids) {
-    const std::vector<train::StepMetrics> got = train::train(config(comm, g), world);
+    const std::vector<train::StepMetrics> got = train::train(config(comm, g, dtype), world);
     EXPECT_EQ(got.size(), ref.size());
     double worst = 0;
     for (size_t i = 0; i < got.size() && i < ref.size(); i++) {
-      EXPECT_NEAR(got[i].loss, ref[i].loss, 2e-4) << "grid " << g << " step " << i;
-      EXPECT_NEAR(got[i].grad_norm, ref[i].grad_norm, 1e-3 * ref[i].grad_norm) << "grid " << g << " step " << i;
+      EXPECT_NEAR(got[i].loss, ref[i].loss, loss_tol) << "grid " << g << " step " << i;
+      EXPECT_NEAR(got[i].grad_norm, ref[i].grad_norm, norm_rel * ref[i].grad_norm) << "grid " << g << " step " << i;
       worst = std::max(worst, static_cast<double>(std::fabs(got[i].loss - ref[i].loss)));
     }
-    if (world->rank() == 0) std::printf("grid %s, comm %s: max |loss - one rank| = %.3g\n", g.c_str(), comm.c_str(), worst);
+    if (world->rank() == 0)
+      std::printf("grid %s, comm %s, %s: max |loss - one rank| = %.3g\n", g.c_str(), comm.c_str(), dtype.c_str(),
+                  worst);
   }
+}
+
+}  // namespace
+
+class GpuGrid : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuGrid, EqualsOneRank) {
+  AXONN_REQUIRE_GPU();  // the same on every rank of one node
+  expect_grids_match_one_rank(GetParam(), "fp32", 2e-4, 1e-3);
+}
+
+// bf16 mixed precision: the grid's partial products are rounded to bf16 before their all-reduce; the bounds
+// are the CPU bf16 grid test's (tests/mpi/model/test_gpt_grid.cpp: 1e-3 relative loss, 2e-2 relative norm).
+TEST_P(GpuGrid, Bf16EqualsOneRank) {
+  AXONN_REQUIRE_GPU();
+  expect_grids_match_one_rank(GetParam(), "bf16", 6.5e-3, 2e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, GpuGrid, ::testing::Values("mpi-staged", "nccl"),

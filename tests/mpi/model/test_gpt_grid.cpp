@@ -40,33 +40,53 @@ model::GptConfig test_config() {
 }
 constexpr int kB = 8, kT = 7, kSteps = 3;
 
-// Compares this rank's shard of every tensor in `sharded` (params or grads of `dist`) with the full
-// tensors of the single-rank model; returns the number of elements checked.
+// Calls visit(p, layer, j, mine, single) for element j of layer `layer` of this rank's shard of every tensor p
+// in `sharded` (params or grads of `dist`), with the element at its global index in the full tensors of the
+// single-rank model.
 // skip_key_bias: the key bias has a zero gradient in exact arithmetic (q.b_k shifts every score of a
 // query alike; softmax ignores it), so AdamW moves it by lr-sized steps in the direction of fp32
 // noise, which differs between grids; it is left out of the comparison of updated weights.
-int64_t expect_shards_match(const Gpt& dist, const Arena& sharded, const Arena& full, float atol, float rtol,
-                            const std::string& what, bool skip_key_bias = false) {
+template <class Visit>
+void for_each_shard_element(const Gpt& dist, const Arena& sharded, const Arena& full, bool skip_key_bias,
+                            Visit visit) {
   const int C = dist.config().channels;
-  int64_t checked = 0;
   for (int i = 0; i < model::kNumParamTensors; i++) {
     auto p = static_cast<Param>(i);
     Tensor s = sharded.tensor(i), f = full.tensor(i);
     const int layers = model::param_is_per_layer(p) ? dist.config().num_layers : 1;
     const int64_t per_layer = s.numel() / layers, full_per_layer = dist.full_layer_numel(p);
-    int bad = 0;
     for (int l = 0; l < layers; l++)
       for (int64_t j = 0; j < per_layer; j++) {
         const int64_t gi = dist.global_index(p, j);
         if (skip_key_bias && p == Param::kQkvb && gi >= C && gi < 2 * C) continue;
-        float a = s.f32()[l * per_layer + j], b = f.f32()[l * full_per_layer + gi];
-        if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b)) && bad++ < 3)
-          ADD_FAILURE() << what << " " << model::param_name(p) << " layer " << l << " [" << j << "]: " << a
-                        << " vs single-rank " << b << " on " << dist.grid().str();
-        checked++;
+        visit(p, l, j, s.f32()[l * per_layer + j], f.f32()[l * full_per_layer + gi]);
       }
   }
-  return checked;
+}
+
+// Every element of this rank's shards within atol + rtol |single| of the single-rank model's.
+void expect_shards_match(const Gpt& dist, const Arena& sharded, const Arena& full, float atol, float rtol,
+                         const std::string& what, bool skip_key_bias = false) {
+  int bad[model::kNumParamTensors] = {};
+  for_each_shard_element(dist, sharded, full, skip_key_bias, [&](Param p, int l, int64_t j, float a, float b) {
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b)) && bad[static_cast<int>(p)]++ < 3)
+      ADD_FAILURE() << what << " " << model::param_name(p) << " layer " << l << " [" << j << "]: " << a
+                    << " vs single-rank " << b << " on " << dist.grid().str();
+  });
+}
+
+// The largest relative L2 error, over the parameter tensors, of this rank's shards against the single-rank
+// model's elements at the same global indices (bf16: elementwise bounds would only measure rounding).
+double max_relative_error(const Gpt& dist, const Arena& sharded, const Arena& full, bool skip_key_bias) {
+  double diff[model::kNumParamTensors] = {}, norm[model::kNumParamTensors] = {};
+  for_each_shard_element(dist, sharded, full, skip_key_bias, [&](Param p, int, int64_t, float a, float b) {
+    diff[static_cast<int>(p)] += (static_cast<double>(a) - b) * (static_cast<double>(a) - b);
+    norm[static_cast<int>(p)] += static_cast<double>(b) * b;
+  });
+  double worst = 0;
+  for (int i = 0; i < model::kNumParamTensors; i++)
+    if (norm[i] > 0) worst = std::max(worst, std::sqrt(diff[i] / norm[i]));
+  return worst;
 }
 
 struct Batch {
@@ -77,9 +97,18 @@ Batch make_batch(int step, int vocab) {
   return b;
 }
 
-}  // namespace
+// How close a grid must be to one rank. fp32: the same sums in another order (elementwise bounds). bf16:
+// partial products rounded to bf16 before their all-reduce (in bf16) where one rank rounds the whole sum
+// once: relative bounds on losses, norms and whole tensors.
+struct Bounds {
+  float loss_rel, norm_rel;
+  float grad_atol, grad_rtol, weight_atol, weight_rtol;  // fp32: per element
+  double tensor_rel;                                     // bf16: per tensor (relative L2)
+};
 
-TEST(GptOnGrid, EveryGridMatchesOneRank) {
+// Trains the model on every 4D grid of this world's size and on one rank, kSteps AdamW steps in the
+// given precision, and compares losses, gradient norms, gradients and updated weights.
+void expect_every_grid_matches_one_rank(DType precision, const Bounds& bound) {
   auto world = comm::world();
   // the reference: the same model on a 1x1x1x1 grid of this rank alone
   auto self = world->split(world->rank(), 0, "self");
@@ -91,11 +120,9 @@ TEST(GptOnGrid, EveryGridMatchesOneRank) {
   std::vector<bool> decay(model::kNumParamTensors);
   for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<Param>(i));
 
-  // single-rank trajectory, kept per step
-  Gpt ref(cfg, one, kB, kT, kernels::Backend::kCpu);
-  ref.init_random(11);
-  optim::AdamW ref_opt(ref.params(), adam, decay, ops);
-
+  model::GptRunOptions run;
+  run.precision = precision;
+  const bool bf16 = precision == DType::kBF16;
   int tried = 0;
   for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
     if (kB % (shape.gz * shape.gdata) != 0) continue;
@@ -103,13 +130,13 @@ TEST(GptOnGrid, EveryGridMatchesOneRank) {
     std::unique_ptr<Gpt> dist;
     try {
       grid = std::make_unique<parallel::Grid>(shape, world);
-      dist = std::make_unique<Gpt>(cfg, *grid, kB / (shape.gz * shape.gdata), kT, kernels::Backend::kCpu);
+      dist = std::make_unique<Gpt>(cfg, *grid, kB / (shape.gz * shape.gdata), kT, kernels::Backend::kCpu, run);
     } catch (const InvalidArgument&) {
       continue;  // a grid this model does not admit (thrown alike on every rank, before any collective)
     }
     tried++;
     SCOPED_TRACE(grid->str());
-    Gpt ref_run(cfg, one, kB, kT, kernels::Backend::kCpu);
+    Gpt ref_run(cfg, one, kB, kT, kernels::Backend::kCpu, run);
     ref_run.init_random(11);
     dist->init_random(11);
     expect_shards_match(*dist, dist->params(), ref_run.params(), 0, 0, "initial weight");
@@ -129,16 +156,42 @@ TEST(GptOnGrid, EveryGridMatchesOneRank) {
       dist->backward();
       dist->sync_gradients();
       double dn = dist->grad_norm();
-      EXPECT_NEAR(ld, lr, 2e-6 * std::fabs(lr)) << "step " << step;
-      EXPECT_NEAR(dn, rn, 1e-5 * rn) << "step " << step;
-      expect_shards_match(*dist, dist->grads(), ref_run.grads(), 1e-6f, 1e-4f, "gradient");
+      EXPECT_NEAR(ld, lr, bound.loss_rel * std::fabs(lr)) << "step " << step;
+      EXPECT_NEAR(dn, rn, bound.norm_rel * rn) << "step " << step;
+      // bf16: the first step's gradients. After an AdamW step the weights differ more than their rounding:
+      // AdamW's first steps move every weight by about +-lr whatever its gradient's size, so the elements
+      // whose gradient is rounding noise (of the order of bf16's 2^-8) take different signs on different
+      // grids (and against fp32: 12% relative L2 after one step at lr 1e-2 on this model, from 0.7% before).
+      // The losses and gradient norms of every step stay close and are compared.
+      if (bf16 && step == 0)
+        EXPECT_LE(max_relative_error(*dist, dist->grads(), ref_run.grads(), false), bound.tensor_rel)
+            << "gradients, step " << step;
+      else if (!bf16)
+        expect_shards_match(*dist, dist->grads(), ref_run.grads(), bound.grad_atol, bound.grad_rtol, "gradient");
       ropt.step(ref_run.params(), ref_run.grads(), 1e-2f, optim::clip_scale(rn, 1.0f));
       opt.step(dist->params(), dist->grads(), 1e-2f, optim::clip_scale(dn, 1.0f));
     }
-    expect_shards_match(*dist, dist->params(), ref_run.params(), 1e-6f, 1e-4f, "weight after 3 steps", true);
+    if (!bf16)
+      expect_shards_match(*dist, dist->params(), ref_run.params(), bound.weight_atol, bound.weight_rtol,
+                          "weight after 3 steps", true);
   }
   EXPECT_GT(tried, 0);
-  if (world->rank() == 0) std::printf("checked %d grids of %d ranks against one rank\n", tried, world->size());
+  if (world->rank() == 0)
+    std::printf("checked %d grids of %d ranks against one rank (%s)\n", tried, world->size(), std::string(dtype_name(precision)).c_str());
+}
+
+}  // namespace
+
+TEST(GptOnGrid, EveryGridMatchesOneRank) {
+  expect_every_grid_matches_one_rank(DType::kF32, {2e-6f, 1e-5f, 1e-6f, 1e-4f, 1e-6f, 1e-4f, 0});
+}
+
+// Mixed precision (bf16 activations, activation collectives and weight copies; fp32 master weights and
+// gradients): every grid stays within bf16 rounding of one rank. Measured on 2/4/8 ranks (every grid):
+// losses 1.3e-4/1.3e-4/2.3e-4 relative, gradient norms 3.4e-3/5.3e-3/5.3e-3, first-step gradients
+// 0.010/0.012/0.019 relative L2 per tensor; the bounds leave 2.5-4x of margin.
+TEST(GptOnGrid, Bf16EveryGridMatchesOneRank) {
+  expect_every_grid_matches_one_rank(DType::kBF16, {1e-3f, 2e-2f, 0, 0, 0, 0, 5e-2});
 }
 
 TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {

@@ -7,6 +7,7 @@
 // weight-gradient reduce-scatter still in flight must never land in another step's gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,9 +51,11 @@ struct Setting {
   Overlap overlap;
   int micro = 0;  // sequences per micro-batch; 0 = all of the rank's
   bool recompute = false, cache = false;
+  DType precision = DType::kF32;
   std::string str() const {
     return "overlap " + parallel::overlap_name(overlap) + (micro ? ", micro-batch " + std::to_string(micro) : "") +
-           (recompute ? ", recompute" : "") + (cache ? ", cached weights" : "");
+           (recompute ? ", recompute" : "") + (cache ? ", cached weights" : "") +
+           (precision == DType::kBF16 ? ", bf16" : "");
   }
 };
 
@@ -82,6 +85,7 @@ Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
   opts.recompute = s.recompute;
   opts.cache_gathered_weights = s.cache;
   opts.reduce_scatter_slots = 2;  // fewer slots than linears: the pool wraps around
+  opts.precision = s.precision;
   Gpt gpt(test_config(), grid, micro, kT, kernels::Backend::kCpu, opts);
   gpt.init_random(11);
   std::vector<bool> decay(model::kNumParamTensors);
@@ -129,21 +133,31 @@ void expect_identical(const Trajectory& got, const Trajectory& want, const std::
   EXPECT_EQ(got.params.size(), want.params.size());
 }
 
+// Every grid of the world's size that the test model and batch admit (the same list on every rank: a grid
+// is refused before any collective).
+std::vector<std::unique_ptr<parallel::Grid>> admitted_grids(const std::shared_ptr<comm::Communicator>& world) {
+  std::vector<std::unique_ptr<parallel::Grid>> grids;
+  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
+    if (kB % (shape.gz * shape.gdata) != 0) continue;
+    try {
+      auto grid = std::make_unique<parallel::Grid>(shape, world);
+      Gpt probe(test_config(), *grid, 1, kT, kernels::Backend::kCpu);
+      grids.push_back(std::move(grid));
+    } catch (const InvalidArgument&) {
+      // a grid this model does not admit
+    }
+  }
+  return grids;
+}
+
 }  // namespace
 
 TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
   auto world = comm::world();
   const int steps = steps_for(world->size());
   int grids = 0, runs = 0;
-  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
-    if (kB % (shape.gz * shape.gdata) != 0) continue;
-    std::unique_ptr<parallel::Grid> grid;
-    try {
-      grid = std::make_unique<parallel::Grid>(shape, world);
-      Gpt probe(test_config(), *grid, 1, kT, kernels::Backend::kCpu);
-    } catch (const InvalidArgument&) {
-      continue;  // a grid this model does not admit (alike on every rank, before any collective)
-    }
+  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(world)) {
+    const parallel::GridShape& shape = grid->shape();
     grids++;
     SCOPED_TRACE(grid->str());
     const int B_local = kB / (shape.gz * shape.gdata);
@@ -191,6 +205,40 @@ TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
   if (world->rank() == 0)
     std::printf("%d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n", grids,
                 world->size(), runs, steps);
+}
+
+// The same in bf16 mixed precision (bf16 activations, all-reduces and weight all-gathers; fp32
+// reduce-scatters and gradient sums): the overlap changes when collectives complete, never what they sum,
+// so it is bit-identical here too. Fewer settings and steps than fp32 (the CPU emulates bf16).
+TEST(GptOverlap, Bf16EverySettingEqualsNoOverlapOnEveryGrid) {
+  auto world = comm::world();
+  const int steps = std::max(4, steps_for(world->size()) / 3);
+  int grids = 0, runs = 0;
+  auto bf16 = [](Setting s) {
+    s.precision = DType::kBF16;
+    return s;
+  };
+  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(world)) {
+    const parallel::GridShape& shape = grid->shape();
+    grids++;
+    SCOPED_TRACE(grid->str());
+    const int B_local = kB / (shape.gz * shape.gdata);
+    const int micro = B_local >= 2 ? B_local / 2 : 0;
+    const Trajectory plain = train(*grid, bf16(setting("none")), steps);
+    const Trajectory plain_micro = micro ? train(*grid, bf16(setting("none", micro)), steps) : plain;
+    for (const Setting& s : {bf16(setting("all")), bf16(setting("all", 0, true))}) {
+      expect_identical(train(*grid, s, steps), plain, s.str());
+      runs++;
+    }
+    for (const Setting& s : {bf16(setting("all", micro, true, shape.gz > 1)), bf16(setting("oag", micro))}) {
+      expect_identical(train(*grid, s, steps), plain_micro, s.str());
+      runs++;
+    }
+  }
+  EXPECT_GT(grids, 0);
+  if (world->rank() == 0)
+    std::printf("bf16: %d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n",
+                grids, world->size(), runs, steps);
 }
 
 // Spec §9.5: convergence problems with overlap on. The hazard: an asynchronous reduce-scatter

@@ -84,7 +84,7 @@ TEST(Overlap, WeightGatherReturnsTheBlocksInAnyOrder) {
         for (const auto& pass : passes) {
           g.begin(pass);
           for (const WeightGather::Use& u : pass) {
-            const float* b = g.take(u.kind, u.layer);
+            const auto* b = static_cast<const float*>(g.take(u.kind, u.layer));
             int bad = 0;
             for (int64_t e = 0; e < w.kinds[u.kind].block_size; e++)
               if (b[e] != w.value(u.kind, u.layer, e) + offset && bad++ < 2)

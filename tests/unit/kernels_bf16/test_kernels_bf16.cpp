@@ -1,4 +1,5 @@
-// The bf16 CPU oracle (kernels::ref_bf16_ops()): every op against the fp32 `ref` op on the widened inputs,
+// The bf16 CPU tables, kernels::ref_bf16_ops() (the oracle) and kernels::cpu_bf16_ops() (mixed-precision
+// training on the CPU): every op against the fp32 op of the same backend (`ref`, `cpu`) on the widened inputs,
 // the attention's log-sum-exp against a direct double sum, the attention backward (rebuilt from lse)
 // against ref and against finite differences, and the rounding (round-to-nearest-even, once per output).
 //
@@ -10,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "axonn/core/dtype.hpp"
@@ -46,7 +48,18 @@ constexpr float kUlp = 1.0f / 128.0f;  // 2^-7: one bf16 ulp, relative
                                        << first << "] " << bf16_to_f32(got[first]) << " vs ref " << ref[first];
 }
 
-const k::OpsBf16& ops() { return k::ref_bf16_ops(); }
+// The backend under test: each test runs for ref (ref_bf16 against ref) and cpu (cpu_bf16 against cpu).
+k::Backend g_backend = k::Backend::kRef;
+const k::OpsBf16& ops() { return k::ops_bf16_for(g_backend); }
+const k::Ops& fp32() { return k::ops_for(g_backend); }
+
+class Bf16Table : public ::testing::TestWithParam<k::Backend> {
+ protected:
+  void SetUp() override { g_backend = GetParam(); }
+};
+std::string backend_label(const ::testing::TestParamInfo<k::Backend>& info) {
+  return std::string(k::backend_name(info.param));
+}
 
 }  // namespace
 
@@ -73,7 +86,7 @@ TEST(Rounding, RoundToNearestEven) {
   EXPECT_EQ(back, widen(b));
 }
 
-TEST(Ops, ElementwiseRoundOnceAndAccumulateInFp32) {
+TEST_P(Bf16Table, ElementwiseRoundOnceAndAccumulateInFp32) {
   const int64_t N = 1000;
   Bf a = rand_bf(N, 1), b = rand_bf(N, 2), dy = rand_bf(N, 3), d0 = rand_bf(N, 4), d1 = rand_bf(N, 5);
   Vec fa = widen(a), fb = widen(b), fdy = widen(dy);
@@ -81,29 +94,29 @@ TEST(Ops, ElementwiseRoundOnceAndAccumulateInFp32) {
   Bf out(N);
   Vec ref(N);
   ops().residual_forward(out.data(), a.data(), b.data(), N);
-  k::ref::residual_forward(ref.data(), fa.data(), fb.data(), N);
+  fp32().residual_forward(ref.data(), fa.data(), fb.data(), N);
   EXPECT_TRUE(rounded_once(out, ref)) << "residual_forward";
 
   ops().gelu_forward(out.data(), a.data(), N);
-  k::ref::gelu_forward(ref.data(), fa.data(), N);
+  fp32().gelu_forward(ref.data(), fa.data(), N);
   EXPECT_TRUE(rounded_once(out, ref)) << "gelu_forward";
 
   // Accumulating outputs: the old bf16 value widened, the new term added in fp32, one rounding.
   Bf dinp = d0;
   Vec fdinp = widen(d0);
   ops().gelu_backward(dinp.data(), a.data(), dy.data(), N);
-  k::ref::gelu_backward(fdinp.data(), fa.data(), fdy.data(), N);
+  fp32().gelu_backward(fdinp.data(), fa.data(), fdy.data(), N);
   EXPECT_TRUE(rounded_once(dinp, fdinp)) << "gelu_backward";
 
   Bf da = d0, db = d1;
   Vec fda = widen(d0), fdb = widen(d1);
   ops().residual_backward(da.data(), db.data(), dy.data(), N);
-  k::ref::residual_backward(fda.data(), fdb.data(), fdy.data(), N);
+  fp32().residual_backward(fda.data(), fdb.data(), fdy.data(), N);
   EXPECT_TRUE(rounded_once(da, fda)) << "residual_backward da";
   EXPECT_TRUE(rounded_once(db, fdb)) << "residual_backward db";
 }
 
-TEST(Ops, EmbeddingAndPosition) {
+TEST_P(Bf16Table, EmbeddingAndPosition) {
   const int B = 3, T = 7, C = 12, V = 37;
   const int64_t N = B * T;
   Bf wte = rand_bf(V * C, 1), wpe = rand_bf(T * C, 2), dy = rand_bf(N * C, 3);
@@ -113,25 +126,25 @@ TEST(Ops, EmbeddingAndPosition) {
     Bf w(wte.begin() + begin * C, wte.begin() + (begin + rows) * C), out(N * C, f32_to_bf16(7.0f));
     Vec fw = widen(w), ref(N * C);
     ops().embedding_forward(out.data(), inp.data(), w.data(), begin, rows, N, C);
-    k::ref::embedding_forward(ref.data(), inp.data(), fw.data(), begin, rows, N, C);
+    fp32().embedding_forward(ref.data(), inp.data(), fw.data(), begin, rows, N, C);
     EXPECT_TRUE(rounded_once(out, ref)) << "embedding_forward rows [" << begin << ", " << begin + rows << ")";
     Vec dw(rows * C, 0.5f), dref = dw, fdy = widen(dy);
     ops().embedding_backward(dw.data(), dy.data(), inp.data(), begin, rows, N, C);
-    k::ref::embedding_backward(dref.data(), fdy.data(), inp.data(), begin, rows, N, C);
+    fp32().embedding_backward(dref.data(), fdy.data(), inp.data(), begin, rows, N, C);
     EXPECT_EQ(dw, dref) << "embedding_backward accumulates in fp32 as ref";
   }
   Bf p = rand_bf(N * C, 5);
   Vec fp = widen(p), fwpe = widen(wpe);
   ops().position_forward(p.data(), wpe.data(), B, T, C);
-  k::ref::position_forward(fp.data(), fwpe.data(), B, T, C);
+  fp32().position_forward(fp.data(), fwpe.data(), B, T, C);
   EXPECT_TRUE(rounded_once(p, fp)) << "position_forward";
   Vec dp(T * C, 0.25f), dpref = dp, fdy = widen(dy);
   ops().position_backward(dp.data(), dy.data(), B, T, C);
-  k::ref::position_backward(dpref.data(), fdy.data(), B, T, C);
+  fp32().position_backward(dpref.data(), fdy.data(), B, T, C);
   EXPECT_EQ(dp, dpref);
 }
 
-TEST(Ops, LayerNorm) {
+TEST_P(Bf16Table, LayerNorm) {
   const int64_t N = 13;
   const int C = 40;
   Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4),
@@ -140,7 +153,7 @@ TEST(Ops, LayerNorm) {
   Bf out(N * C);
   Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
   ops().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  k::ref::layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C, C,
+  fp32().layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C, C,
                             nullptr);
   EXPECT_TRUE(rounded_once(out, ref));
   EXPECT_EQ(mean, rmean) << "statistics stay fp32";
@@ -150,14 +163,14 @@ TEST(Ops, LayerNorm) {
   Vec fdinp = widen(d0), dw(C, 0.5f), db(C, -0.5f), rdw = dw, rdb = db;
   ops().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
                            rstd.data(), N, C, C, nullptr);
-  k::ref::layernorm_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), rmean.data(),
+  fp32().layernorm_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), rmean.data(),
                              rrstd.data(), N, C, C, nullptr);
   EXPECT_TRUE(rounded_once(dinp, fdinp));
   EXPECT_EQ(dw, rdw) << "parameter gradients accumulate in fp32";
   EXPECT_EQ(db, rdb);
 }
 
-TEST(Ops, Matmul) {
+TEST_P(Bf16Table, Matmul) {
   const int64_t N = 11;
   const int C = 24, OC = 17;
   Bf x = rand_bf(N * C, 1), w = rand_bf(OC * C, 2), b = rand_bf(OC, 3), dy = rand_bf(N * OC, 4),
@@ -167,13 +180,13 @@ TEST(Ops, Matmul) {
     Bf out(N * OC);
     Vec ref(N * OC);
     ops().matmul_forward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
-    k::ref::matmul_forward(ref.data(), fx.data(), fw.data(), with_bias ? fb.data() : nullptr, N, C, OC);
+    fp32().matmul_forward(ref.data(), fx.data(), fw.data(), with_bias ? fb.data() : nullptr, N, C, OC);
     EXPECT_TRUE(rounded_once(out, ref)) << "bias " << with_bias;
   }
   Bf dinp = d0;
   Vec fdinp = widen(d0), dw(OC * C, 0.5f), db(OC, 0.25f), rdw = dw, rdb = db;
   ops().matmul_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
-  k::ref::matmul_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), N, C, OC);
+  fp32().matmul_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), N, C, OC);
   EXPECT_TRUE(rounded_once(dinp, fdinp));
   EXPECT_EQ(dw, rdw);
   EXPECT_EQ(db, rdb);
@@ -186,13 +199,13 @@ TEST(Ops, Matmul) {
   EXPECT_EQ(dw2, dw);
 }
 
-TEST(Ops, SoftmaxCrossEntropy) {
+TEST_P(Bf16Table, SoftmaxCrossEntropy) {
   const int64_t N = 9;
   const int V = 50, Vs = 56;
   Bf z = rand_bf(N * Vs, 1, 3.0f);
   auto targets = randint(N, V, 2);
   Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs);
-  k::ref::softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, nullptr);
+  fp32().softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, nullptr);
   Bf probs(N * Vs);
   ops().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vs, 0, nullptr);
   EXPECT_TRUE(rounded_once(probs, rp));
@@ -206,16 +219,16 @@ TEST(Ops, SoftmaxCrossEntropy) {
   Bf d0 = rand_bf(N * Vs, 3), dz = d0;
   Vec fdz = widen(d0), fprobs = widen(probs);
   ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vs, 0);
-  k::ref::softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), dloss, N, V, Vs, 0);
+  fp32().softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), dloss, N, V, Vs, 0);
   EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating";
   // dlogits aliasing probs: overwritten, padding zeroed.
   Vec fin = fprobs;
   ops().softmax_crossentropy_backward(zz.data(), zz.data(), targets.data(), dloss, N, V, Vs, 0);
-  k::ref::softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), dloss, N, V, Vs, 0);
+  fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), dloss, N, V, Vs, 0);
   EXPECT_TRUE(rounded_once(zz, fin)) << "in place";
 }
 
-TEST(Ops, AdamWUpdatesMasterAndRoundsTheCopy) {
+TEST_P(Bf16Table, AdamWUpdatesMasterAndRoundsTheCopy) {
   const int64_t n = 777;
   Vec master = randn(n, 1), m = randn(n, 2, 0.1f), v = randn(n, 3, 0.1f), g = randn(n, 4);
   for (auto& x : v) x = x * x;
@@ -223,7 +236,7 @@ TEST(Ops, AdamWUpdatesMasterAndRoundsTheCopy) {
   Bf params(n, 0);
   ops().adamw_update(master.data(), params.data(), m.data(), v.data(), g.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.1f,
                      0.5f, 3);
-  k::ref::adamw_update(rmaster.data(), rm.data(), rv.data(), g.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.5f, 3);
+  fp32().adamw_update(rmaster.data(), rm.data(), rv.data(), g.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.5f, 3);
   EXPECT_EQ(master, rmaster) << "the fp32 master update is ref's";
   EXPECT_EQ(m, rm);
   EXPECT_EQ(v, rv);
@@ -270,12 +283,12 @@ struct AttnShape {
 
 }  // namespace
 
-TEST(Attention, ForwardOutAndLogSumExp) {
+TEST_P(Bf16Table, AttentionForwardOutAndLogSumExp) {
   for (AttnShape s : {AttnShape{2, 5, 8, 2}, AttnShape{3, 17, 48, 3}}) {
     const auto [B, T, C, NH] = s;
     Bf qkv = rand_bf(static_cast<size_t>(B) * T * 3 * C, 1, 1.5f);
     Vec fqkv = widen(qkv), ref(static_cast<size_t>(B) * T * C), att(static_cast<size_t>(B) * NH * T * T);
-    k::ref::attention_forward(ref.data(), att.data(), fqkv.data(), B, T, C, NH);
+    fp32().attention_forward(ref.data(), att.data(), fqkv.data(), B, T, C, NH);
     Bf out(static_cast<size_t>(B) * T * C);
     Vec lse(static_cast<size_t>(B) * NH * T);
     ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
@@ -292,7 +305,7 @@ TEST(Attention, ForwardOutAndLogSumExp) {
   }
 }
 
-TEST(Attention, BackwardFromLseMatchesRef) {
+TEST_P(Bf16Table, AttentionBackwardFromLseMatchesRef) {
   const int B = 3, T = 17, C = 48, NH = 3;
   const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
   Bf qkv = rand_bf(nqkv, 1, 1.5f), dy = rand_bf(nout, 2), d0 = rand_bf(nqkv, 3);
@@ -304,8 +317,8 @@ TEST(Attention, BackwardFromLseMatchesRef) {
 
   Vec fqkv = widen(qkv), fdy = widen(dy), fd = widen(d0), rout(nout), att(static_cast<size_t>(B) * NH * T * T),
       tmp(att.size());
-  k::ref::attention_forward(rout.data(), att.data(), fqkv.data(), B, T, C, NH);
-  k::ref::attention_backward(fd.data(), tmp.data(), fdy.data(), fqkv.data(), att.data(), B, T, C, NH);
+  fp32().attention_forward(rout.data(), att.data(), fqkv.data(), B, T, C, NH);
+  fp32().attention_backward(fd.data(), tmp.data(), fdy.data(), fqkv.data(), att.data(), B, T, C, NH);
   EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp)) << "dqkv (accumulated) vs ref with the stored att";
 
   // scratch = D = rowsum(dout * out) per head, with the forward's bf16 out.
@@ -322,7 +335,7 @@ TEST(Attention, BackwardFromLseMatchesRef) {
       }
 }
 
-TEST(Attention, BackwardFiniteDifferences) {
+TEST_P(Bf16Table, AttentionBackwardFiniteDifferences) {
   // L(qkv) = sum(dout * attention(qkv)) in double; dL/dqkv by central differences vs the bf16 backward
   // (which rounds its fp32 result once: bound one bf16 ulp relative plus 1e-4).
   const int B = 2, T = 5, C = 8, NH = 2;
@@ -355,3 +368,5 @@ TEST(Attention, BackwardFiniteDifferences) {
   }
   EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Bf16Table, ::testing::Values(k::Backend::kRef, k::Backend::kCpu), backend_label);

@@ -50,12 +50,10 @@ TEST(Compute, DtypeIsCheckedBeforeAnythingRuns) {
   c.quiet = true;
   c.peak_gflops = 100;
   c.dtype = "fp16";
-  EXPECT_THROW(train::train(c, comm::world()), InvalidArgument);
-  c.dtype = "bf16";  // not wired into the model yet: a clear refusal, not an fp32 run
   try {
     (void)train::train(c, comm::world());
-    ADD_FAILURE() << "--dtype bf16 ran";
+    ADD_FAILURE() << "--dtype fp16 ran";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("--dtype fp32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use fp32 or bf16"), std::string::npos) << e.what();
   }
 }

@@ -15,14 +15,14 @@ using namespace axonn;
 
 namespace {
 
-// Trains and returns the largest per-step difference to the expected losses.
-double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& expected) {
+// Trains and returns the largest per-step difference to the expected losses (each within `bound`).
+double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& expected, double bound = 1e-3) {
   auto history = train::train(c, comm::world());
   EXPECT_EQ(history.size(), expected.size());
   double worst = 0;
   for (size_t i = 0; i < history.size() && i < expected.size(); i++) {
     EXPECT_EQ(history[i].step, (int)i);
-    EXPECT_NEAR(history[i].loss, expected[i], 1e-3) << "step " << i;
+    EXPECT_NEAR(history[i].loss, expected[i], bound) << "step " << i;
     worst = std::max(worst, std::fabs(history[i].loss - expected[i]));
   }
   return worst;
@@ -47,6 +47,19 @@ TEST_P(ReferenceTrajectory, ReproducesLlmcLosses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTrajectory, ::testing::Values("cpu", "ref"));
+
+// bf16 mixed precision stays within the stated bound of llm.c's fp32 trajectory, and it is not the fp32
+// run: bf16 rounding must show in the losses.
+TEST_P(ReferenceTrajectory, Bf16StaysCloseToLlmcLosses) {
+  auto expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  train::TrainConfig c = reference_config(GetParam());
+  c.dtype = "bf16";
+  double worst = max_loss_diff(c, expected, test::kBf16LossBound);
+  EXPECT_GT(worst, 1e-3) << "bf16 gave fp32's losses: is the bf16 path running?";
+  RecordProperty("max_abs_diff", std::to_string(worst));
+  std::printf("bf16: max |loss - llm.c fp32| over 30 steps (%s kernels): %.3g (bound %.3g)\n", GetParam().c_str(),
+              worst, test::kBf16LossBound);
+}
 
 TEST(GoldenTrajectory, OddShapesMatchPyTorch) {
   // L=2 NH=3 C=48 V=397 (padded 512) maxT=32; B=3 T=13
