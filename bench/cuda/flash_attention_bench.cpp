@@ -1,12 +1,16 @@
-// bench_flash_attention — times the bf16 flash attention (kernels::cuda_bf16_ops()) forward and backward on
-// one GPU and prints TFLOP/s, with a check that the output is finite.
+// bench_flash_attention — times the bf16 flash attentions (kernels::cuda_bf16_ops(FlashAttention)) forward and
+// backward on one GPU: the tensor-core one (head sizes 64 and 128) and the CUDA-core one, TFLOP/s each, marks
+// which one cuda_bf16_ops() runs by default, checks that lse is finite, and prints how far the two
+// implementations' outputs are apart (the tests bound that on small shapes; this is the full-size look).
 //
 //   bench_flash_attention [B T NH HS] [iters]       (default GPT-2 124M: 16 1024 12 64, 20 iterations)
 //
 // FLOPs of causal attention (FlashAttention-2's convention): forward = 2 matmuls of 2*T*T*HS per head, halved
-// by the mask: 2*B*NH*T*T*HS; backward = 2.5 x forward (recomputing the scores, dV, dP, dQ, dK).
+// by the mask: 2*B*NH*T*T*HS; backward = 2.5 x forward (recomputing the scores, dV, dP, dQ, dK). Times are
+// CUDA events on the kernels' compute stream (kernels::cuda_compute_stream()).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,23 +26,53 @@
 namespace {
 
 using axonn::cuda_detail::DeviceBuffer;
+using axonn::kernels::bf16;
+using axonn::kernels::FlashAttention;
 
-// Milliseconds of `iters` runs of f(), after 3 warm-up runs, between two events on the default stream.
+// Milliseconds per run of f(), over `iters` runs after 3 warm-up runs, between two events on the stream the
+// kernels run on.
 template <typename F>
 double time_ms(int iters, F&& f) {
+  auto* stream = static_cast<cudaStream_t>(axonn::kernels::cuda_compute_stream());
   for (int i = 0; i < 3; i++) f();
   cudaEvent_t start, stop;
   AXONN_CUDA_CHECK(cudaEventCreate(&start));
   AXONN_CUDA_CHECK(cudaEventCreate(&stop));
-  AXONN_CUDA_CHECK(cudaEventRecord(start, nullptr));
+  AXONN_CUDA_CHECK(cudaEventRecord(start, stream));
   for (int i = 0; i < iters; i++) f();
-  AXONN_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+  AXONN_CUDA_CHECK(cudaEventRecord(stop, stream));
   AXONN_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   AXONN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   AXONN_CUDA_CHECK(cudaEventDestroy(start));
   AXONN_CUDA_CHECK(cudaEventDestroy(stop));
   return static_cast<double>(ms) / iters;
+}
+
+std::vector<float> host_floats(const DeviceBuffer& b, size_t n, bool is_bf16) {
+  std::vector<float> v(n);
+  if (is_bf16) {
+    std::vector<uint16_t> h(n);
+    b.download(h.data(), n * 2);
+    for (size_t i = 0; i < n; i++) v[i] = axonn::bf16_to_f32(h[i]);
+  } else {
+    b.download(v.data(), n * 4);
+  }
+  return v;
+}
+
+// max |a - b| and max |b|; NaN if any value is not finite.
+void compare(const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      diff = NAN;
+      break;
+    }
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
+  }
+  std::printf("  tensor cores vs CUDA cores: %-5s max |difference| %.3g (max |value| %.3g)\n", what, diff, mag);
 }
 
 int run(int B, int T, int NH, int HS, int iters) {
@@ -56,32 +90,56 @@ int run(int B, int T, int NH, int HS, int iters) {
   DeviceBuffer qkv(nqkv * 2), dqkv(nqkv * 2), out(nout * 2), dout(nout * 2), lse(nlse * 4), scratch(nlse * 4);
   qkv.upload(host.data(), nqkv * 2);
   dout.upload(host.data(), nout * 2);  // any values will do
-  dqkv.zero();
-  using bf16 = axonn::kernels::bf16;
-  const auto& ops = axonn::kernels::cuda_bf16_ops();
-  auto fwd = [&] { ops.attention_forward(out.as<bf16>(), lse.as<float>(), qkv.as<bf16>(), B, T, C, NH); };
-  auto bwd = [&] {
-    ops.attention_backward(dqkv.as<bf16>(), scratch.as<float>(), dout.as<bf16>(), qkv.as<bf16>(), out.as<bf16>(),
-                           lse.as<float>(), B, T, C, NH);
-  };
-  const double fwd_ms = time_ms(iters, fwd);
-  const double bwd_ms = time_ms(iters, bwd);
-  std::vector<float> l(nlse);
-  lse.download(l.data(), nlse * 4);
-  for (float x : l)
-    if (!std::isfinite(x)) {
-      std::printf("bench_flash_attention: FAIL (non-finite lse)\n");
-      return 1;
-    }
   const double fwd_flop = 2.0 * B * NH * static_cast<double>(T) * T * HS, bwd_flop = 2.5 * fwd_flop;
   cudaDeviceProp prop{};
-  AXONN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("flash attention bf16 (CUDA cores, fp32 math) on %s: B=%d T=%d NH=%d HS=%d, %d iterations\n",
+  int device = 0;
+  AXONN_CUDA_CHECK(cudaGetDevice(&device));
+  AXONN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const FlashAttention chosen = axonn::kernels::cuda_flash_attention_for(HS);
+  std::printf("flash attention bf16 on %s: B=%d T=%d NH=%d HS=%d, %d iterations (causal FLOPs, FlashAttention-2 "
+              "convention)\n",
               prop.name, B, T, NH, HS, iters);
-  std::printf("  forward  %8.3f ms  %7.2f TFLOP/s\n", fwd_ms, fwd_flop / fwd_ms * 1e-9);
-  std::printf("  backward %8.3f ms  %7.2f TFLOP/s\n", bwd_ms, bwd_flop / bwd_ms * 1e-9);
-  std::printf("  fwd+bwd  %8.3f ms  %7.2f TFLOP/s (causal FLOPs, FlashAttention-2 convention)\n", fwd_ms + bwd_ms,
-              (fwd_flop + bwd_flop) / (fwd_ms + bwd_ms) * 1e-9);
+
+  // Each implementation: timed forward and backward; then its out and dqkv (from zero) for the comparison.
+  struct Result {
+    std::vector<float> out, dqkv;
+  };
+  std::vector<Result> results;
+  for (FlashAttention impl : {FlashAttention::kTensorCores, FlashAttention::kCudaCores}) {
+    const bool tc = impl == FlashAttention::kTensorCores;
+    if (tc && HS != 64 && HS != 128) {
+      std::printf("  tensor cores: no kernel for head size %d (64 or 128)\n", HS);
+      continue;
+    }
+    const auto& ops = axonn::kernels::cuda_bf16_ops(impl);
+    auto fwd = [&] { ops.attention_forward(out.as<bf16>(), lse.as<float>(), qkv.as<bf16>(), B, T, C, NH); };
+    auto bwd = [&] {
+      ops.attention_backward(dqkv.as<bf16>(), scratch.as<float>(), dout.as<bf16>(), qkv.as<bf16>(), out.as<bf16>(),
+                             lse.as<float>(), B, T, C, NH);
+    };
+    dqkv.zero();
+    const double fwd_ms = time_ms(iters, fwd);
+    const double bwd_ms = time_ms(iters, bwd);
+    for (float x : host_floats(lse, nlse, false))
+      if (!std::isfinite(x)) {
+        std::printf("bench_flash_attention: FAIL (non-finite lse)\n");
+        return 1;
+      }
+    char name[64];
+    std::snprintf(name, sizeof name, "%s%s", tc ? "tensor cores" : "CUDA cores", impl == chosen ? " (default)" : "");
+    std::printf("  %-23s forward  %8.3f ms  %7.2f TFLOP/s\n", name, fwd_ms, fwd_flop / fwd_ms * 1e-9);
+    std::printf("  %-23s backward %8.3f ms  %7.2f TFLOP/s\n", name, bwd_ms, bwd_flop / bwd_ms * 1e-9);
+    std::printf("  %-23s fwd+bwd  %8.3f ms  %7.2f TFLOP/s\n", name, fwd_ms + bwd_ms,
+                (fwd_flop + bwd_flop) / (fwd_ms + bwd_ms) * 1e-9);
+    fwd();
+    dqkv.zero();
+    bwd();
+    results.push_back({host_floats(out, nout, true), host_floats(dqkv, nqkv, true)});
+  }
+  if (results.size() == 2) {
+    compare("out", results[0].out, results[1].out);
+    compare("dqkv", results[0].dqkv, results[1].dqkv);
+  }
   return 0;
 }
 

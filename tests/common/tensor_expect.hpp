@@ -46,15 +46,16 @@ inline std::vector<int> randint(size_t n, int hi, uint32_t seed) {
   return v;
 }
 
-// |a - b| <= atol + rtol * |b| elementwise; on failure reports the count, the worst element and
-// the first few mismatches.
-inline ::testing::AssertionResult allclose(const float* a, const float* b, size_t n, float atol, float rtol) {
+// |a - b| <= atol + rtol * |b| (+ atol_each[i] when given) elementwise; on failure reports the count, the
+// worst element and the first few mismatches.
+inline ::testing::AssertionResult allclose(const float* a, const float* b, size_t n, float atol, float rtol,
+                                           const float* atol_each = nullptr) {
   size_t bad = 0, worst = 0;
   double worst_excess = -1;
   std::ostringstream first;
   for (size_t i = 0; i < n; i++) {
     double d = std::fabs((double)a[i] - (double)b[i]);
-    double tol = atol + rtol * std::fabs((double)b[i]);
+    double tol = atol + rtol * std::fabs((double)b[i]) + (atol_each ? atol_each[i] : 0.0);
     if (!(d <= tol)) {
       if (bad < 5) first << "  [" << i << "] " << a[i] << " vs " << b[i] << "\n";
       bad++;
@@ -76,6 +77,14 @@ inline ::testing::AssertionResult allclose(const std::vector<float>& a, const st
   if (a.size() != b.size())
     return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
   return allclose(a.data(), b.data(), a.size(), atol, rtol);
+}
+// The same with a per-element absolute term added to the tolerance (a bound that depends on the element).
+inline ::testing::AssertionResult allclose(const std::vector<float>& a, const std::vector<float>& b, float atol,
+                                           float rtol, const std::vector<float>& atol_each) {
+  if (a.size() != b.size() || a.size() != atol_each.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size() << " vs "
+                                         << atol_each.size();
+  return allclose(a.data(), b.data(), a.size(), atol, rtol, atol_each.data());
 }
 
 }  // namespace axonn::test

@@ -1,29 +1,36 @@
 // kernels/cuda/attention_bf16.cu — flash-style causal self-attention in bf16, forward and backward, never
-// materialising the T x T scores (FlashAttention-2's split of the work; fp32 math on CUDA cores, no tensor
-// cores yet).
+// materialising the T x T scores (FlashAttention-2's split of the work): the CUDA-core implementation (fp32
+// math), and the choice between it and the tensor-core one (attention_bf16_tc.cu, head sizes 64 and 128; see
+// FlashAttention in kernels/cuda.hpp and AXONN_FLASH_ATTENTION below).
 //
-// q, k, v are read straight out of qkv [B,T,3C] (row stride 3C, heads HS apart). Work split: a block takes
-// kBr = 64 rows (queries, or keys in the dK/dV kernel) of one (b, h); kTPR = 4 adjacent threads share a row,
-// each owning a quarter of the head dimensions in interleaved chunks of 4 (or 2) floats, read from shared
-// memory with one 16- (or 8-) byte load per chunk (dim_of, read_row); partial dot products are completed
-// with two xor-shuffles, which give the 4 threads bit-identical sums. The other side (keys, or queries)
-// streams through shared memory in tiles of kBc = 32, widened to fp32; only the causal tiles are visited.
+// CUDA cores. q, k, v are read straight out of qkv [B,T,3C] (row stride 3C, heads HS apart). Work split: a
+// block takes kBr = 64 rows (queries, or keys in the dK/dV kernel) of one (b, h); kTPR = 4 adjacent threads
+// share a row, each owning a quarter of the head dimensions in interleaved chunks of 4 (or 2) floats, read
+// from shared memory with one 16- (or 8-) byte load per chunk (dim_of, read_row); partial dot products are
+// completed with two xor-shuffles, which give the 4 threads bit-identical sums. The other side (keys, or
+// queries) streams through shared memory in tiles of kBc = 32, widened to fp32; only the causal tiles are
+// visited.
 //   forward: online softmax in fp32 (running max m, running sum l, rescaled accumulator), writes
 //            out = o / l (bf16) and lse = m + log l (fp32).
-//   backward: D = rowsum(dout * out) -> scratch; dQ kernel over query tiles: p = exp(s - lse),
-//            ds = p (dout . v - D), dq = scale * sum ds k; dK/dV kernel over key tiles: dv = sum p dout,
-//            dk = scale * sum ds q. Each gradient element is summed by one thread in a fixed order and added
-//            to the old bf16 value in fp32, rounded once: deterministic, no atomics.
+//   backward: D = rowsum(dout * out) -> scratch (both implementations); dQ kernel over query tiles:
+//            p = exp(s - lse), ds = p (dout . v - D), dq = scale * sum ds k; dK/dV kernel over key tiles:
+//            dv = sum p dout, dk = scale * sum ds q. Each gradient element is summed by one thread in a fixed
+//            order and added to the old bf16 value in fp32, rounded once: deterministic, no atomics.
 // Head sizes: any multiple of 8 up to 128 (a template on HS, so the per-thread arrays live in registers).
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
-#include "bf16.cuh"
+#include "attention_bf16.cuh"
+#include "axonn/kernels/cuda.hpp"
 
 namespace axonn::kernels::cuda_bf16 {
 namespace {
 
+using detail::FlashGeometry;
 using detail::kWarp;
 using detail::widen;
 using kernels::cuda::detail::kFullMask;
@@ -71,16 +78,6 @@ __device__ __forceinline__ void read_row(float (&x)[HS / kTPR], const float* row
   }
 }
 
-struct Geometry {  // where (b, h) lives in qkv / out and in the per-head row arrays
-  int64_t qkv_base, out_base, stat_base;
-  int64_t C3;
-  __device__ Geometry(int b, int h, int T, int C, int NH, int HS)
-      : qkv_base(static_cast<int64_t>(b) * T * 3 * C + static_cast<int64_t>(h) * HS),
-        out_base(static_cast<int64_t>(b) * T * C + static_cast<int64_t>(h) * HS),
-        stat_base((static_cast<int64_t>(b) * NH + h) * T),
-        C3(3 * static_cast<int64_t>(C)) {}
-};
-
 // Copies rows [r0, r0 + kBc) of two bf16 matrices (row strides sx, sy; rows >= T read as 0) into fp32 tiles.
 template <int HS>
 __device__ __forceinline__ void load_tiles(float (*x)[HS], float (*y)[HS], const uint16_t* xs, int64_t sx,
@@ -98,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(uint16_t* out, 
   constexpr int DPT = HS / kTPR;
   __shared__ __align__(16) float Ks[kBc][HS];
   __shared__ __align__(16) float Vs[kBc][HS];
-  const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
+  const FlashGeometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
   const int t = q0 + threadIdx.x / kTPR;
   const int tq = t < T ? t : T - 1;  // rows past T compute on the last query and write nothing
@@ -182,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(uint16_t* d
   constexpr int DPT = HS / kTPR;
   __shared__ __align__(16) float Ks[kBc][HS];
   __shared__ __align__(16) float Vs[kBc][HS];
-  const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
+  const FlashGeometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
   const int t = q0 + threadIdx.x / kTPR;
   const int tq = t < T ? t : T - 1;
@@ -240,7 +237,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(uint16_t* 
   __shared__ __align__(16) float Qs[kBc][HS];
   __shared__ __align__(16) float dOs[kBc][HS];
   __shared__ float lse_s[kBc], D_s[kBc];
-  const Geometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
+  const FlashGeometry g(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int k0 = static_cast<int>(blockIdx.x) * kBr, part = threadIdx.x % kTPR;
   const int key = k0 + threadIdx.x / kTPR;
   const int kq = key < T ? key : T - 1;  // rows past T compute on the last key and write nothing
@@ -327,12 +324,53 @@ void with_head_size(int HS, F&& f) {
   throw InvalidArgument("cuda bf16 attention: no kernel for head size " + std::to_string(HS));
 }
 
-}  // namespace
+// Which implementation a call asks for: kDefault reads AXONN_FLASH_ATTENTION (unset, empty or "auto": the
+// default choice; "simt": the CUDA-core kernels). Read on every call, so a test can set it.
+FlashAttention requested(FlashAttention asked) {
+  if (asked != FlashAttention::kDefault) return asked;
+  const char* v = std::getenv("AXONN_FLASH_ATTENTION");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return FlashAttention::kDefault;
+  if (std::strcmp(v, "simt") == 0) return FlashAttention::kCudaCores;
+  throw InvalidArgument(std::string("AXONN_FLASH_ATTENTION=") + v +
+                        ": expected simt (the CUDA-core flash attention) or auto (tensor cores where they apply, "
+                        "the default)");
+}
 
-void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+// The shared memory the current device can give one block.
+size_t block_smem_limit() {
+  int device = 0, bytes = 0;
+  AXONN_CUDA_CHECK(cudaGetDevice(&device));
+  AXONN_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(bytes);
+}
+
+// The implementation that runs for head size HS on the current device with these bf16 buffers: tensor cores
+// need HS 64 or 128, the shared memory, and every buffer 16-byte aligned. kTensorCores asked for where they
+// do not apply is an InvalidArgument that says which; kDefault then falls back to the CUDA cores.
+FlashAttention resolve(FlashAttention asked, int HS, std::initializer_list<const void*> buffers) {
+  const FlashAttention want = requested(asked);
+  if (want == FlashAttention::kCudaCores) return want;
+  const size_t need = detail::tc_attention_smem(HS);
+  const bool fits = need > 0 && need <= block_smem_limit(), aligned = detail::all_aligned16(buffers);
+  if (want == FlashAttention::kTensorCores) {
+    AXONN_CHECK_ARG(need > 0, "cuda bf16 attention on tensor cores: head size ", HS,
+                    " is not supported (64 or 128; the CUDA-core kernels take any multiple of 8 up to 128)");
+    AXONN_CHECK_ARG(fits, "cuda bf16 attention on tensor cores: the device gives a block ", block_smem_limit(),
+                    " bytes of shared memory, the kernels need ", need);
+    AXONN_CHECK_ARG(aligned, "cuda bf16 attention on tensor cores: every bf16 buffer must be 16-byte aligned");
+    return want;
+  }
+  return fits && aligned ? FlashAttention::kTensorCores : FlashAttention::kCudaCores;
+}
+
+void forward_with(FlashAttention asked, bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
   // out [B,T,C], lse [B,NH,T] fp32, qkv [B,T,3C]
   const int HS = head_size(B, C, NH);
   if (B == 0 || T == 0) return;
+  if (resolve(asked, HS, {out, qkv}) == FlashAttention::kTensorCores) {
+    detail::tc_attention_forward(out, lse, qkv, B, T, C, NH);
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   with_head_size(HS, [&](auto hs) {
     flash_forward_kernel<decltype(hs)::value>
@@ -341,13 +379,14 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   });
 }
 
-void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                        const float* lse, int B, int T, int C, int NH) {
+void backward_with(FlashAttention asked, bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                   const bf16* out, const float* lse, int B, int T, int C, int NH) {
   // dqkv [B,T,3C] (added to), scratch [B,NH,T] fp32 (overwritten with D), dout [B,T,C], qkv [B,T,3C],
   // out [B,T,C] and lse [B,NH,T] from the forward
   const int HS = head_size(B, C, NH);
   if (B == 0 || T == 0) return;
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
+  // `out` is read only by the row-dot kernel below (element by element): any alignment.
+  const FlashAttention impl = resolve(asked, HS, {dqkv, dout, qkv});
   const int64_t rows = static_cast<int64_t>(B) * T * NH;
   constexpr int kWarpsPerBlock = 8;
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -355,6 +394,11 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   flash_rowdot_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, detail::stream()>>>(
       scratch, dout, out, rows, T, NH, HS);
   AXONN_CUDA_CHECK_LAUNCH();
+  if (impl == FlashAttention::kTensorCores) {
+    detail::tc_attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH);
+    return;
+  }
+  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   with_head_size(HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     flash_backward_dq_kernel<kHS>
@@ -366,4 +410,37 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   });
 }
 
+}  // namespace
+
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  forward_with(FlashAttention::kDefault, out, lse, qkv, B, T, C, NH);
+}
+void attention_forward_cuda_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  forward_with(FlashAttention::kCudaCores, out, lse, qkv, B, T, C, NH);
+}
+void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  forward_with(FlashAttention::kTensorCores, out, lse, qkv, B, T, C, NH);
+}
+
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                        const float* lse, int B, int T, int C, int NH) {
+  backward_with(FlashAttention::kDefault, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+}
+void attention_backward_cuda_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                                   const float* lse, int B, int T, int C, int NH) {
+  backward_with(FlashAttention::kCudaCores, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+}
+void attention_backward_tensor_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                                     const bf16* out, const float* lse, int B, int T, int C, int NH) {
+  backward_with(FlashAttention::kTensorCores, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+}
+
 }  // namespace axonn::kernels::cuda_bf16
+
+namespace axonn::kernels {
+
+FlashAttention cuda_flash_attention_for(int head_size) {
+  return cuda_bf16::resolve(FlashAttention::kDefault, head_size, {});
+}
+
+}  // namespace axonn::kernels

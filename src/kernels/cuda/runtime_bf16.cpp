@@ -33,6 +33,25 @@ const OpsBf16& cuda_bf16_ops() {
   return table;
 }
 
+const OpsBf16& cuda_bf16_ops(FlashAttention attention) {
+  auto forced = [](auto forward, auto backward) {
+    OpsBf16 table = cuda_bf16_ops();
+    table.attention_forward = forward;
+    table.attention_backward = backward;
+    return table;
+  };
+  static const OpsBf16 cuda_cores =
+      forced(cuda_bf16::attention_forward_cuda_cores, cuda_bf16::attention_backward_cuda_cores);
+  static const OpsBf16 tensor_cores =
+      forced(cuda_bf16::attention_forward_tensor_cores, cuda_bf16::attention_backward_tensor_cores);
+  switch (attention) {
+    case FlashAttention::kCudaCores: return cuda_cores;
+    case FlashAttention::kTensorCores: return tensor_cores;
+    case FlashAttention::kDefault: break;
+  }
+  return cuda_bf16_ops();
+}
+
 }  // namespace axonn::kernels
 
 namespace axonn::kernels::cuda_bf16::detail {

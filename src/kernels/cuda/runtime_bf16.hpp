@@ -29,6 +29,13 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
                         const float* lse, int B, int T, int C, int NH);
+// The same, forced to one implementation (kernels::cuda_bf16_ops(FlashAttention)).
+void attention_forward_cuda_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward_cuda_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                                   const float* lse, int B, int T, int C, int NH);
+void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward_tensor_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                                     const bf16* out, const float* lse, int B, int T, int C, int NH);
 void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);

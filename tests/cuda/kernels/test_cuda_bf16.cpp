@@ -8,12 +8,16 @@
 // (values near 0 that come out of cancellation). fp32 outputs (parameter gradients, statistics, losses,
 // lse) agree at fp32 level: 1e-5 relative (1e-4 for gradients summed over hundreds of rows) plus a small
 // absolute term. Pure copies and single additions (embedding, position, residual, casts) are bit-exact.
+// The flash attention's bound adds one bf16 ulp of the sum of the terms' magnitudes where the kernels round
+// what the oracle does not (D from the bf16 output; the tensor cores' bf16 probabilities): AttentionMagnitudes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -67,7 +71,7 @@ void PrintTo(const Shape& s, std::ostream* os) {
 }
 // The second crosses every block size: rows longer than a warp, more rows than a column chunk (256), a
 // vocabulary longer than a block (512), T = 67 not a multiple of the attention tiles (64 rows, 32 keys).
-// Head sizes 8 and 64 (the flash kernel takes multiples of 8).
+// Head sizes 8 and 64 (the CUDA-core flash kernels take multiples of 8; 64 also runs on tensor cores).
 const Shape kShapes[] = {{3, 7, 24, 3, 37, 40, 10}, {5, 67, 320, 5, 1003, 1024, 77}};
 
 class CudaBf16 : public ::testing::TestWithParam<Shape> {};
@@ -86,6 +90,17 @@ TEST(CudaBf16Ops, TableIsComplete) {
                            reinterpret_cast<const void*>(t.cast_to_f32)};
   for (const void* e : entries) EXPECT_NE(e, nullptr);
   EXPECT_NE(reinterpret_cast<const void*>(t.matmul_forward), reinterpret_cast<const void*>(cpu().matmul_forward));
+  // The tables with the attention forced to one implementation differ from it there and only there.
+  EXPECT_EQ(&k::cuda_bf16_ops(k::FlashAttention::kDefault), &t);
+  for (auto impl : {k::FlashAttention::kTensorCores, k::FlashAttention::kCudaCores}) {
+    const auto& forced = k::cuda_bf16_ops(impl);
+    EXPECT_NE(forced.attention_forward, t.attention_forward);
+    EXPECT_NE(forced.attention_backward, t.attention_backward);
+    EXPECT_EQ(forced.matmul_forward, t.matmul_forward);
+    EXPECT_EQ(forced.cast_to_f32, t.cast_to_f32);
+  }
+  EXPECT_NE(k::cuda_bf16_ops(k::FlashAttention::kTensorCores).attention_forward,
+            k::cuda_bf16_ops(k::FlashAttention::kCudaCores).attention_forward);
 }
 
 TEST_P(CudaBf16, EmbeddingAndPosition) {
@@ -188,57 +203,209 @@ TEST_P(CudaBf16, MatmulThroughCublasLt) {
   }
 }
 
+namespace {
+
+// ---- flash attention: both implementations (kernels::FlashAttention) against the oracle and each other ----
+//
+// Bound: one bf16 ulp of the value (kUlp |want|) + kAbs, as every op here, plus kUlp * (a sum of the terms'
+// magnitudes) for two roundings the oracle does not make; each moves a result by at most 2^-8 of that sum,
+// so the allowance is twice the worst case (the rest covers the fp32 noise: other summation orders).
+//   - D (scratch) is rowsum(dout * out) with the bf16 `out` (the contract, FlashAttention-2's D), while the
+//     oracle's gradient is the exact one (sum_t2 p dp, the unrounded output): |dD_t| <= 2^-8 sum_d |dout||out|,
+//     which moves dq and dk (ds = p (dp - D)). Both implementations. (`rounded_d`)
+//   - The tensor cores round P and dS to bf16 before their second product (P V, P^T dO, dS K, dS^T Q): each
+//     term by at most 2^-8 of itself. Tensor cores only. (`rounded_p`)
+// lse and D themselves see neither: fp32 level.
+struct AttentionMagnitudes {
+  Vec out;        // [B,T,C], rounded_p: sum_t2 p |v|
+  Vec dqkv;       // [B,T,3C], rounded_p: dq = scale sum_t2 |ds| |k|, dk = scale sum_t |ds| |q|, dv = sum_t p |dout|
+  Vec dqkv_of_d;  // [B,T,3C], rounded_d: dq = scale m_t sum_t2 p |k|, dk = scale sum_t p m_t |q|, with
+                  //   m_t = sum_d |dout||out| (dv does not depend on D)
+};
+// In double from the oracle's out, lse and D, with p = exp(scale q.k - lse), ds = p (dout.v - D), t2 <= t.
+AttentionMagnitudes attention_magnitudes(const Bf& qkv_bf, const Bf& dout_bf, const Bf& out_bf, const Vec& lse,
+                                         const Vec& D, int B, int T, int C, int NH) {
+  const int HS = C / NH;
+  const size_t C3 = 3 * static_cast<size_t>(C);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+  const Vec x = widen(qkv_bf), dy = widen(dout_bf), y = widen(out_bf);
+  std::vector<double> out(y.size(), 0.0), dqkv(x.size(), 0.0), of_d(x.size(), 0.0);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int t = 0; t < T; t++) {
+        const size_t qrow = (static_cast<size_t>(b) * T + t) * C3 + static_cast<size_t>(h) * HS;
+        const size_t orow = (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * HS;
+        const size_t stat = (static_cast<size_t>(b) * NH + h) * T + t;
+        double m = 0.0;
+        for (int d = 0; d < HS; d++) m += std::fabs(static_cast<double>(dy[orow + d]) * y[orow + d]);
+        for (int t2 = 0; t2 <= t; t2++) {
+          const size_t krow = (static_cast<size_t>(b) * T + t2) * C3 + C + static_cast<size_t>(h) * HS;
+          const size_t vrow = krow + C;
+          double s = 0.0, dp = 0.0;
+          for (int d = 0; d < HS; d++) {
+            s += static_cast<double>(x[qrow + d]) * x[krow + d];
+            dp += static_cast<double>(dy[orow + d]) * x[vrow + d];
+          }
+          const double p = std::exp(s * scale - lse[stat]), ds = std::fabs(p * (dp - D[stat]));
+          for (int d = 0; d < HS; d++) {
+            out[orow + d] += p * std::fabs(x[vrow + d]);
+            dqkv[qrow + d] += scale * ds * std::fabs(x[krow + d]);
+            dqkv[krow + d] += scale * ds * std::fabs(x[qrow + d]);
+            dqkv[vrow + d] += p * std::fabs(dy[orow + d]);
+            of_d[qrow + d] += scale * m * p * std::fabs(x[krow + d]);
+            of_d[krow + d] += scale * m * p * std::fabs(x[qrow + d]);
+          }
+        }
+      }
+  return {Vec(out.begin(), out.end()), Vec(dqkv.begin(), dqkv.end()), Vec(of_d.begin(), of_d.end())};
+}
+
+// got within one bf16 ulp of want (+ kAbs) + kUlp * the sum of the magnitudes given.
+::testing::AssertionResult close_attention(const Bf& got, const Bf& want, std::initializer_list<const Vec*> mags) {
+  Vec extra(got.size(), 0.0f);
+  for (const Vec* m : mags)
+    for (size_t i = 0; i < extra.size() && i < m->size(); i++) extra[i] += kUlp * (*m)[i];
+  return allclose(widen(got), widen(want), kAbs, kUlp, extra);
+}
+
+bool has_tensor_core_kernel(int HS) { return HS == 64 || HS == 128; }
+
+struct AttentionRun {
+  Bf out, dqkv;
+};
+
+// One attention problem: random inputs (q, k, v of scale 1.5, an old dqkv the backward adds to), the
+// oracle's results, and the magnitudes of the attention bounds.
+struct AttentionCase {
+  int B, T, C, NH;
+  Bf qkv, dy, d0, out, dqkv;
+  Vec lse, D;
+  AttentionMagnitudes mag;
+
+  AttentionCase(int B_, int T_, int NH_, int HS, uint32_t seed)
+      : B(B_), T(T_), C(NH_ * HS), NH(NH_), qkv(rand_bf(nqkv(), seed, 1.5f)), dy(rand_bf(nout(), seed + 1)),
+        d0(rand_bf(nqkv(), seed + 2)), out(nout()), dqkv(d0), lse(nlse()), D(nlse()) {
+    cpu().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    cpu().attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+    mag = attention_magnitudes(qkv, dy, out, lse, D, B, T, C, NH);
+  }
+  size_t nqkv() const { return static_cast<size_t>(B) * T * 3 * C; }
+  size_t nout() const { return static_cast<size_t>(B) * T * C; }
+  size_t nlse() const { return static_cast<size_t>(B) * NH * T; }
+
+  // `impl`'s forward (out, lse) and backward from the oracle's out and lse (so both see the same D) against
+  // the oracle, each run twice from the same inputs for the same bits; returns the device results.
+  AttentionRun run(k::FlashAttention impl) const {
+    const auto& ops = k::cuda_bf16_ops(impl);
+    const k::FlashAttention ran = impl == k::FlashAttention::kDefault ? k::cuda_flash_attention_for(C / NH) : impl;
+    const bool tc = ran == k::FlashAttention::kTensorCores;
+    BDev d_qkv(qkv), d_dy(dy), d_out(nout()), d_out2(nout()), d_dqkv(d0), d_dqkv2(d0), d_out_ref(out);
+    FDev d_lse(nlse()), d_scratch(Vec(nlse(), 123.0f)), d_lse_ref(lse);
+    ops.attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
+    ops.attention_forward(d_out2.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
+    AttentionRun r{d_out.host(), {}};
+    EXPECT_TRUE(tc ? close_attention(r.out, out, {&mag.out}) : close_attention(r.out, out, {})) << "out";
+    EXPECT_EQ(d_out2.host(), r.out) << "forward deterministic";
+    EXPECT_TRUE(allclose(d_lse.host(), lse, 1e-5f, 1e-5f)) << "lse at fp32 level";
+    ops.attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(), d_lse_ref.get(),
+                           B, T, C, NH);
+    EXPECT_TRUE(allclose(d_scratch.host(), D, 1e-5f, 1e-5f)) << "scratch = rowsum(dout * out)";
+    r.dqkv = d_dqkv.host();
+    EXPECT_TRUE(tc ? close_attention(r.dqkv, dqkv, {&mag.dqkv_of_d, &mag.dqkv})
+                   : close_attention(r.dqkv, dqkv, {&mag.dqkv_of_d}))
+        << "dqkv (accumulated into the old values)";
+    ops.attention_backward(d_dqkv2.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(),
+                           d_lse_ref.get(), B, T, C, NH);
+    EXPECT_EQ(d_dqkv2.host(), r.dqkv) << "backward deterministic (no atomics)";
+    return r;
+  }
+};
+
+// Every implementation that takes head size HS against the oracle; the tensor cores against the CUDA cores
+// (same bound: both are within it of the exact result's rounding); the default gives the bits of the one
+// cuda_flash_attention_for() names.
+void check_flash_attention(int B, int T, int NH, int HS, uint32_t seed) {
+  SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+               " HS=" + std::to_string(HS));
+  const AttentionCase c(B, T, NH, HS, seed);
+  AttentionRun simt, tc;
+  {
+    SCOPED_TRACE("CUDA cores");
+    simt = c.run(k::FlashAttention::kCudaCores);
+  }
+  if (has_tensor_core_kernel(HS)) {
+    SCOPED_TRACE("tensor cores");
+    tc = c.run(k::FlashAttention::kTensorCores);
+    // Both use the same D: only the rounding of P and dS separates them.
+    EXPECT_TRUE(close_attention(tc.out, simt.out, {&c.mag.out})) << "out: tensor cores vs CUDA cores";
+    EXPECT_TRUE(close_attention(tc.dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: tensor cores vs CUDA cores";
+  }
+  SCOPED_TRACE("default");
+  const bool default_tc = k::cuda_flash_attention_for(HS) == k::FlashAttention::kTensorCores;
+  const AttentionRun def = c.run(k::FlashAttention::kDefault);
+  EXPECT_EQ(def.out, default_tc ? tc.out : simt.out);
+  EXPECT_EQ(def.dqkv, default_tc ? tc.dqkv : simt.dqkv);
+}
+
+}  // namespace
+
 TEST_P(CudaBf16, FlashAttention) {
   AXONN_REQUIRE_GPU();
+  // Shape 1: HS = 8 (CUDA cores only); shape 2: HS = 64, T = 67 (a partial tile), B * NH = 25 heads.
   const auto [B, T, C, NH, V, Vp, OC] = GetParam();
-  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C,
-               nlse = static_cast<size_t>(B) * NH * T;
-  Bf qkv = rand_bf(nqkv, 1, 1.5f), dy = rand_bf(nout, 2), d0 = rand_bf(nqkv, 3);
-  Bf out(nout), dqkv = d0;
-  Vec lse(nlse), D(nlse);
-  cpu().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-  cpu().attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
-
-  BDev d_qkv(qkv), d_out(nout), d_dy(dy), d_dqkv(d0);
-  FDev d_lse(nlse), d_scratch(Vec(nlse, 123.0f));
-  gpu().attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
-  EXPECT_TRUE(close_bf16(d_out.host(), out));
-  EXPECT_TRUE(allclose(d_lse.host(), lse, 1e-5f, 1e-5f)) << "lse at fp32 level";
-  // Backward from the oracle's out (so both sides see the same D).
-  BDev d_out_ref(out);
-  FDev d_lse_ref(lse);
-  gpu().attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(), d_lse_ref.get(),
-                           B, T, C, NH);
-  EXPECT_TRUE(allclose(d_scratch.host(), D, 1e-5f, 1e-5f)) << "scratch = rowsum(dout * out)";
-  EXPECT_TRUE(close_bf16(d_dqkv.host(), dqkv)) << "dqkv (accumulated into the old values)";
-  // Deterministic: a second run from the same inputs gives the same bits.
-  BDev d_dqkv2(d0);
-  gpu().attention_backward(d_dqkv2.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(), d_lse_ref.get(),
-                           B, T, C, NH);
-  EXPECT_EQ(d_dqkv2.host(), d_dqkv.host());
+  check_flash_attention(B, T, NH, C / NH, 1);
 }
 
 TEST(CudaBf16Attention, EveryKindOfHeadSize) {
   AXONN_REQUIRE_GPU();
-  // HS = 8 (one pack), 40 (not a power of two), 128 (the largest); T = 100 crosses the tiles.
-  for (int HS : {8, 40, 128}) {
-    SCOPED_TRACE("HS = " + std::to_string(HS));
-    const int B = 2, T = 100, NH = 2, C = NH * HS;
-    const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C,
-                 nlse = static_cast<size_t>(B) * NH * T;
-    Bf qkv = rand_bf(nqkv, 11, 1.0f), dy = rand_bf(nout, 12), out(nout), dqkv(nqkv, 0);
-    Vec lse(nlse), D(nlse);
-    cpu().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-    cpu().attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
-    BDev d_qkv(qkv), d_out(nout), d_dy(dy), d_dqkv(nqkv), d_out_ref(out);
-    FDev d_lse(nlse), d_scratch(nlse), d_lse_ref(lse);
-    gpu().attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
-    EXPECT_TRUE(close_bf16(d_out.host(), out));
-    EXPECT_TRUE(allclose(d_lse.host(), lse, 1e-5f, 1e-5f));
-    gpu().attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_out_ref.get(),
-                             d_lse_ref.get(), B, T, C, NH);
-    EXPECT_TRUE(close_bf16(d_dqkv.host(), dqkv));
-  }
+  // HS = 8 (one pack), 40 (not a power of two), 128 (the largest, tensor cores too); T = 100 crosses the tiles.
+  for (int HS : {8, 40, 128}) check_flash_attention(2, 100, 2, HS, 11);
+}
+
+TEST(CudaBf16Attention, TensorCoreTiles) {
+  AXONN_REQUIRE_GPU();
+  // Around the 64-row tiles: one row, exactly one tile, four whole tiles, two and a bit at HS = 128.
+  check_flash_attention(1, 1, 1, 64, 21);
+  check_flash_attention(1, 64, 2, 64, 22);
+  check_flash_attention(1, 256, 1, 64, 23);
+  check_flash_attention(2, 130, 3, 128, 24);
+}
+
+TEST(CudaBf16Attention, DefaultIsTensorCoresWhereTheyApply) {
+  AXONN_REQUIRE_GPU();
+  const char* env = std::getenv("AXONN_FLASH_ATTENTION");
+  if (env != nullptr && std::string(env) == "simt") GTEST_SKIP() << "AXONN_FLASH_ATTENTION=simt is set";
+  // sm_80 / sm_90 (A100, H100, H200) give a block the shared memory of the HS = 128 kernels.
+  EXPECT_EQ(k::cuda_flash_attention_for(64), k::FlashAttention::kTensorCores);
+  EXPECT_EQ(k::cuda_flash_attention_for(128), k::FlashAttention::kTensorCores);
+  EXPECT_EQ(k::cuda_flash_attention_for(40), k::FlashAttention::kCudaCores);
+  // Forced where they do not apply: refused before anything runs.
+  BDev buf(3 * 2 * 4 * 40);
+  FDev lse(2 * 4);
+  EXPECT_THROW(k::cuda_bf16_ops(k::FlashAttention::kTensorCores)
+                   .attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 80, 2),
+               axonn::InvalidArgument)
+      << "head size 40";
+  BDev big(3 * 4 * 64 + 1);
+  EXPECT_THROW(k::cuda_bf16_ops(k::FlashAttention::kTensorCores)
+                   .attention_forward(big.get() + 1, lse.get(), big.get() + 1, 1, 4, 64, 1),
+               axonn::InvalidArgument)
+      << "buffers 2 bytes off 16-byte alignment";
+  EXPECT_NO_THROW(k::cuda_synchronize());
+}
+
+TEST(CudaBf16Attention, EnvironmentVariable) {
+  // No device needed: "simt" is answered before the device is asked, and a bad value is refused.
+  const char* old = std::getenv("AXONN_FLASH_ATTENTION");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("AXONN_FLASH_ATTENTION", "simt", 1);
+  EXPECT_EQ(k::cuda_flash_attention_for(64), k::FlashAttention::kCudaCores);
+  setenv("AXONN_FLASH_ATTENTION", "tensor", 1);
+  EXPECT_THROW(k::cuda_flash_attention_for(64), axonn::InvalidArgument);
+  if (old != nullptr)
+    setenv("AXONN_FLASH_ATTENTION", saved.c_str(), 1);
+  else
+    unsetenv("AXONN_FLASH_ATTENTION");
 }
 
 TEST(CudaBf16Attention, UnsupportedHeadSizeIsRefused) {
