@@ -7,6 +7,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
+#include "axonn/model/shard_map.hpp"
 
 namespace axonn::model {
 
@@ -162,6 +163,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
     : config_(checked(config, grid.shape())), grid_(grid), B_(B), T_(T), ops_(&kernels::ops_for(backend)),
       ops_bf16_(run.precision == DType::kBF16 ? &kernels::ops_bf16_for(backend) : nullptr),
       mem_(&memory_for(kernels::backend_device(backend))), run_(run),
+      shards_(std::make_unique<ShardMap>(config_, grid.shape(), grid.coords())),
       qkv_(grid, {.in = config.channels, .out = 3 * config.channels, .out_parts = 3}, "qkv"),
       attproj_(grid, {.in = config.channels, .out = config.channels, .transposed = true}, "attproj"),
       fc_(grid, {.in = config.channels, .out = 4 * config.channels}, "fc"),
@@ -173,7 +175,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   AXONN_CHECK_ARG(run.precision == DType::kF32 || run.precision == DType::kBF16, "precision ",
                   dtype_name(run.precision), " is not supported; use fp32 or bf16");
   const parallel::GridShape& g = grid.shape();
-  const int C = config_.channels, NH = config_.num_heads, L = config_.num_layers, Vp = config_.padded_vocab_size;
+  const int C = config_.channels, NH = config_.num_heads, L = config_.num_layers;
   AXONN_CHECK_ARG(B > 0, "batch size must be positive, got ", B);
   AXONN_CHECK_ARG(T > 0, "sequence length must be positive, got ", T);
   AXONN_CHECK_ARG(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's max_seq_len ",
@@ -181,37 +183,21 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   Cx_ = C / g.gx;
   Cy_ = C / g.gy;
   NHy_ = NH / g.gy;
-  const int gxy = g.gx * g.gy, r = grid.xy().rank();
-  vocab_begin_ = static_cast<int>(parallel::split_begin(Vp, gxy, r));
-  vocab_rows_ = static_cast<int>(parallel::split_begin(Vp, gxy, r + 1)) - vocab_begin_;
+  const int gxy = g.gx * g.gy;
+  vocab_begin_ = shards_->vocab_begin();
+  vocab_rows_ = shards_->vocab_rows();
   vocab_valid_ = std::max(0, std::min(config_.vocab_size - vocab_begin_, vocab_rows_));
   x_reduction_ = {&tl_, &grid.x()};
   xy_reduction_ = {&tl_, &grid.xy()};
   if (g.gx > 1) x_reducer_ = {reduce_over, &x_reduction_};
   if (gxy > 1) xy_reducer_ = {reduce_over, &xy_reduction_};
 
-  // parameters: this rank's shards, one slot per llm.c tensor, stacked over layers
-  const int64_t L64 = L;
-  auto add_param = [&](Param p, Shape s) {
-    size_t slot = params_.reserve(param_name(p), s);
+  // parameters: this rank's shards (ShardMap's shapes), one slot per llm.c tensor, stacked over layers
+  for (int i = 0; i < kNumParamTensors; i++) {
+    const auto p = static_cast<Param>(i);
+    size_t slot = params_.reserve(param_name(p), shards_->shard_shape(p));
     AXONN_CHECK(slot == static_cast<size_t>(p), "parameter slots out of order");
-  };
-  add_param(Param::kWte, {vocab_rows_, C});
-  add_param(Param::kWpe, {config_.max_seq_len, Cx_});
-  add_param(Param::kLn1w, {L64, Cx_});
-  add_param(Param::kLn1b, {L64, Cx_});
-  add_param(Param::kQkvw, {L64, qkv_.layout().shard_size});
-  add_param(Param::kQkvb, {L64, qkv_.layout().out_local});
-  add_param(Param::kAttprojw, {L64, attproj_.layout().shard_size});
-  add_param(Param::kAttprojb, {L64, attproj_.layout().out_local});
-  add_param(Param::kLn2w, {L64, Cx_});
-  add_param(Param::kLn2b, {L64, Cx_});
-  add_param(Param::kFcw, {L64, fc_.layout().shard_size});
-  add_param(Param::kFcb, {L64, fc_.layout().out_local});
-  add_param(Param::kFcprojw, {L64, fcproj_.layout().shard_size});
-  add_param(Param::kFcprojb, {L64, fcproj_.layout().out_local});
-  add_param(Param::kLnfw, {Cx_});
-  add_param(Param::kLnfb, {Cx_});
+  }
   grads_ = params_.clone_layout("gradients");
   params_.allocate();
   grads_.allocate();
@@ -224,7 +210,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   // activations kept for the backward: every block's, or under recompute one block's (slot 0)
   // plus every block's output. Activations are of the model's precision (`act`); row statistics,
   // losses and the attention's probabilities (fp32) or log-sum-exp (bf16, flash-style) are fp32.
-  const int64_t N = static_cast<int64_t>(B) * T;
+  const int64_t N = static_cast<int64_t>(B) * T, L64 = L;
   const int64_t Lk = run_.recompute ? 1 : L64;
   const DType act = run_.precision;
   auto add = [&](Act a, const char* name, Shape s, DType dt) {
@@ -321,30 +307,9 @@ size_t Gpt::comm_buffer_bytes() const {
   return gather_->bytes() + pool;
 }
 
-int64_t Gpt::full_layer_numel(Param p) const {
-  Shape s = param_shape(config_, p);
-  return param_is_per_layer(p) ? s.numel() / s[0] : s.numel();
-}
+int64_t Gpt::full_layer_numel(Param p) const { return shards_->full_layer_numel(p); }
 
-int64_t Gpt::global_index(Param p, int64_t j) const {
-  const int64_t C = config_.channels;
-  const int x = grid_.coords().x;
-  switch (p) {
-    case Param::kWte: return static_cast<int64_t>(vocab_begin_) * C + j;  // rows [begin, begin + rows)
-    case Param::kWpe: return (j / Cx_) * C + static_cast<int64_t>(x) * Cx_ + j % Cx_;  // X slice of channels
-    case Param::kLn1w: case Param::kLn1b: case Param::kLn2w: case Param::kLn2b:
-    case Param::kLnfw: case Param::kLnfb: return static_cast<int64_t>(x) * Cx_ + j;
-    case Param::kQkvw: return qkv_.layout().weight_index(qkv_.layout().shard_offset + j);
-    case Param::kAttprojw: return attproj_.layout().weight_index(attproj_.layout().shard_offset + j);
-    case Param::kFcw: return fc_.layout().weight_index(fc_.layout().shard_offset + j);
-    case Param::kFcprojw: return fcproj_.layout().weight_index(fcproj_.layout().shard_offset + j);
-    case Param::kQkvb: return qkv_.layout().out_row(static_cast<int>(j));
-    case Param::kAttprojb: return attproj_.layout().out_row(static_cast<int>(j));
-    case Param::kFcb: return fc_.layout().out_row(static_cast<int>(j));
-    case Param::kFcprojb: return fcproj_.layout().out_row(static_cast<int>(j));
-  }
-  return 0;
-}
+int64_t Gpt::global_index(Param p, int64_t j) const { return shards_->global_index(p, j); }
 
 void Gpt::load_full_layer(Param p, int layer, const float* full) {
   weights_updated();

@@ -49,6 +49,8 @@
 
 namespace axonn::model {
 
+class ShardMap;  // model/shard_map.hpp: which elements of the full tensors this rank holds
+
 // llm.c's parameter tensors, in checkpoint order.
 enum class Param : int {
   kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
@@ -120,8 +122,9 @@ class Gpt {
   Tensor grad(Param p) const { return grads_.tensor(static_cast<size_t>(p)); }
 
   // Index in the full tensor p (within one layer's slice for per-layer tensors) of element j of
-  // this rank's shard of one layer.
+  // this rank's shard of one layer (the grid's ShardMap, model/shard_map.hpp).
   int64_t global_index(Param p, int64_t j) const;
+  const ShardMap& shard_map() const { return *shards_; }
   // Elements of one layer's slice of the full tensor p (the whole tensor if not per-layer).
   int64_t full_layer_numel(Param p) const;
   // Copies this rank's shard out of one layer of the full tensor p (full: full_layer_numel floats).
@@ -233,6 +236,8 @@ class Gpt {
   const kernels::OpsBf16* ops_bf16_;  // bf16 kernels: mixed precision only, else null
   const MemoryOps* mem_;  // the memory of the kernels: host, or device for Backend::kCuda
   GptRunOptions run_;
+  // which elements of the full tensors this rank holds (the layouts of docs/parallelism.md)
+  std::unique_ptr<ShardMap> shards_;
   // this rank's share of the dimensions
   int Cx_, Cy_, NHy_, vocab_begin_, vocab_rows_, vocab_valid_;
   parallel::TpLinear qkv_, attproj_, fc_, fcproj_;

@@ -5,8 +5,8 @@
 // ShardMap is that function on its own, so that code with no Grid (checkpoint resharding, `axonn
 // convert`) can say for any grid where each element of a rank's shard lives in the full tensor.
 //
-// Gpt computes the same mapping from its Grid (Gpt::global_index); it should delegate to ShardMap
-// (one definition of the layout), which is what tests/mpi/checkpoint checks it agrees with today.
+// Gpt builds its parameter shards from the ShardMap of its grid (Gpt::shard_map(), Gpt::global_index):
+// one definition of the layout.
 //
 //   model::ShardMap map(cfg, {2, 1, 2, 1}, {.x = 1, .y = 0, .z = 1});
 //   for (int64_t j = 0; j < map.shard_layer_numel(Param::kQkvw); j++)
