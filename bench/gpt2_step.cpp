@@ -11,9 +11,10 @@
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
-// --peak-tflops per rank when given, else measured in the same run: on the CPU the sgemm rate (every
-// rank at once, with its threads), on the GPU the dense bf16 GEMM rate (cublasGemmEx 8192^3, bf16
-// inputs, fp32 accumulation) of each rank's device. The step time is the slowest rank's.
+// --peak-tflops per rank when given, else measured in the same run: on the CPU the sgemm rate, or with
+// --dtype bf16 the bf16 GEMM rate (kernels::gemm_bf16: oneDNN's AMX / AVX512-BF16 matmul), every rank at
+// once with its threads; on the GPU the dense bf16 GEMM rate (cublasGemmEx 8192^3, bf16 inputs, fp32
+// accumulation) of each rank's device. The step time is the slowest rank's.
 // With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
 // timed) and rank 0's choices are printed under each shape's line.
 #include <algorithm>
@@ -87,8 +88,10 @@ int main(int argc, char** argv) {
     const DType precision = dtype == "bf16" ? DType::kBF16 : DType::kF32;
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
+    const bool bf16 = precision == DType::kBF16;
     float peak = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
                                     : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+                                    : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
                                                     : kernels::measure_sgemm_gflops(2048, 5));
     world->all_reduce(&peak, 1, DType::kF32);
     const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
@@ -107,6 +110,9 @@ int main(int argc, char** argv) {
       else if (gpu)
         std::printf("# peak: dense bf16 GEMM 8192^3 (cuBLAS, fp32 accumulation) on every rank's GPU = %.1f TFLOP/s "
                     "(measured now)\n", peak / 1e3);
+      else if (bf16)
+        std::printf("# peak: bf16 GEMM 2048^3 (%s, fp32 accumulation) on every rank at once = %.1f GFLOP/s "
+                    "(measured now)\n", kernels::gemm_bf16_kernel().c_str(), peak);
       else
         std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",

@@ -320,9 +320,12 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
   detail::Checkpointer checkpointer(c, mc, checkpoint_grid, start);
 
-  // MFU's denominator: given, or measured now (sgemm on the CPU; a bf16 GEMM on the GPU)
+  // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
+  // in bf16; a bf16 GEMM on the GPU)
+  const bool bf16 = run.precision == DType::kBF16;
   const double peak = c.peak_gflops > 0 ? c.peak_gflops
                       : gpu            ? 1e3 * measure_gpu_bf16_tflops(8192, 3)
+                      : bf16           ? kernels::measure_bf16_gemm_gflops(1536, 3)
                                        : kernels::measure_sgemm_gflops(1536, 3);
   log_info("model     %s, %.2fM parameters, %s", mc.str().c_str(), static_cast<double>(mc.num_parameters()) / 1e6,
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
@@ -349,12 +352,20 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     log_info("compute   kernels cuda on %s, comm %s, precision %s, peak %.1f TFLOP/s (%s)",
              compute.device_name.c_str(), compute.comm.c_str(), c.dtype.c_str(), peak / 1e3,
              c.peak_gflops > 0 ? "given" : "dense bf16 GEMM measured now");
-  else
+  else {
+    const std::string bf16_gemm = bf16 ? kernels::gemm_bf16_kernel() : "";
+    const std::string how = !bf16 ? ""
+                            : backend == kernels::Backend::kCpu
+                                ? " (matmuls: bf16 GEMM " + bf16_gemm + "; other ops widened to fp32)"
+                                : " (fp32 kernels on widened inputs)";
+    const std::string source = c.peak_gflops > 0 ? "given"
+                               : bf16            ? "bf16 GEMM " + bf16_gemm + " measured now"
+                                                 : "sgemm measured now";
     log_info("compute   kernels %s, GEMM %s, %d threads, precision %s%s, peak %.1f GFLOP/s (%s)",
              std::string(kernels::backend_name(backend)).c_str(),
              std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(),
-             c.dtype.c_str(), run.precision == DType::kBF16 ? " (emulated: fp32 kernels on widened inputs)" : "", peak,
-             c.peak_gflops > 0 ? "given" : "sgemm measured now");
+             c.dtype.c_str(), how.c_str(), peak, source.c_str());
+  }
   if (kernels::gemm_tuning())
     log_info("gemm      layout tuning on: the first call of each GEMM shape times its %zu variants (step 1 is "
              "slower); choices reported at the end", kernels::kGemmVariants.size());

@@ -1,11 +1,13 @@
 // kernels/gemm.hpp — the CPU GEMM backend, behind one interface.
 //
 // Two backends: oneDNN's dnnl_sgemm (the default: the fastest measured on this project's
-// machines, and indifferent to OPENBLAS_CORETYPE) and OpenBLAS's cblas_sgemm. The choice is
-// process-wide, made once at start-up (--gemm), and benchmarks report which one ran.
+// machines, and indifferent to OPENBLAS_CORETYPE) and OpenBLAS's cblas_sgemm; each also serves the bf16
+// GEMMs of mixed precision (gemm_bf16). The choice is process-wide, made once at start-up (--gemm), and
+// benchmarks report which one ran.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace axonn::kernels {
@@ -21,9 +23,35 @@ GemmBackend gemm_backend();
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// bf16 GEMMs (mixed precision, docs/precision.md): A and B are bf16 (the bits, kernels::bf16), products
+// exact in fp32, fp32 accumulation. What runs depends on the backend and the CPU, probed once per backend
+// (gemm_bf16_kernel() names it): oneDNN's matmul primitive (AMX or AVX512-BF16 brgemm kernels) for
+// onednn; OpenBLAS's cblas_sbgemm for openblas when the library exports it (Debian's 0.3.21 does not).
+// Without a native bf16 GEMM (or for a shape oneDNN serves only with its reference kernel), the operands
+// are widened to fp32 and sgemm runs: the same numbers to fp32 summation order, slower; a warning says
+// so once. Deterministic for a given shape, backend and thread count.
+//
+// Row-major C[M,N] (fp32) = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, as sgemm.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Row-major C[M,N] (bf16) = round(op(A) @ op(B) + bias + (accumulate ? C : 0)): the product, the bias
+// [N] (bf16, may be null) and the old value of C are summed in fp32 and rounded once (to nearest even).
+// With oneDNN the rounding is fused into the GEMM; otherwise the product goes through an fp32 buffer.
+void gemm_bf16_round(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                     const uint16_t* B, int64_t ldb, const uint16_t* bias, bool accumulate, uint16_t* C,
+                     int64_t ldc);
+// What gemm_bf16 runs with the current backend on this CPU, e.g. "oneDNN matmul brg:avx512_core_amx_bf16",
+// "OpenBLAS cblas_sbgemm" or "none: widened to fp32, sgemm" (probes the backend on the first call).
+std::string gemm_bf16_kernel();
+// Whether gemm_bf16 runs a native bf16 GEMM with the current backend (false: widened to fp32).
+bool gemm_bf16_native();
+
 // Measures the sustained sgemm rate of the current backend and thread count (GFLOP/s), on square
 // matrices of size n (best of `reps` after a warm-up): the peak that MFU is reported against.
 double measure_sgemm_gflops(int n = 1024, int reps = 5);
+// The same for gemm_bf16 (bf16 inputs, fp32 output): the peak of bf16 runs (gemm_bf16_kernel() says what
+// ran; without a native bf16 GEMM it is the rate of the widened sgemm).
+double measure_bf16_gemm_gflops(int n = 1024, int reps = 5);
 
 // Number of threads the CPU kernels use (OpenMP).
 int cpu_threads();

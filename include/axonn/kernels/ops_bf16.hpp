@@ -66,11 +66,22 @@ struct OpsBf16 {
   void (*cast_to_f32)(float* out, const bf16* in, int64_t n);
 };
 
-// The CPU tables (always built): each op widens its inputs, runs the fp32 op of `ref` (naive loops: the
-// oracle) or of `cpu` (BLAS GEMMs, OpenMP: bf16 numerics at fp32 speed less the conversions, for
-// training in mixed precision on the CPU), and rounds each bf16 output once.
+// The CPU tables (always built). ref_bf16: each op widens its inputs, runs the fp32 op of `ref` (naive
+// loops: the oracle) and rounds each bf16 output once. cpu_bf16 (training in mixed precision on the CPU):
+// the matmuls run bf16 GEMMs (cpu::matmul_* below); the other ops widen, run the fp32 op of `cpu` (OpenMP)
+// and round once.
 const OpsBf16& ref_bf16_ops();
 const OpsBf16& cpu_bf16_ops();
+
+namespace cpu {
+// cpu_bf16's matmuls (shapes as OpsBf16's): bf16 GEMMs with fp32 accumulation (kernels::gemm_bf16: oneDNN's
+// AMX / AVX512-BF16 kernels; widened to fp32 where the CPU or the GEMM backend has none). The bias and the
+// old dinp are added in fp32 and each bf16 output is rounded once; dweight accumulates in fp32 (beta = 1).
+// Results agree with ref_bf16 to one bf16 rounding (the GEMM sums in another order), not bit for bit.
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC);
+void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                     int64_t N, int C, int OC);
+}  // namespace cpu
 // The GPU table (device pointers) is kernels::cuda_bf16_ops() in kernels/cuda.hpp (AXONN_CUDA=ON only).
 
 // The bf16 table of a backend: kRef -> ref_bf16, kCpu -> cpu_bf16, kCuda -> the table registered by

@@ -1,11 +1,12 @@
 // kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: `ref_bf16` (the oracle for the GPU's bf16
-// kernels) and `cpu_bf16` (mixed-precision training on the CPU).
+// kernels) and `cpu_bf16` (mixed-precision training on the CPU; its matmuls are bf16 GEMMs, in
+// cpu/ops_cpu_bf16.cpp).
 //
-// Every op widens its bf16 inputs to fp32 (exact), runs the fp32 op of `kernels::ref` or `kernels::cpu`
-// (fp32 accumulation), and rounds each bf16 output once (round-to-nearest-even, core/dtype.hpp). An output
-// that is accumulated into (dinp += ...) is widened first, so the old value and the new terms are summed in
-// fp32 and the sum is rounded once. fp32 outputs (parameter gradients, statistics, losses) are passed to the
-// fp32 op directly.
+// Every op (but cpu_bf16's matmuls) widens its bf16 inputs to fp32 (exact), runs the fp32 op of
+// `kernels::ref` or `kernels::cpu` (fp32 accumulation), and rounds each bf16 output once
+// (round-to-nearest-even, core/dtype.hpp). An output that is accumulated into (dinp += ...) is widened
+// first, so the old value and the new terms are summed in fp32 and the sum is rounded once. fp32 outputs
+// (parameter gradients, statistics, losses) are passed to the fp32 op directly.
 // Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; backward rebuilds att from qkv and lse.
 // Plain and obviously right: temporary fp32 copies of everything (ref_bf16 is also slow).
 #include <cmath>
@@ -257,7 +258,13 @@ const OpsBf16& ref_bf16_ops() {
 }
 
 const OpsBf16& cpu_bf16_ops() {
-  static const OpsBf16 table = widened_table<Backend::kCpu>();
+  // the matmuls run bf16 GEMMs (cpu/ops_cpu_bf16.cpp); the rest widens as ref_bf16
+  static const OpsBf16 table = [] {
+    OpsBf16 t = widened_table<Backend::kCpu>();
+    t.matmul_forward = cpu::matmul_forward;
+    t.matmul_backward = cpu::matmul_backward;
+    return t;
+  }();
   return table;
 }
 

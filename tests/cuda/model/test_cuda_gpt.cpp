@@ -151,8 +151,8 @@ TEST(GpuOneStep, EqualsCpu) {
                               << " more than their gradients explain";
   }
 
-  // bf16 mixed precision: the GPU's bf16 kernels against the CPU's (cpu_bf16: fp32 ops on widened inputs,
-  // each output rounded once). The GPU rounds the same values in other places (GEMM blocking, the flash
+  // bf16 mixed precision: the GPU's bf16 kernels against the CPU's (cpu_bf16: bf16 GEMMs and fp32 ops on
+  // widened inputs, each output rounded once). The GPU rounds the same values in other places (GEMM blocking, the flash
   // attention's tiles), so the bound is bf16's: the loss to 1e-3 relative, every gradient tensor to 5e-2
   // relative L2 (the bound of the bf16 grid test, tests/mpi/model/test_gpt_grid.cpp).
   const Run cpu16 = run(kernels::Backend::kCpu, DType::kBF16);
