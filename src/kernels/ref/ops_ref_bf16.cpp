@@ -21,14 +21,20 @@ namespace {
 
 using Vec = std::vector<float>;
 
+// Elementwise conversions, threaded when large (each element on its own: the same bits for any thread count).
+constexpr int64_t kThreadedConversion = int64_t{1} << 16;
+
 Vec widen(const bf16* x, int64_t n) {
   Vec v(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n >= kThreadedConversion)
   for (int64_t i = 0; i < n; i++) v[static_cast<size_t>(i)] = bf16_to_f32(x[i]);
   return v;
 }
 
 void round_into(bf16* out, const Vec& v) {
-  for (size_t i = 0; i < v.size(); i++) out[i] = f32_to_bf16(v[i]);
+  const auto n = static_cast<int64_t>(v.size());
+#pragma omp parallel for schedule(static) if (n >= kThreadedConversion)
+  for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(v[static_cast<size_t>(i)]);
 }
 
 // lse[b,h,t] = log sum_{t2<=t} exp(s) with s = q_t . k_t2 / sqrt(HS), as max + log(sum exp(s - max)).
@@ -64,6 +70,20 @@ struct Widened {
 
   static void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C) {
     // out [N,C], inp [N], wte [R,C]
+    if constexpr (kFp32 == Backend::kCpu) {
+      // A lookup moves values, so round(widen(row)) is the row itself: copy the looked-up rows instead of
+      // widening the whole table (50304 x 768 for GPT-2) at every forward. Same bits.
+#pragma omp parallel for schedule(static)
+      for (int64_t n = 0; n < N; n++) {
+        const int r = inp[n] - row_begin;
+        bf16* o = out + n * C;
+        if (r >= 0 && r < R)
+          std::memcpy(o, wte + static_cast<int64_t>(r) * C, sizeof(bf16) * static_cast<size_t>(C));
+        else
+          std::memset(o, 0, sizeof(bf16) * static_cast<size_t>(C));
+      }
+      return;
+    }
     Vec w = widen(wte, (int64_t)R * C), o(static_cast<size_t>(N * C));
     fp32().embedding_forward(o.data(), inp, w.data(), row_begin, R, N, C);
     round_into(out, o);
