@@ -25,6 +25,8 @@
 //   gpt.zero_grad();
 //   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
 //   gpt.sync_gradients();
+// bf16 mixed precision (docs/precision.md): GptRunOptions run; run.precision = DType::kBF16; and the same
+// calls; params(), grads() and the optimizer stay fp32.
 // Gathered weights (and the cache, --cache-gathered-weights) are reused only within one step: the
 // first forward after a last micro-batch's backward gathers afresh. After writing params() outside
 // of the optimizer loop above (loading, a step without backward), call weights_updated().
