@@ -10,11 +10,12 @@
 // element types and the attention op differ. Attention is flash-style: forward keeps the per-row
 // log-sum-exp lse[B,NH,T] instead of the probabilities att[B,NH,T,T], and backward recomputes them.
 //
-// Two implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
-// output to bf16 — the oracle for the GPU) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16
-// inputs and fp32 accumulation, a flash attention kernel; built with AXONN_CUDA=ON).
+// Three implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
+// output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, the other ops widened around
+// kernels::cpu) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
+// flash attention kernel; built with AXONN_CUDA=ON).
 // A RowReducer (LayerNorm, cross-entropy) is called with the arrays where the implementation keeps the row
-// values: host arrays for ref_bf16, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
+// values: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,8 @@ namespace cpu {
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC);
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      int64_t N, int C, int OC);
+// cpu_bf16's lookup: copies the bf16 rows (the same bits as widening, looking up and rounding).
+void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C);
 }  // namespace cpu
 // The GPU table (device pointers) is kernels::cuda_bf16_ops() in kernels/cuda.hpp (AXONN_CUDA=ON only).
 

@@ -1,15 +1,31 @@
-// kernels/cpu/ops_cpu_bf16.cpp — the matmuls of the cpu_bf16 table: native bf16 GEMMs (gemm.hpp's
-// gemm_bf16: oneDNN's AMX / AVX512-BF16 kernels), fp32 accumulation, each bf16 output rounded once.
-// The other ops of cpu_bf16 widen to fp32 and run kernels::cpu (ref/ops_ref_bf16.cpp).
+// kernels/cpu/ops_cpu_bf16.cpp — the ops of the cpu_bf16 table that work on bf16 directly: the matmuls
+// (native bf16 GEMMs, gemm.hpp's gemm_bf16: oneDNN's AMX / AVX512-BF16 kernels, fp32 accumulation, each
+// bf16 output rounded once) and the embedding lookup. The other ops of cpu_bf16 widen to fp32 and run
+// kernels::cpu (ref/ops_ref_bf16.cpp).
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "axonn/core/dtype.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
 
 namespace axonn::kernels::cpu {
+
+void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C) {
+  // out [N,C] = wte [R,C] row inp[n] - row_begin, or zeros outside the range. A lookup moves values, so
+  // this is round(widen(row)) bit for bit, without widening the whole table (50304 x 768 for GPT-2).
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const int r = inp[n] - row_begin;
+    bf16* o = out + n * C;
+    if (r >= 0 && r < R)
+      std::memcpy(o, wte + static_cast<int64_t>(r) * C, sizeof(bf16) * static_cast<size_t>(C));
+    else
+      std::memset(o, 0, sizeof(bf16) * static_cast<size_t>(C));
+  }
+}
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC) {
   // out [N,OC] = round(inp [N,C] @ weight [OC,C]^T + bias [OC] or null), summed in fp32

@@ -1,13 +1,14 @@
 // kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: `ref_bf16` (the oracle for the GPU's bf16
-// kernels) and `cpu_bf16` (mixed-precision training on the CPU; its matmuls are bf16 GEMMs, in
-// cpu/ops_cpu_bf16.cpp).
+// kernels) and `cpu_bf16` (mixed-precision training on the CPU; its matmuls and embedding lookup run on
+// bf16 directly, in cpu/ops_cpu_bf16.cpp).
 //
-// Every op (but cpu_bf16's matmuls) widens its bf16 inputs to fp32 (exact), runs the fp32 op of
+// Every other op widens its bf16 inputs to fp32 (exact), runs the fp32 op of
 // `kernels::ref` or `kernels::cpu` (fp32 accumulation), and rounds each bf16 output once
 // (round-to-nearest-even, core/dtype.hpp). An output that is accumulated into (dinp += ...) is widened
 // first, so the old value and the new terms are summed in fp32 and the sum is rounded once. fp32 outputs
 // (parameter gradients, statistics, losses) are passed to the fp32 op directly.
-// Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; backward rebuilds att from qkv and lse.
+// Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; ref_bf16's backward rebuilds att from qkv and lse by
+// direct sums, cpu_bf16's recomputes it with the fp32 (BLAS) forward.
 // Plain and obviously right: temporary fp32 copies of everything (ref_bf16 is also slow).
 #include <cmath>
 #include <cstring>
@@ -108,20 +109,6 @@ struct Widened {
 
   static void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C) {
     // out [N,C], inp [N], wte [R,C]
-    if constexpr (kFp32 == Backend::kCpu) {
-      // A lookup moves values, so round(widen(row)) is the row itself: copy the looked-up rows instead of
-      // widening the whole table (50304 x 768 for GPT-2) at every forward. Same bits.
-#pragma omp parallel for schedule(static)
-      for (int64_t n = 0; n < N; n++) {
-        const int r = inp[n] - row_begin;
-        bf16* o = out + n * C;
-        if (r >= 0 && r < R)
-          std::memcpy(o, wte + static_cast<int64_t>(r) * C, sizeof(bf16) * static_cast<size_t>(C));
-        else
-          std::memset(o, 0, sizeof(bf16) * static_cast<size_t>(C));
-      }
-      return;
-    }
     Vec w = widen(wte, (int64_t)R * C), o(static_cast<size_t>(N * C));
     fp32().embedding_forward(o.data(), inp, w.data(), row_begin, R, N, C);
     round_into(out, o);
@@ -321,9 +308,10 @@ const OpsBf16& ref_bf16_ops() {
 }
 
 const OpsBf16& cpu_bf16_ops() {
-  // the matmuls run bf16 GEMMs (cpu/ops_cpu_bf16.cpp); the rest widens as ref_bf16
+  // the matmuls run bf16 GEMMs and the lookup copies bf16 rows (cpu/ops_cpu_bf16.cpp); the rest widens
   static const OpsBf16 table = [] {
     OpsBf16 t = widened_table<Backend::kCpu>();
+    t.embedding_forward = cpu::embedding_forward;
     t.matmul_forward = cpu::matmul_forward;
     t.matmul_backward = cpu::matmul_backward;
     return t;
