@@ -7,7 +7,7 @@
 # T=1024 in bf16 and fp32 (tokens/s, MFU against the dense bf16 GEMM peak measured in the same run)
 # and the flash attention benchmark, prints a summary, and exits non-zero if
 # anything failed, or if a test that this machine can run was skipped (e.g. a driver older than the
-# toolkit). The llm.c reference is ../shared/reference (or $AXONN_REFERENCE_DIR).
+# toolkit). The llm.c reference is tests/reference (or $AXONN_REFERENCE_DIR).
 #
 #   bash scripts/gpu-check.sh [build-dir]        (default build-gpu)
 set -uo pipefail

@@ -1,4 +1,4 @@
-// llm.c's reference run on shared/reference/gpt2-tiny, as the training tests use it (include
+// llm.c's reference run on tests/reference/gpt2-tiny, as the training tests use it (include
 // "common/reference_run.hpp"; the including target defines AXONN_REFERENCE_DIR).
 #pragma once
 

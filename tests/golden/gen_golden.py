@@ -2,7 +2,7 @@
 """Golden loss trajectories for GPT-2 shapes other than shared/reference/gpt2-tiny, from an
 independent implementation: GPT-2 written here in PyTorch (Debian's python3-torch), in float64.
 
-For each case it makes an llm.c checkpoint and token shard with shared/reference/make_reference.c,
+For each case it makes an llm.c checkpoint and token shard with tests/reference/make_reference.c,
 trains on them with the same settings `axonn train` takes, and writes the per-step losses. CI only
 reads the committed outputs; rerun this by hand after changing a case:
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAKE_REFERENCE = os.path.join(HERE, "..", "..", "..", "shared", "reference", "make_reference.c")
+MAKE_REFERENCE = os.path.join(HERE, "..", "reference", "make_reference.c")
 
 # name, (maxT, V, L, NH, C, ntok, seed), training settings
 CASES = [

@@ -1,5 +1,5 @@
 // `axonn train`'s loop on every 4D grid of this world's size that the model admits: the reference
-// GPT-2 (shared/reference/gpt2-tiny, B=4) against llm.c's losses (<= 1e-3) and the single-rank run
+// GPT-2 (tests/reference/gpt2-tiny, B=4) against llm.c's losses (<= 1e-3) and the single-rank run
 // (<= 2e-4); grids whose Gz*Gdata does not divide 4 train B=8 against the single-rank B=8 run. On 3
 // and 6 ranks, the odd-shaped model of tests/golden (C=48, NH=3, B=3) against PyTorch and one rank.
 #include <gtest/gtest.h>
