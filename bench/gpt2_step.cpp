@@ -40,11 +40,10 @@ namespace {
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-// Bytes of the four tensor-parallel weight tensors in an arena laid out like the model's params.
-double tp_weight_bytes(const Arena& a) {
+// Bytes of the tensor-parallel linears' weights in an arena laid out like the model's params.
+double tp_weight_bytes(const model::ModelSpec& spec, const Arena& a) {
   double b = 0;
-  for (model::Param p : {model::Param::kQkvw, model::Param::kAttprojw, model::Param::kFcw, model::Param::kFcprojw})
-    b += static_cast<double>(a.tensor(static_cast<size_t>(p)).bytes());
+  for (const model::LinearSpec& l : spec.linears) b += static_cast<double>(a.tensor(static_cast<size_t>(l.weight)).bytes());
   return b;
 }
 
@@ -166,8 +165,9 @@ int main(int argc, char** argv) {
       // memory: this rank's bytes, and the tensor-parallel weights against one rank's
       const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
                                                     gpt.activation_bytes());
-      const double tp = tp_weight_bytes(gpt.params());
-      const double tp_full = 4.0 * (3.0 + 1 + 4 + 4) * cfg.channels * cfg.channels * cfg.num_layers;
+      const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
+      double tp_full = 0;
+      for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
       double gflops = gpt.flops_per_step() / sec / 1e9;
       if (root) {
         std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",

@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
       r.gpt = std::make_unique<model::Gpt>(cfg, *r.grid, B_local, o.seq_len, kernels::Backend::kCpu);
       r.gpt->init_random(1);
       r.opt = std::make_unique<optim::AdamW>(r.gpt->params(), optim::AdamWConfig{},
-                                             std::vector<bool>(model::kNumParamTensors, true), ops);
+                                             r.gpt->decay_mask(true), ops);
       const size_t n = static_cast<size_t>(B_local) * static_cast<size_t>(o.seq_len);
       r.in.resize(n);
       r.tg.resize(n);

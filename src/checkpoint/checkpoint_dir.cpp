@@ -144,6 +144,81 @@ const nlohmann::json& get_object(const nlohmann::json& obj, const char* key, con
   return v;
 }
 
+double get_double(const nlohmann::json& obj, const char* key, const std::string& where) {
+  const auto& v = field(obj, key, where);
+  AXONN_CHECK_IO(v.is_number(), "manifest '", where, "': '", key, "' is not a number");
+  return v.get<double>();
+}
+
+bool get_bool(const nlohmann::json& obj, const char* key, const std::string& where) {
+  const auto& v = field(obj, key, where);
+  AXONN_CHECK_IO(v.is_boolean(), "manifest '", where, "': '", key, "' is not true or false");
+  return v.get<bool>();
+}
+
+// The model's shape in a manifest: GPT-2's six numbers (as before Llama existed); a Llama model adds
+// its family and the Llama fields.
+Json model_to_json(const model::GptConfig& c) {
+  Json j = {{"num_layers", c.num_layers}, {"num_heads", c.num_heads},
+            {"channels", c.channels},     {"vocab_size", c.vocab_size},
+            {"padded_vocab_size", c.padded_vocab_size}, {"max_seq_len", c.max_seq_len}};
+  if (c.family == model::Family::kGpt2) return j;
+  j["family"] = std::string(model::family_name(c.family));
+  j["num_kv_heads"] = c.kv_heads();
+  j["head_dim"] = c.head_dim;
+  j["ffn_hidden"] = c.mlp_hidden();
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = nullptr;
+  if (c.rope_scaling.enabled())
+    j["rope_scaling"] = {{"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  j["norm_eps"] = static_cast<double>(c.norm_eps);
+  j["tied_embeddings"] = c.tied_embeddings;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_ids"] = c.eos_token_ids;
+  return j;
+}
+
+model::GptConfig model_from_json(const nlohmann::json& j, const std::string& where) {
+  model::GptConfig c;
+  c.num_layers = get_int32(j, "num_layers", where, 1);
+  c.num_heads = get_int32(j, "num_heads", where, 1);
+  c.channels = get_int32(j, "channels", where, 1);
+  c.vocab_size = get_int32(j, "vocab_size", where, 1);
+  c.padded_vocab_size = get_int32(j, "padded_vocab_size", where, 1);
+  c.max_seq_len = get_int32(j, "max_seq_len", where, 1);
+  if (!j.contains("family")) return c;  // GPT-2
+  try {
+    c.family = model::parse_family(get_string(j, "family", where));
+  } catch (const InvalidArgument& e) {
+    throw IoError("manifest '" + where + "': " + e.what());
+  }
+  c.num_kv_heads = get_int32(j, "num_kv_heads", where, 1);
+  c.head_dim = get_int32(j, "head_dim", where, 0);
+  c.ffn_hidden = get_int32(j, "ffn_hidden", where, 1);
+  c.rope_theta = get_double(j, "rope_theta", where);
+  const auto& scaling = field(j, "rope_scaling", where);
+  if (!scaling.is_null()) {
+    AXONN_CHECK_IO(scaling.is_object(), "manifest '", where, "': 'rope_scaling' is not an object or null");
+    c.rope_scaling.factor = get_double(scaling, "factor", where);
+    c.rope_scaling.low_freq_factor = get_double(scaling, "low_freq_factor", where);
+    c.rope_scaling.high_freq_factor = get_double(scaling, "high_freq_factor", where);
+    c.rope_scaling.original_max_position_embeddings = get_int32(scaling, "original_max_position_embeddings", where, 1);
+  }
+  c.norm_eps = static_cast<float>(get_double(j, "norm_eps", where));
+  c.tied_embeddings = get_bool(j, "tied_embeddings", where);
+  c.bos_token_id = get_int32(j, "bos_token_id", where, -1);
+  const auto& eos = field(j, "eos_token_ids", where);
+  AXONN_CHECK_IO(eos.is_array(), "manifest '", where, "': 'eos_token_ids' is not a list");
+  for (const auto& id : eos) {
+    AXONN_CHECK_IO(id.is_number_integer(), "manifest '", where, "': 'eos_token_ids' holds a non-integer");
+    c.eos_token_ids.push_back(id.get<int>());
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string library_version() { return std::string("axonn ") + AXONN_VERSION_STRING; }
@@ -161,12 +236,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["library_version"] = m.library_version;
   j["step"] = m.step;
   j["tokens_seen"] = m.tokens_seen;
-  j["model"] = {{"num_layers", m.model.num_layers},
-                {"num_heads", m.model.num_heads},
-                {"channels", m.model.channels},
-                {"vocab_size", m.model.vocab_size},
-                {"padded_vocab_size", m.model.padded_vocab_size},
-                {"max_seq_len", m.model.max_seq_len}};
+  j["model"] = model_to_json(m.model);
   j["grid"] = {{"gx", m.grid.gx}, {"gy", m.grid.gy}, {"gz", m.grid.gz}, {"gdata", m.grid.gdata}};
   j["loader"] = {{"shard", m.loader.shard}, {"position", m.loader.position}};
   j["rng"] = {{"seed", m.rng.seed}, {"counter", m.rng.counter}, {"engine", m.rng.engine}};
@@ -199,13 +269,7 @@ Manifest manifest_from_json(std::string_view text, const std::string& where) {
   m.step = get_int(j, "step", where);
   m.tokens_seen = get_int(j, "tokens_seen", where);
 
-  const auto& model = get_object(j, "model", where);
-  m.model.num_layers = get_int32(model, "num_layers", where, 1);
-  m.model.num_heads = get_int32(model, "num_heads", where, 1);
-  m.model.channels = get_int32(model, "channels", where, 1);
-  m.model.vocab_size = get_int32(model, "vocab_size", where, 1);
-  m.model.padded_vocab_size = get_int32(model, "padded_vocab_size", where, 1);
-  m.model.max_seq_len = get_int32(model, "max_seq_len", where, 1);
+  m.model = model_from_json(get_object(j, "model", where), where);
   try {
     m.model.validate();
   } catch (const InvalidArgument& e) {
@@ -457,10 +521,7 @@ Manifest verify_checkpoint(const std::string& dir, const std::vector<std::string
 
 void check_model_config(const Manifest& m, const model::GptConfig& e, const std::string& dir) {
   const model::GptConfig& c = m.model;
-  bool same = c.num_layers == e.num_layers && c.num_heads == e.num_heads && c.channels == e.channels &&
-              c.vocab_size == e.vocab_size && c.padded_vocab_size == e.padded_vocab_size &&
-              c.max_seq_len == e.max_seq_len;
-  AXONN_CHECK_IO(same, "checkpoint '", dir, "' is for the model ", c.str(), ", not ", e.str(),
+  AXONN_CHECK_IO(c == e, "checkpoint '", dir, "' is for the model ", c.str(), ", not ", e.str(),
                  "; use a checkpoint of this model or change the model flags to match");
 }
 

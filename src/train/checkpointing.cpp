@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "axonn/checkpoint/hf_gpt2.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
@@ -68,13 +68,16 @@ StartPlan plan_start(const TrainConfig& c) {
   if (!c.init.empty()) {
     s.init_path = c.init;
     std::error_code ec;
-    if (fs::is_directory(c.init, ec)) {
+    if (checkpoint::is_hf_model_dir(c.init)) {
+      s.init = StartPlan::Init::kHuggingFace;
+      s.model = checkpoint::HfCheckpoint(c.init).config();
+    } else if (fs::is_directory(c.init, ec)) {
       s.init = StartPlan::Init::kCheckpoint;
       s.init_path = checkpoint::resolve_checkpoint(c.init);
       s.model = checkpoint::read_manifest(s.init_path).model;
     } else if (checkpoint::looks_like_safetensors(c.init)) {
-      s.init = StartPlan::Init::kSafetensors;
-      s.model = checkpoint::read_hf_gpt2_config(checkpoint::SafetensorsFile(c.init));
+      s.init = StartPlan::Init::kHuggingFace;
+      s.model = checkpoint::HfCheckpoint(c.init).config();
     } else {
       s.init = StartPlan::Init::kLlmc;
       s.model = checkpoint::read_llmc_config(c.init);
@@ -158,22 +161,20 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
   switch (plan.init) {
     case StartPlan::Init::kRandom: gpt.init_random(c.seed); break;
     case StartPlan::Init::kLlmc:
-      checkpoint::read_llmc_tensors(plan.init_path, mc, [&](model::Param p, int layer, const float* full) {
-        gpt.load_full_layer(p, layer, full);
+      checkpoint::read_llmc_tensors(plan.init_path, mc, [&](int t, int layer, const float* full) {
+        gpt.load_full_layer(t, layer, full);
       });
       break;
-    case StartPlan::Init::kSafetensors: {
+    case StartPlan::Init::kHuggingFace: {
       // the whole model on every rank for a moment; each keeps its shard
-      checkpoint::SafetensorsFile f(plan.init_path);
       Arena full("init");
-      model::reserve_gpt_params(full, mc);
+      model::reserve_params(full, gpt.spec());
       full.allocate();
-      checkpoint::load_hf_gpt2_params(f, mc, full);
-      for (int i = 0; i < model::kNumParamTensors; i++) {
-        const auto p = static_cast<model::Param>(i);
+      checkpoint::HfCheckpoint(plan.init_path).load(full);
+      for (int i = 0; i < static_cast<int>(gpt.spec().params.size()); i++) {
+        const bool per_layer = gpt.spec().params[static_cast<size_t>(i)].per_layer;
         Tensor t = full.tensor(static_cast<size_t>(i));
-        const int layers = model::param_is_per_layer(p) ? mc.num_layers : 1;
-        for (int l = 0; l < layers; l++) gpt.load_full_layer(p, l, model::param_is_per_layer(p) ? t[l].f32() : t.f32());
+        for (int l = 0; l < (per_layer ? mc.num_layers : 1); l++) gpt.load_full_layer(i, l, per_layer ? t[l].f32() : t.f32());
       }
       break;
     }

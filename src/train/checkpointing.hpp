@@ -1,7 +1,7 @@
 // train/checkpointing.hpp (private to the train module) — where a run starts and when it saves.
 //
-// A run starts from random weights, an llm.c file, a Hugging Face GPT-2 safetensors file or a
-// checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
+// A run starts from random weights, an llm.c file, a Hugging Face checkpoint (GPT-2 or Llama: a
+// safetensors file or a model directory) or a checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
 // position (--resume, --resume-from), on the same or another grid. With --checkpoint-dir it saves a
 // sharded checkpoint every --checkpoint-every steps and at the end (checkpoint/sharded.hpp).
 #pragma once
@@ -25,7 +25,7 @@ void validate_checkpoint_flags(const TrainConfig& c);
 // What the run starts from, decided before anything is built; the same on every rank (it reads only
 // headers and manifests).
 struct StartPlan {
-  enum class Init { kRandom, kLlmc, kSafetensors, kCheckpoint };
+  enum class Init { kRandom, kLlmc, kHuggingFace, kCheckpoint };
   Init init = Init::kRandom;
   std::string init_path;                     // --init (kCheckpoint: the step directory it resolves to)
   std::string resume_dir;                    // the step directory to continue; empty: start at step 0

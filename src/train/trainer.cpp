@@ -274,6 +274,9 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   const int token_groups = shape.gz * shape.gdata;  // the batch is split over Z and data
   AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
                   shape.gz, "*", shape.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
+  AXONN_CHECK_ARG(c.save.empty() || mc.family == model::Family::kGpt2, "--save writes an llm.c file, which holds "
+                  "GPT-2 models only; for ", mc.str(), " use --checkpoint-dir DIR and `axonn convert --from DIR "
+                  "--to hf/` (Hugging Face safetensors)");
   AXONN_CHECK_ARG(c.save.empty() || world->size() == 1,
                   "--save writes an llm.c file from one rank's full weights; with several ranks use "
                   "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
@@ -311,10 +314,8 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   if (compute.grid_world != world) host_grid = std::make_unique<parallel::Grid>(shape, world);
   const parallel::Grid& checkpoint_grid = host_grid ? *host_grid : grid;
   model::Gpt gpt(mc, grid, micro, c.seq_len, backend, run);
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
-  optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
+  optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, gpt.decay_mask(c.decay_all),
+                   kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
   const int first_step = detail::start_state(start, c, mc, checkpoint_grid, gpt, opt, loader, shard->size());
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid

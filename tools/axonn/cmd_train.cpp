@@ -11,14 +11,14 @@ namespace axonn::tools {
 
 void add_train_command(CLI::App& app, Action* action) {
   auto c = std::make_shared<train::TrainConfig>();
-  auto* sub = app.add_subcommand("train", "train a GPT model (llm.c checkpoints and token shards)");
+  auto* sub = app.add_subcommand("train", "train a GPT-2 or Llama model (llm.c, Hugging Face or axonn checkpoints; llm.c token shards)");
   sub->option_defaults()->always_capture_default();
   std::string models;
   for (const auto& n : model::gpt_preset_names()) models += (models.empty() ? "" : "|") + n;
 
   sub->add_option("--init", c->init,
-                  "weights to start from: llm.c file (version 3 fp32 or 5 bf16), HF GPT-2 safetensors, or a "
-                  "checkpoint directory (any grid; fresh optimizer)");
+                  "weights to start from: llm.c file (version 3 fp32 or 5 bf16), Hugging Face safetensors file or "
+                  "model directory (GPT-2 or Llama), or a checkpoint directory (any grid; fresh optimizer)");
   sub->add_option("--model", c->model, "model shape for random init: " + models + " (default gpt2-tiny)");
   sub->add_option("--layers", c->layers, "override the number of layers (0: from --model)");
   sub->add_option("--heads", c->heads, "override the number of attention heads");

@@ -91,6 +91,38 @@ struct Ops {
                        float beta2, float eps, float weight_decay, float grad_scale, int t);
   // sum of squares, accumulated in double (gradient-norm clipping)
   double (*sum_squares)(const float* x, int64_t n);
+
+  // --- the Llama block's ops ---
+  // RMSNorm over rows of C_total channels of which this rank holds C, in steps so that the caller
+  // completes each row statistic over the channels' group between them (model/block.hpp):
+  // sumsq[N] = sum over this rank's channels of inp^2
+  void (*rmsnorm_sumsq)(float* sumsq, const float* inp, int64_t N, int C);
+  // rstd[N]: on entry the complete sums of squares, on return 1/sqrt(sum / C_total + eps) (kept for the
+  // backward); out[N,C] = inp * rstd * weight[C]
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                          int C_total, float eps);
+  // dot[N] = sum over this rank's channels of dout * weight * inp
+  void (*rmsnorm_backward_dot)(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C);
+  // with the complete dot: dinp[N,C] += rstd (dout weight - inp rstd^2 dot / C_total);
+  // dweight[C] += sum over the rows of dout inp rstd
+  void (*rmsnorm_backward)(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                           const float* rstd, const float* dot, int64_t N, int C, int C_total);
+  // RoPE, Hugging Face's rotate-half layout: in row b*T + t of x [B*T, stride], the first `heads` heads
+  // of HS channels rotate in place, channel pair (i, i + HS/2) by the angle of (t, i):
+  // (x_i, x_j) <- (x_i cos - x_j sin, x_j cos + x_i sin) with cos, sin [T, HS/2]
+  void (*rope_forward)(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+  // dx in place: the inverse rotation (the transpose of the forward's)
+  void (*rope_backward)(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+  // SwiGLU: out[N,F] = silu(gate) * up, where row n of inp [N,2F] is gate | up; silu(g) = g / (1 + exp(-g))
+  void (*swiglu_forward)(float* out, const float* inp, int64_t N, int F);
+  // dinp[N,2F] += the gradients of gate and up
+  void (*swiglu_backward)(float* dinp, const float* inp, const float* dout, int64_t N, int F);
+  // Grouped-query attention on attention_forward's layout: inp [N, (NH + 2 NKV) HS] holds q | k | v with
+  // NKV heads in k and v; out [N, 3 NH HS] holds q | k | v with KV head j repeated for the query heads
+  // [j G, (j+1) G), G = NH / NKV
+  void (*repeat_kv_forward)(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);
+  // dinp += dout folded back: q's gradient, and each KV head's the sum of its G copies'
+  void (*repeat_kv_backward)(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);
 };
 
 // The table of a backend. kCuda is the table registered by kernels::cuda_setup() (kernels/cuda.hpp);
@@ -129,7 +161,21 @@ void register_cuda_ops(const Ops* ops);
                                      int64_t N, int Vvalid, int Vs, int vocab_begin);                         \
   void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,  \
                     float beta2, float eps, float weight_decay, float grad_scale, int t);                     \
-  double sum_squares(const float* x, int64_t n);
+  double sum_squares(const float* x, int64_t n);                                                              \
+  void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C);                                       \
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,       \
+                       int C_total, float eps);                                                               \
+  void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N,  \
+                            int C);                                                                           \
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, \
+                        const float* rstd, const float* dot, int64_t N, int C, int C_total);                  \
+  void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);\
+  void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS,          \
+                     int stride);                                                                             \
+  void swiglu_forward(float* out, const float* inp, int64_t N, int F);                                        \
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F);                   \
+  void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);                   \
+  void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);
 
 namespace ref {
 AXONN_DECLARE_OPS

@@ -298,4 +298,132 @@ double sum_squares(const float* x, int64_t n) {
   return s;
 }
 
+// --- the Llama block's ops -----------------------------------------------------------------------
+
+void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) {
+  // sumsq [N], inp [N,C]
+  for (int64_t n = 0; n < N; n++) {
+    float s = 0.0f;
+    for (int i = 0; i < C; i++) s += inp[n * C + i] * inp[n * C + i];
+    sumsq[n] = s;
+  }
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  // out [N,C], rstd [N] (in: sums of squares over C_total channels; out: 1/rms), inp [N,C], weight [C]
+  for (int64_t n = 0; n < N; n++) {
+    rstd[n] = 1.0f / std::sqrt(rstd[n] / (float)C_total + eps);
+    for (int i = 0; i < C; i++) out[n * C + i] = inp[n * C + i] * rstd[n] * weight[i];
+  }
+}
+
+void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+  // dot [N], dout [N,C], inp [N,C], weight [C]
+  for (int64_t n = 0; n < N; n++) {
+    float s = 0.0f;
+    for (int i = 0; i < C; i++) s += dout[n * C + i] * weight[i] * inp[n * C + i];
+    dot[n] = s;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  // dinp [N,C], dweight [C], dout [N,C], inp [N,C], weight [C], rstd [N], dot [N] (complete).
+  // y = x r w with r = (sum x^2 / C_total + eps)^(-1/2): dr/dx_j = -r^3 x_j / C_total, so
+  // dx_j = r (dy_j w_j - x_j r^2 dot / C_total), dot = sum_i dy_i w_i x_i.
+  for (int64_t n = 0; n < N; n++) {
+    const float r = rstd[n], k = r * r * dot[n] / (float)C_total;
+    for (int i = 0; i < C; i++) {
+      const float dy = dout[n * C + i], x = inp[n * C + i];
+      dweight[i] += dy * x * r;
+      dinp[n * C + i] += r * (dy * weight[i] - x * k);
+    }
+  }
+}
+
+void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  // x [B*T, stride] (in place), cos, sin [T, HS/2]
+  const int half = HS / 2;
+  for (int64_t r = 0; r < (int64_t)B * T; r++) {
+    const float* c = cos + (r % T) * half;
+    const float* s = sin + (r % T) * half;
+    for (int h = 0; h < heads; h++) {
+      float* v = x + r * stride + (int64_t)h * HS;
+      for (int i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  // dx [B*T, stride] (in place), cos, sin [T, HS/2]: the rotation by minus the angle
+  const int half = HS / 2;
+  for (int64_t r = 0; r < (int64_t)B * T; r++) {
+    const float* c = cos + (r % T) * half;
+    const float* s = sin + (r % T) * half;
+    for (int h = 0; h < heads; h++) {
+      float* v = dx + r * stride + (int64_t)h * HS;
+      for (int i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] + b * s[i];
+        v[i + half] = b * c[i] - a * s[i];
+      }
+    }
+  }
+}
+
+void swiglu_forward(float* out, const float* inp, int64_t N, int F) {
+  // out [N,F], inp [N,2F] = gate | up
+  for (int64_t n = 0; n < N; n++)
+    for (int i = 0; i < F; i++) {
+      const float g = inp[n * 2 * F + i], u = inp[n * 2 * F + F + i];
+      out[n * F + i] = g / (1.0f + std::exp(-g)) * u;
+    }
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F) {
+  // dinp [N,2F], inp [N,2F], dout [N,F]; silu'(g) = sig(g) (1 + g (1 - sig(g)))
+  for (int64_t n = 0; n < N; n++)
+    for (int i = 0; i < F; i++) {
+      const float g = inp[n * 2 * F + i], u = inp[n * 2 * F + F + i], d = dout[n * F + i];
+      const float sig = 1.0f / (1.0f + std::exp(-g));
+      dinp[n * 2 * F + i] += d * u * sig * (1.0f + g * (1.0f - sig));
+      dinp[n * 2 * F + F + i] += d * g * sig;
+    }
+}
+
+void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+  // out [N, 3 NH HS], inp [N, (NH + 2 NKV) HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  for (int64_t n = 0; n < N; n++) {
+    const float* in = inp + n * (Q + 2 * K);
+    float* o = out + n * 3 * Q;
+    for (int i = 0; i < Q; i++) o[i] = in[i];
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < HS; i++) {
+        o[Q + h * HS + i] = in[Q + (h / G) * HS + i];
+        o[2 * Q + h * HS + i] = in[Q + K + (h / G) * HS + i];
+      }
+  }
+}
+
+void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
+  // dinp [N, (NH + 2 NKV) HS], dout [N, 3 NH HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  for (int64_t n = 0; n < N; n++) {
+    float* d = dinp + n * (Q + 2 * K);
+    const float* o = dout + n * 3 * Q;
+    for (int i = 0; i < Q; i++) d[i] += o[i];
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < HS; i++) {
+        d[Q + (h / G) * HS + i] += o[Q + h * HS + i];
+        d[Q + K + (h / G) * HS + i] += o[2 * Q + h * HS + i];
+      }
+  }
+}
+
 }  // namespace axonn::kernels::ref

@@ -108,8 +108,7 @@ void on_rank0(const std::function<void()>& f) {
 
 Arena shard_arena(const model::ShardMap& map, const std::string& name) {
   Arena a(name);
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    a.reserve(model::param_name(static_cast<Param>(i)), map.shard_shape(static_cast<Param>(i)));
+  for (int i = 0; i < static_cast<int>(map.size()); i++) a.reserve(map.spec().params[static_cast<size_t>(i)].name, map.shard_shape(i));
   a.allocate();
   return a;
 }
@@ -127,10 +126,10 @@ float tag(int state, int p, int layer, int64_t g) {
 
 template <typename F>
 void for_each_element(const model::ShardMap& map, Arena& a, F f) {
-  for (int i = 0; i < model::kNumParamTensors; i++) {
+  for (int i = 0; i < static_cast<int>(map.size()); i++) {
     const auto p = static_cast<Param>(i);
     float* w = a.tensor(static_cast<size_t>(i)).f32();
-    const int layers = model::param_is_per_layer(p) ? map.config().num_layers : 1;
+    const int layers = map.spec().params[static_cast<size_t>(p)].per_layer ? map.config().num_layers : 1;
     const int64_t n = map.shard_layer_numel(p);
     for (int l = 0; l < layers; l++)
       for (int64_t j = 0; j < n; j++) f(w[l * n + j], i, l, map.global_index(p, j));
@@ -175,13 +174,13 @@ TEST(ShardMap, AgreesWithGptOnEveryGrid) {
     model::ShardMap map(cfg, s, grid.coords());
     EXPECT_EQ(map.vocab_begin(), gpt.vocab_begin());
     EXPECT_EQ(map.vocab_rows(), gpt.vocab_rows());
-    for (int i = 0; i < model::kNumParamTensors; i++) {
+    for (int i = 0; i < static_cast<int>(map.size()); i++) {
       const auto p = static_cast<Param>(i);
-      ASSERT_EQ(map.shard_shape(p), gpt.param(p).shape()) << model::param_name(p);
+      ASSERT_EQ(map.shard_shape(p), gpt.param(p).shape()) << map.spec().params[static_cast<size_t>(p)].name;
       ASSERT_EQ(map.full_layer_numel(p), gpt.full_layer_numel(p));
       int64_t bad = 0;
       for (int64_t j = 0; j < map.shard_layer_numel(p); j++) bad += map.global_index(p, j) != gpt.global_index(p, j);
-      EXPECT_EQ(bad, 0) << model::param_name(p);
+      EXPECT_EQ(bad, 0) << map.spec().params[static_cast<size_t>(p)].name;
     }
     grids++;
   }
@@ -193,29 +192,29 @@ TEST(ShardMap, AgreesWithGptOnEveryGrid) {
 TEST(ShardMap, ReplicasAndRunsAreRight) {
   const model::GptConfig cfg = odd_config();
   for (const parallel::GridShape& s : grids_of(8, cfg)) {
-    for (int i = 0; i < model::kNumParamTensors; i++) {
+    for (int i = 0; i < static_cast<int>(model::model_spec(cfg).params.size()); i++) {
       const auto p = static_cast<Param>(i);
       std::vector<int> seen(static_cast<size_t>(model::ShardMap(cfg, s, {}).full_layer_numel(p)), 0);
       for (int z = 0; z < s.gz; z++)
         for (int y = 0; y < s.gy; y++)
           for (int x = 0; x < s.gx; x++) {
             model::ShardMap map(cfg, s, {x, y, z, 0});
-            const parallel::GridCoords c0{(model::replica_axes(p) & model::kReplicatedOverX) ? 0 : x,
-                                          (model::replica_axes(p) & model::kReplicatedOverY) ? 0 : y,
-                                          (model::replica_axes(p) & model::kReplicatedOverZ) ? 0 : z, 0};
+            const parallel::GridCoords c0{(map.spec().replica_axes(p) & model::kReplicatedOverX) ? 0 : x,
+                                          (map.spec().replica_axes(p) & model::kReplicatedOverY) ? 0 : y,
+                                          (map.spec().replica_axes(p) & model::kReplicatedOverZ) ? 0 : z, 0};
             model::ShardMap canon(cfg, s, c0);
             const int64_t n = map.shard_layer_numel(p);
             for (int64_t j = 0; j < n; j++) {
-              ASSERT_EQ(map.global_index(p, j), canon.global_index(p, j)) << s.str() << " " << model::param_name(p);
+              ASSERT_EQ(map.global_index(p, j), canon.global_index(p, j)) << s.str() << " " << map.spec().params[static_cast<size_t>(p)].name;
               if (!map.is_replica(p)) seen[static_cast<size_t>(map.global_index(p, j))]++;
               // runs: consecutive indices (not necessarily maximal)
               const int64_t len = map.run_length(p, j);
               ASSERT_TRUE(len >= 1 && j + len <= n);
               ASSERT_EQ(map.global_index(p, j + len - 1), map.global_index(p, j) + len - 1)
-                  << s.str() << " " << model::param_name(p) << " j " << j;
+                  << s.str() << " " << map.spec().params[static_cast<size_t>(p)].name << " j " << j;
             }
           }
-      for (int n : seen) ASSERT_EQ(n, 1) << s.str() << " " << model::param_name(p);
+      for (int n : seen) ASSERT_EQ(n, 1) << s.str() << " " << model::model_spec(cfg).params[static_cast<size_t>(p)].name;
     }
   }
 }

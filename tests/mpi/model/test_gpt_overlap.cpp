@@ -88,8 +88,11 @@ Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
   opts.precision = s.precision;
   Gpt gpt(test_config(), grid, micro, kT, kernels::Backend::kCpu, opts);
   gpt.init_random(11);
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<model::Param>(i));
+  const std::vector<bool> decay = model::model_spec(test_config()).params.size() ? [] {
+    std::vector<bool> d;
+    for (const model::ParamSpec& p : model::model_spec(test_config()).params) d.push_back(p.decay);
+    return d;
+  }() : std::vector<bool>{};
   optim::AdamW opt(gpt.params(), {0.9f, 0.95f, 1e-8f, 0.1f}, decay, kernels::ops_for(kernels::Backend::kCpu));
   const int block = grid.coords().d * g.gz + grid.coords().z;
   Trajectory r;
@@ -113,7 +116,7 @@ Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
     Tensor t = gpt.params().tensor(i);
     r.params.insert(r.params.end(), t.f32(), t.f32() + t.numel());
     const auto p = static_cast<model::Param>(i);
-    const int64_t per_layer = t.numel() / (model::param_is_per_layer(p) ? test_config().num_layers : 1);
+    const int64_t per_layer = t.numel() / (model::model_spec(test_config()).params[static_cast<size_t>(p)].per_layer ? test_config().num_layers : 1);
     for (int64_t j = 0; j < t.numel(); j++) {
       const int64_t gi = gpt.global_index(p, j % per_layer);
       r.noise.push_back(p == model::Param::kQkvb && gi >= C && gi < 2 * C);

@@ -360,11 +360,11 @@ TEST(CheckpointDir, ArenasRoundTripThroughACheckpointFile) {
   test::TempDir d;
   model::GptConfig c = small();
   Arena a("params"), b("params");
-  model::reserve_gpt_params(a, c);
-  model::reserve_gpt_params(b, c);
+  model::reserve_params(a, model::model_spec(c));
+  model::reserve_params(b, model::model_spec(c));
   a.allocate();
   b.allocate();
-  model::init_gpt_params(a, c, 11);
+  model::init_params(a, model::model_spec(c), 11);
   ck::SafetensorsWriter w;
   ck::add_arena(w, "params", a);
   w.write(d.file("p.safetensors"));
@@ -377,7 +377,7 @@ TEST(CheckpointDir, ArenasRoundTripThroughACheckpointFile) {
   model::GptConfig other = c;
   other.channels = 8;
   Arena o("params");
-  model::reserve_gpt_params(o, other);
+  model::reserve_params(o, model::model_spec(other));
   o.allocate();
   std::string e = io_error_of([&] { ck::read_arena(f, "params", o); });
   EXPECT_NE(e.find("tensor 'params.wte' has shape [32, 6], expected [32, 8]"), std::string::npos) << e;
