@@ -1,13 +1,17 @@
-// bench/gpt2_step — training steps of GPT-2 (124M by default) on the CPU or the GPU, on one rank
-// or on a 4D grid under mpirun: ms/step, tokens/s and MFU, plus this rank's memory and, on a grid,
-// the tensor-parallel share of weights and optimizer state against the expected 1/(Gx*Gy*Gz).
+// bench/gpt2_step — training steps of GPT-2 (124M by default) or of any model preset (Llama: e.g.
+// llama-124m, GPT-2 124M's size) on the CPU or the GPU, on one rank or on a 4D grid under mpirun:
+// ms/step, tokens/s and MFU, plus this rank's memory and, on a grid, the tensor-parallel share of
+// weights and optimizer state against the expected 1/(Gx*Gy*Gz).
 //
 //   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
-//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--peak-tflops P]
-//                             [--gemm-tuning on|off] [--dtype fp32|bf16]
+//                             [--model NAME[,NAME...]] [--rounds R] [--grid GX,GY,GZ,GD] [--profile 0|1]
+//                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
+//   build/bin/bench_gpt2_step --model gpt2-124m,llama-124m --shapes 8x256 --rounds 3   (interleaved)
+// Several models run interleaved, round by round (--rounds), on the same peak; after the rounds a
+// summary line per model gives the min and median ms/step and the MFU of the median.
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
@@ -54,7 +58,7 @@ int main(int argc, char** argv) {
   std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off", kernels_name = "cpu",
               comm_name;
   std::string dtype = "fp32";  // bf16: mixed precision (docs/precision.md)
-  int steps = 3;
+  int steps = 3, rounds = 1;
   bool profile = false;
   double peak_tflops = 0.0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -69,6 +73,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--comm")) comm_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--peak-tflops")) peak_tflops = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -117,7 +122,12 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
     }
-    model::GptConfig cfg = model::gpt_preset(model_name);
+    std::vector<std::string> models;  // --model a,b,...: interleaved round by round
+    for (size_t at = 0; at <= model_name.size();) {
+      const size_t comma = std::min(model_name.find(',', at), model_name.size());
+      models.push_back(model_name.substr(at, comma - at));
+      at = comma + 1;
+    }
     size_t pos = 0;
     while (pos < shapes.size()) {
       size_t comma = shapes.find(',', pos);
@@ -126,60 +136,78 @@ int main(int argc, char** argv) {
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
-      model::GptRunOptions run;
-      run.precision = precision;
-      model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
-      gpt.init_random(1);
-      const auto& ops = kernels::ops_for(compute.backend);
-      optim::AdamW opt(gpt.params(), {}, {}, ops);
-      std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
-      const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
-      for (size_t i = 0; i < in.size(); i++) {
-        in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
-        tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
-      }
-      Profiler prof;
-      gpt.set_profiler(&prof);
-      auto step = [&] {
-        float loss = gpt.forward(in.data(), tg.data());
-        {
-          ProfileScope zs(&prof, "zero_grad");
-          gpt.zero_grad();
+      std::vector<std::vector<double>> seconds(models.size());
+      std::vector<double> flops(models.size());
+      for (int round = 0; round < rounds; round++)
+        for (size_t mi = 0; mi < models.size(); mi++) {
+          const model::GptConfig cfg = model::gpt_preset(models[mi]);
+          model::GptRunOptions run;
+          run.precision = precision;
+          model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
+          gpt.init_random(1);
+          const auto& ops = kernels::ops_for(compute.backend);
+          optim::AdamW opt(gpt.params(), {}, {}, ops);
+          std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
+          const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
+          for (size_t i = 0; i < in.size(); i++) {
+            in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
+            tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
+          }
+          Profiler prof;
+          gpt.set_profiler(&prof);
+          auto step = [&] {
+            float loss = gpt.forward(in.data(), tg.data());
+            {
+              ProfileScope zs(&prof, "zero_grad");
+              gpt.zero_grad();
+            }
+            gpt.backward();
+            gpt.sync_gradients();
+            ProfileScope os(&prof, "optimizer (norm + adamw)");
+            opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
+            gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
+            return loss;
+          };
+          kernels::gemm_tuner().clear();  // this shape's choices only
+          step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
+          prof.enable(true);
+          world->barrier();
+          Timer t;
+          float loss = 0;
+          for (int i = 0; i < steps; i++) loss = step();
+          float sec = static_cast<float>(t.seconds() / steps);
+          world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
+          seconds[mi].push_back(sec);
+          flops[mi] = gpt.flops_per_step();
+          // memory: this rank's bytes, and the tensor-parallel weights against one rank's
+          const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
+                                                        gpt.activation_bytes());
+          const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
+          double tp_full = 0;
+          for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
+          double gflops = gpt.flops_per_step() / sec / 1e9;
+          if (root) {
+            std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
+                        models[mi].c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec,
+                        gflops, gflops / peak, loss, mib(rank_bytes), mib(tp), tp / tp_full,
+                        shape.gx * shape.gy * shape.gz);
+            for (const auto& line : kernels::gemm_tuner().report_lines())
+              std::printf("  gemm-tuning %s\n", line.c_str());
+            if (profile) {
+              std::printf("  rank 0's time per op over %d steps:\n", steps);
+              prof.print(stdout);
+            }
+          }
+          std::fflush(stdout);
         }
-        gpt.backward();
-        gpt.sync_gradients();
-        ProfileScope os(&prof, "optimizer (norm + adamw)");
-        opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
-        gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
-        return loss;
-      };
-      kernels::gemm_tuner().clear();  // this shape's choices only
-      step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
-      prof.enable(true);
-      world->barrier();
-      Timer t;
-      float loss = 0;
-      for (int i = 0; i < steps; i++) loss = step();
-      float sec = static_cast<float>(t.seconds() / steps);
-      world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
-      // memory: this rank's bytes, and the tensor-parallel weights against one rank's
-      const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
-                                                    gpt.activation_bytes());
-      const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
-      double tp_full = 0;
-      for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
-      double gflops = gpt.flops_per_step() / sec / 1e9;
-      if (root) {
-        std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
-                    model_name.c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
-                    loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
-        for (const auto& line : kernels::gemm_tuner().report_lines()) std::printf("  gemm-tuning %s\n", line.c_str());
-        if (profile) {
-          std::printf("  rank 0's time per op over %d steps:\n", steps);
-          prof.print(stdout);
+      if (root && (rounds > 1 || models.size() > 1))
+        for (size_t mi = 0; mi < models.size(); mi++) {
+          std::vector<double> v = seconds[mi];
+          std::sort(v.begin(), v.end());
+          const double median = v[v.size() / 2];
+          std::printf("# %-10s B=%d T=%d over %d round(s): ms/step min %.1f median %.1f, MFU of the median %.3f\n",
+                      models[mi].c_str(), B, T, rounds, v.front() * 1e3, median * 1e3, flops[mi] / median / 1e9 / peak);
         }
-      }
-      std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

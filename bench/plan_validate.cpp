@@ -121,7 +121,7 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
   const double rho_fastest = spearman(fastest, predicted);
 
   std::printf("# bench_plan_validate: GPT L=%ld C=%ld heads=%ld Vp=%ld, T=%ld, B=%ld; %zu admissible grids of %ld ranks\n",
-              w.model.layers, w.model.hidden, w.model.heads, w.model.vocab, w.seq_len, w.batch_size, grids.size(),
+              w.model.layers(), w.model.hidden(), w.model.heads(), w.model.vocab(), w.seq_len, w.batch_size, grids.size(),
               grids.front().size());
   std::printf("# measured: %d rounds x %d steps per grid, round-robin; median over rounds of the mean step time "
               "(slowest rank)\n", o.rounds, o.steps);
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
 
     // The workload as the planner sees it, and its admissible grids for this many ranks.
     planner::Workload w;
-    w.model = {"", cfg.num_layers, cfg.channels, cfg.num_heads, cfg.padded_vocab_size, 1};
+    w.model = {"", cfg, 1};
     w.seq_len = o.seq_len;
     w.batch_size = o.batch;
     w.validate();

@@ -7,30 +7,8 @@
 namespace axonn::model {
 
 void check_grid_fits(const ModelSpec& spec, const parallel::GridShape& g) {
-  const GptConfig& c = spec.config;
   AXONN_CHECK_ARG(g.gx >= 1 && g.gy >= 1 && g.gz >= 1 && g.gdata >= 1, "grid ", g.str(), " has an empty axis");
-  AXONN_CHECK_ARG(c.channels % g.gx == 0, "channels ", c.channels, " are not divisible by Gx=", g.gx,
-                  "; the hidden size is split over X: choose a Gx that divides ", c.channels);
-  AXONN_CHECK_ARG(c.num_heads % g.gy == 0, "heads ", c.num_heads, " are not divisible by Gy=", g.gy,
-                  "; attention heads are split over Y: choose a Gy that divides ", c.num_heads);
-  if (c.family == Family::kGpt2) {
-    AXONN_CHECK_ARG(c.channels % g.gy == 0, "channels ", c.channels, " are not divisible by Gy=", g.gy,
-                    "; attention and MLP outputs are split over Y: choose a Gy that divides ", c.channels);
-    return;
-  }
-  // Llama: Y splits the query heads, the KV heads with them, and the MLP's features
-  auto fits_y = [&](int y) { return c.num_heads % y == 0 && c.kv_heads() % y == 0 && c.mlp_hidden() % y == 0; };
-  if (fits_y(g.gy)) return;
-  std::string works;
-  for (int y = 1; y <= c.num_heads; y++)
-    if (fits_y(y)) works += (works.empty() ? "" : ", ") + std::to_string(y);
-  const bool kv = c.kv_heads() % g.gy != 0;
-  throw InvalidArgument(detail::concat(
-      kv ? "KV heads " : "MLP features ", kv ? c.kv_heads() : c.mlp_hidden(), " are not divisible by Gy=", g.gy,
-      kv ? "; K/V heads are split over Y together with their query heads"
-         : "; the MLP's gate and up outputs are split over Y",
-      ": choose Gy from ", works, " (the divisors of the ", c.num_heads, " heads, ", c.kv_heads(), " KV heads and ",
-      c.mlp_hidden(), " MLP features)"));
+  if (auto why = grid_misfit(spec, g.gx, g.gy, g.gz)) throw InvalidArgument(why->message);
 }
 
 parallel::TpLinearSpec tp_linear_spec(const LinearSpec& l) {

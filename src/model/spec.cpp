@@ -180,6 +180,51 @@ unsigned ModelSpec::replica_axes(int i) const {
   return 0;
 }
 
+std::optional<GridMisfit> grid_misfit(const ModelSpec& spec, long gx, long gy, long gz) {
+  const GptConfig& c = spec.config;
+  using detail::concat;
+  if (c.channels % gx != 0)
+    return GridMisfit{"hidden size not divisible by Gx",
+                      concat("channels ", c.channels, " are not divisible by Gx=", gx,
+                             "; the hidden size is split over X: choose a Gx that divides ", c.channels)};
+  if (c.num_heads % gy != 0)
+    return GridMisfit{"heads not divisible by Gy",
+                      concat("heads ", c.num_heads, " are not divisible by Gy=", gy,
+                             "; attention heads are split over Y: choose a Gy that divides ", c.num_heads)};
+  if (c.family == Family::kGpt2 && c.channels % gy != 0)
+    return GridMisfit{"hidden size not divisible by Gy",
+                      concat("channels ", c.channels, " are not divisible by Gy=", gy,
+                             "; attention and MLP outputs are split over Y: choose a Gy that divides ", c.channels)};
+  if (c.family == Family::kLlama) {
+    // Y splits the query heads, the KV heads with them, and the MLP's features
+    auto fits_y = [&](long y) { return c.num_heads % y == 0 && c.kv_heads() % y == 0 && c.mlp_hidden() % y == 0; };
+    if (!fits_y(gy)) {
+      std::string works;
+      for (long y = 1; y <= c.num_heads; y++)
+        if (fits_y(y)) works += (works.empty() ? "" : ", ") + std::to_string(y);
+      const bool kv = c.kv_heads() % gy != 0;
+      return GridMisfit{kv ? "KV heads not divisible by Gy" : "MLP features not divisible by Gy",
+                        concat(kv ? "KV heads " : "MLP features ", kv ? c.kv_heads() : c.mlp_hidden(),
+                               " are not divisible by Gy=", gy,
+                               kv ? "; K/V heads are split over Y together with their query heads"
+                                  : "; the MLP's gate and up outputs are split over Y",
+                               ": choose Gy from ", works, " (the divisors of the ", c.num_heads, " heads, ",
+                               c.kv_heads(), " KV heads and ", c.mlp_hidden(), " MLP features)")};
+    }
+  }
+  for (const LinearSpec& l : spec.linears) {
+    // the local block is (out/g_out) x (in/g_in), stored as Gz equal flat pieces (spec §3.2)
+    const long g_in = l.transposed ? gy : gx, g_out = l.transposed ? gx : gy;
+    const long block = (l.out / g_out) * (l.in / g_in);
+    if (block % gz != 0)
+      return GridMisfit{"weight block not divisible by Gz",
+                        concat("layer ", l.name, ": its weight block of ", l.out / g_out, "x", l.in / g_in, " = ",
+                               block, " elements per (x, y) is not divisible by Gz=", gz,
+                               "; choose a Gz that divides ", block)};
+  }
+  return std::nullopt;
+}
+
 void reserve_params(Arena& arena, const ModelSpec& spec) {
   for (const ParamSpec& p : spec.params) arena.reserve(p.name, p.shape);
 }

@@ -21,11 +21,13 @@ long group_size(CommGroup grp, const GridShape& g);
 void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s, const GridShape& g,
          std::string what, CommGroup grp, CollectiveKind kind, double message_bytes, double calls, Hiding hiding);
 
-// Parameters per rank: LayerNorms and biases; token (vocabulary-parallel over X·Y) and position
-// embeddings; the Z-sharded tensor-parallel weights.
+// Parameters per rank, from the model's tensors: norms and biases; vocabulary tensors (vocabulary-
+// parallel over X·Y) and the position embedding; the Z-sharded tensor-parallel weights.
 double small_params_per_rank(const Workload& w, const GridShape& g);
 double embedding_params_per_rank(const Workload& w, const GridShape& g);
 double tp_params_per_rank(const Workload& w, const GridShape& g);
+// Features of one block's [T, ·/Gy] activations (normal linears' outputs, transposed ones' inputs).
+double intermediate_features(const Workload& w);
 
 // The step of this project's CPU implementation (CostSettings::implementation == kAxonnCpp).
 Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s);

@@ -190,7 +190,7 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   planner::MachineProfile m = planner::load_machine_profile(source);
   m.implementation = planner::Implementation::kAxonnCpp;  // whatever hardware, this trainer's step
   planner::PlanRequest req;
-  req.workload.model = {mc.str(), mc.num_layers, mc.channels, mc.num_heads, mc.padded_vocab_size, 1};
+  req.workload.model = {mc.str(), mc, 1};
   req.workload.seq_len = c.seq_len;
   req.workload.batch_size = c.batch_size;
   req.workload.positions = std::max(mc.max_seq_len, c.seq_len);

@@ -57,4 +57,24 @@ inline train::TrainConfig reference_config() {
 }
 #endif
 
+#ifdef AXONN_GOLDEN_DIR
+// The PyTorch oracle's Llama run (tests/golden/gen_llama_golden.py, case llama-gqa: L=2 C=48 NH=6 KV=2
+// FFN=136 V=397, untied) from its Hugging Face directory: B=3, T=13, 20 steps at a constant lr 3e-3,
+// no clipping; quiet, with a given peak.
+inline train::TrainConfig llama_oracle_config() {
+  train::TrainConfig c;
+  c.init = AXONN_GOLDEN_DIR "/llama-gqa";
+  c.data = AXONN_GOLDEN_DIR "/llama-gqa/tokens.bin";
+  c.batch_size = 3;
+  c.seq_len = 13;
+  c.steps = 20;
+  c.lr = 3e-3f;
+  c.lr_schedule = "constant";
+  c.grad_clip = 0;
+  c.peak_gflops = 100;
+  c.quiet = true;
+  return c;
+}
+#endif
+
 }  // namespace axonn::test

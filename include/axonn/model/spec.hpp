@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,15 @@ struct ModelSpec {
   // Grid axes (ReplicaAxis) over which ranks hold identical shards of tensor i.
   unsigned replica_axes(int i) const;
 };
+
+// Why a grid with these tensor-parallel extents cannot hold the model, or nullopt: the hidden size must
+// divide over X; the heads (and a Llama's KV heads, which Y splits with their query heads, and its MLP
+// features) over Y (the message lists the Gy values that work); every linear's weight block over Z.
+// `category` is short (for a summary of many grids), `message` says what to change.
+struct GridMisfit {
+  std::string category, message;
+};
+std::optional<GridMisfit> grid_misfit(const ModelSpec& spec, long gx, long gy, long gz);
 
 // The parameters of a model of this config, in checkpoint order. GPT-2: llm.c's wte wpe ln1w ln1b qkvw
 // qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb lnfw lnfb. Llama: embed_tokens

@@ -48,6 +48,19 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void cast_to_bf16(bf16* out, const float* in, int64_t n);
 void cast_to_f32(float* out, const bf16* in, int64_t n);
+// The Llama block's ops (llama.cu).
+void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C);
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
+                     float eps);
+void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C);
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total);
+void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F);
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F);
+void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS);
+void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS);
 
 namespace detail {
 

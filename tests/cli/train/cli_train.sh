@@ -7,6 +7,7 @@ case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
+golden=$(cd "$(dirname "$0")/../../golden" && pwd)  # the PyTorch oracle's Llama (tests/golden/gen_llama_golden.py)
 ref_flags=(--batch-size 4 --seq-len 32 --steps 30 --lr 3e-3 --lr-schedule constant --weight-decay 0 --grad-clip 0)
 
 # expect_error REGEX CMD...: the command must exit 1..127 (not a signal) and print REGEX.
@@ -54,6 +55,33 @@ PY
 }
 
 case $case_name in
+  # Llama (docs/llama.md): a preset trains; the oracle's Hugging Face directory as --init; refusals
+  llama_preset_trains)
+    timeout 100 "$axonn" train --model llama-tiny --steps 3 --peak-gflops 100 >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    grep -Eq "model     llama L=2 NH=4 KV=2 C=64 FFN=176" "$tmp/out" || { echo "FAIL: no llama model line"; cat "$tmp/out"; exit 1; }
+    grep -Eq "step +3/3 \| loss [0-9.]+" "$tmp/out" || { echo "FAIL: no third step"; cat "$tmp/out"; exit 1; }
+    echo "ok: llama-tiny trained 3 steps" ;;
+  llama_init_hf_dir)
+    timeout 100 "$mpiexec" -n 2 --oversubscribe "$axonn" train --init "$golden/llama-gqa" --data "$golden/llama-gqa/tokens.bin" \
+      --grid 1,2,1,1 --batch-size 3 --seq-len 13 --steps 20 --lr 3e-3 --lr-schedule constant --grad-clip 0 \
+      --peak-gflops 100 --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    python3 - "$tmp/m.jsonl" "$golden/llama-gqa/losses.txt" <<'PY' || exit 1
+import json, sys
+got = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+want = [float(l.split()[1]) for l in open(sys.argv[2]) if not l.startswith("#")]
+assert len(got) == len(want) == 20, (len(got), len(want))
+worst = max(abs(a - b) for a, b in zip(got, want))
+assert worst <= 1e-4, worst
+print("ok: --init the oracle's HF directory on 1,2,1,1: 20 losses within %.2g of PyTorch's" % worst)
+PY
+    ;;
+  llama_grid_kv_not_divisible)
+    # llama-tiny: 4 heads, 2 KV heads: Gy=4 divides the heads but not the KV heads
+    expect_once 4 "KV heads 2 are not divisible by Gy=4; K/V heads are split over Y together with their query heads: choose Gy from 1, 2" \
+      train --model llama-tiny --grid 1,4,1,1 ;;
+  llama_save_refused)
+    expect_error "--save writes an llm.c file, which holds GPT-2 models only" \
+      "$axonn" train --model llama-tiny --steps 1 --save "$tmp/x.bin" ;;
   missing_checkpoint) expect_error "cannot open checkpoint '/nonexistent.bin'" "$axonn" train --init /nonexistent.bin ;;
   truncated_checkpoint)
     head -c 5000 "$model" >"$tmp/m.bin"

@@ -51,6 +51,17 @@ model::GptConfig odd_config() {
   return c;
 }
 
+// The same as a Llama: grouped-query attention (its q|k|v linear's parts unequal), an untied head.
+model::GptConfig odd_llama_config() {
+  model::GptConfig c = odd_config();
+  c.family = model::Family::kLlama;
+  c.num_kv_heads = 2;
+  c.ffn_hidden = 24;
+  c.tied_embeddings = false;
+  return c;
+}
+const model::GptConfig kOddConfigs[] = {odd_config(), odd_llama_config()};
+
 // Every grid of n ranks that the model admits.
 std::vector<parallel::GridShape> grids_of(int n, const model::GptConfig& c) {
   std::vector<parallel::GridShape> out;
@@ -165,8 +176,8 @@ std::string save_tagged(const std::string& root, const model::GptConfig& cfg, co
 
 TEST(ShardMap, AgreesWithGptOnEveryGrid) {
   auto world = comm::world();
-  const model::GptConfig cfg = odd_config();
   int grids = 0;
+  for (const model::GptConfig& cfg : kOddConfigs)
   for (const parallel::GridShape& s : grids_of(world->size(), cfg)) {
     SCOPED_TRACE("grid " + s.str());
     parallel::Grid grid(s, world);
@@ -190,7 +201,7 @@ TEST(ShardMap, AgreesWithGptOnEveryGrid) {
 // Replicas hold what the canonical rank holds, the canonical ranks together hold each element once, and
 // run_length finds runs of consecutive indices.
 TEST(ShardMap, ReplicasAndRunsAreRight) {
-  const model::GptConfig cfg = odd_config();
+  for (const model::GptConfig& cfg : kOddConfigs)
   for (const parallel::GridShape& s : grids_of(8, cfg)) {
     for (int i = 0; i < static_cast<int>(model::model_spec(cfg).params.size()); i++) {
       const auto p = static_cast<Param>(i);
@@ -221,10 +232,15 @@ TEST(ShardMap, ReplicasAndRunsAreRight) {
 
 // --- 2. resharding -----------------------------------------------------------------------------------
 
+void expect_loads_on_every_grid_exactly(const model::GptConfig& cfg);
+
 TEST(ShardedCheckpoint, LoadsOnEveryGridExactly) {
+  for (const model::GptConfig& cfg : kOddConfigs) expect_loads_on_every_grid_exactly(cfg);
+}
+
+void expect_loads_on_every_grid_exactly(const model::GptConfig& cfg) {
   auto world = comm::world();
   SharedTmpDir tmp;
-  const model::GptConfig cfg = odd_config();
   std::vector<parallel::GridShape> grids = grids_of(world->size(), cfg);
   int step = 0, loads = 0;
   for (const parallel::GridShape& from : grids) {
@@ -404,10 +420,11 @@ TEST(ShardedCheckpoint, RefusesBadCheckpointsOnEveryRankBeforeChangingState) {
 
 // --- 4. training: exact resume and resharding ---------------------------------------------------------
 
-train::TrainConfig resume_config() {
+// The reference GPT-2, or the oracle's Llama of tests/golden (from its Hugging Face directory).
+train::TrainConfig resume_config(bool llama = false) {
   train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.init = llama ? AXONN_GOLDEN_DIR "/llama-gqa" : AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = llama ? AXONN_GOLDEN_DIR "/llama-gqa/tokens.bin" : AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
   c.batch_size = 4;
   c.seq_len = 32;
   c.steps = 8;
@@ -433,7 +450,7 @@ void expect_same_tensors(const std::string& a, const std::string& b) {
   EXPECT_EQ(ma.extra.at("adam_steps"), mb.extra.at("adam_steps"));
   for (const ck::FileEntry& f : ma.files) {
     ck::SafetensorsFile fa(a + "/" + f.name), fb(b + "/" + f.name);
-    ASSERT_EQ(fa.tensors().size(), 48u);  // params, adam_m, adam_v
+    ASSERT_EQ(fa.tensors().size(), 3 * model::model_spec(ma.model).params.size());  // params, adam_m, adam_v
     for (const ck::TensorInfo& t : fa.tensors()) {
       const ck::TensorInfo& u = fb.get(t.name);
       ASSERT_EQ(t.bytes(), u.bytes());
@@ -448,10 +465,11 @@ TEST(Resume, BitIdenticalToTheUninterruptedRun) {
   std::vector<std::string> grids = n == 1 ? std::vector<std::string>{"1,1,1,1"}
                                    : n == 2 ? std::vector<std::string>{"1,1,2,1", "1,1,1,2"}
                                             : std::vector<std::string>{"2,1,2,1", "1,2,1,2"};
+  for (bool llama : {false, true})
   for (const std::string& g : grids) {
-    SCOPED_TRACE("grid " + g);
+    SCOPED_TRACE("grid " + g + (llama ? ", llama" : ", gpt2"));
     SharedTmpDir tmp;
-    train::TrainConfig c = resume_config();
+    train::TrainConfig c = resume_config(llama);
     c.grid = g;
     c.checkpoint_dir = tmp / "straight";
     c.checkpoint_every = 4;
@@ -500,8 +518,10 @@ std::vector<float> losses_of(const std::vector<train::StepMetrics>& h) {
 TEST(Resume, ReshardedAcrossGridsKeepsTheLosses) {
   auto world = comm::world();
   if (world->size() != 4) GTEST_SKIP() << "the chain 2,1,2,1 -> 1,2,1,2 -> 1 rank runs on 4 ranks";
+  for (bool llama : {false, true}) {
+  SCOPED_TRACE(llama ? "llama" : "gpt2");
   SharedTmpDir tmp;
-  train::TrainConfig c = resume_config();
+  train::TrainConfig c = resume_config(llama);
   c.steps = 12;
   train::TrainConfig one = c;
   one.grid = "1,1,1,1";
@@ -532,7 +552,10 @@ TEST(Resume, ReshardedAcrossGridsKeepsTheLosses) {
     EXPECT_NEAR(got[i], ref[i], 2e-4) << "step " << i;
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
   }
-  if (world->rank() == 0) std::printf("2,1,2,1 -> 1,2,1,2 -> 1 rank: max |loss - uninterrupted| = %.3g\n", worst);
+  if (world->rank() == 0)
+    std::printf("%s 2,1,2,1 -> 1,2,1,2 -> 1 rank: max |loss - uninterrupted| = %.3g\n", llama ? "llama" : "gpt2",
+                worst);
+  }
 }
 
 }  // namespace

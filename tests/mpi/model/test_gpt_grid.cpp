@@ -21,6 +21,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
 #include "common/grid_shapes.hpp"
+#include "common/test_models.hpp"
 
 namespace axonn {
 namespace {
@@ -28,41 +29,8 @@ namespace {
 using model::Gpt;
 using model::Param;
 
-model::GptConfig test_config() {
-  model::GptConfig c;
-  c.max_seq_len = 9;
-  c.vocab_size = 70;        // padded to 128: the vocabulary rows split unevenly over X*Y
-  c.padded_vocab_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.channels = 16;
-  return c;
-}
 
-// Two Llama shapes: grouped-query attention (2 KV heads for 4 query heads, so Gy <= 2) with an untied
-// head; and 4 KV heads for 8 query heads (Gy up to 4), tied embeddings and llama3 rope scaling whose
-// original context is short enough that the test's positions reach every regime of the rescaling.
-model::GptConfig llama_gqa_config() {
-  model::GptConfig c = test_config();
-  c.family = model::Family::kLlama;
-  c.num_kv_heads = 2;
-  c.ffn_hidden = 24;
-  c.tied_embeddings = false;
-  return c;
-}
-model::GptConfig llama_tied_scaled_config() {
-  model::GptConfig c = test_config();
-  c.family = model::Family::kLlama;
-  c.channels = 32;
-  c.num_heads = 8;
-  c.num_kv_heads = 4;
-  c.ffn_hidden = 40;
-  c.rope_theta = 100.0;
-  c.rope_scaling = {4.0, 1.0, 4.0, 8};
-  c.tied_embeddings = true;
-  return c;
-}
-const model::GptConfig kConfigs[] = {test_config(), llama_gqa_config(), llama_tied_scaled_config()};
+const model::GptConfig kConfigs[] = {test::tiny_gpt2(), test::tiny_llama_gqa(), test::tiny_llama_tied_scaled()};
 constexpr int kB = 8, kT = 7, kSteps = 3;
 
 // Calls visit(p, layer, j, mine, single) for element j of layer `layer` of this rank's shard of every tensor p
@@ -233,7 +201,7 @@ TEST(GptOnGrid, Bf16EveryGridMatchesOneRank) {
 
 TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {
   auto world = comm::world();
-  const model::GptConfig cfg = test_config();
+  const model::GptConfig cfg = test::tiny_gpt2();
   char path[] = "/tmp/axonn-grid-ckpt-XXXXXX";
   // rank 0 writes a full random model; every rank reads its shards from it
   Arena full("full");

@@ -116,10 +116,8 @@ class LlamaGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaGolden, GroupedQueryAttentionUntiedMatchesPyTorch) {
   // L=2 C=48 NH=6 KV=2 FFN=136 V=397 (padded 512) theta 1e4, untied; B=3 T=13, constant lr
-  train::TrainConfig c = golden_config("llama-gqa", "llama-gqa", 3, 13, 20, 3e-3f);
+  train::TrainConfig c = test::llama_oracle_config();
   c.kernels = GetParam();
-  c.lr_schedule = "constant";
-  c.grad_clip = 0;
   double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt"), 1e-4);
   std::printf("llama gqa (%s kernels): max |loss - pytorch| = %.3g\n", GetParam().c_str(), worst);
 }
