@@ -20,6 +20,7 @@
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
 #include "common/reference_run.hpp"
+#include "common/tensor_expect.hpp"
 #include "common/test_models.hpp"
 
 using namespace axonn;
@@ -191,7 +192,9 @@ TEST(GpuLlama, OracleTrajectoryInFp32AndBf16) {
       EXPECT_NEAR(got[i].loss, expected[i], bf16 ? test::kBf16LossBound : 1e-4) << dtype << " step " << i;
       worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
     }
-    if (bf16) EXPECT_GT(worst, 1e-4) << "bf16 gave fp32's losses: is the bf16 path running?";
+    if (bf16) {
+      EXPECT_GT(worst, 1e-4) << "bf16 gave fp32's losses: is the bf16 path running?";
+    }
     std::printf("GPU llama %s: max |loss - pytorch| over 20 steps = %.3g\n", dtype, worst);
   }
 }
@@ -206,7 +209,8 @@ TEST(GpuLlama, OneStepEqualsCpu) {
   const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
   const model::GptConfig cfg = test::tiny_llama_tied_scaled();
   const int B = 4, T = 9;
-  const std::vector<int> in = test::randint(B * T, cfg.vocab_size, 1), tg = test::randint(B * T, cfg.vocab_size, 2);
+  const std::vector<int> in = test::randint(B * T, cfg.vocab_size, 1);
+  const std::vector<int> tg = test::randint(B * T, cfg.vocab_size, 2);
   parallel::Grid grid({1, 1, 1, 1}, one);
   struct Run {
     float loss;
