@@ -122,85 +122,91 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
     }
-    std::vector<std::string> models;  // --model a,b,...: interleaved round by round
+    // the runs: every shape in turn, and for each --rounds rounds of every model (interleaved)
+    struct Job {
+      int B, T;
+      size_t model;
+      bool last;  // the shape's last run: its summary follows
+    };
+    std::vector<std::string> models;
     for (size_t at = 0; at <= model_name.size();) {
       const size_t comma = std::min(model_name.find(',', at), model_name.size());
       models.push_back(model_name.substr(at, comma - at));
       at = comma + 1;
     }
+    std::vector<Job> jobs;
     size_t pos = 0;
     while (pos < shapes.size()) {
       size_t comma = shapes.find(',', pos);
       std::string s = shapes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? shapes.size() : comma + 1;
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
+      for (int round = 0; round < rounds; round++)
+        for (size_t mi = 0; mi < models.size(); mi++) jobs.push_back({B, T, mi, round + 1 == rounds && mi + 1 == models.size()});
+    }
+    std::vector<std::vector<double>> seconds(models.size());  // this shape's step times, per model
+    std::vector<double> flops(models.size());
+    for (const Job& job : jobs) {
+      const int B = job.B, T = job.T;
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
-      std::vector<std::vector<double>> seconds(models.size());
-      std::vector<double> flops(models.size());
-      for (int round = 0; round < rounds; round++)
-        for (size_t mi = 0; mi < models.size(); mi++) {
-          const model::GptConfig cfg = model::gpt_preset(models[mi]);
-          model::GptRunOptions run;
-          run.precision = precision;
-          model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
-          gpt.init_random(1);
-          const auto& ops = kernels::ops_for(compute.backend);
-          optim::AdamW opt(gpt.params(), {}, {}, ops);
-          std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
-          const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
-          for (size_t i = 0; i < in.size(); i++) {
-            in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
-            tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
-          }
-          Profiler prof;
-          gpt.set_profiler(&prof);
-          auto step = [&] {
-            float loss = gpt.forward(in.data(), tg.data());
-            {
-              ProfileScope zs(&prof, "zero_grad");
-              gpt.zero_grad();
-            }
-            gpt.backward();
-            gpt.sync_gradients();
-            ProfileScope os(&prof, "optimizer (norm + adamw)");
-            opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
-            gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
-            return loss;
-          };
-          kernels::gemm_tuner().clear();  // this shape's choices only
-          step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
-          prof.enable(true);
-          world->barrier();
-          Timer t;
-          float loss = 0;
-          for (int i = 0; i < steps; i++) loss = step();
-          float sec = static_cast<float>(t.seconds() / steps);
-          world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
-          seconds[mi].push_back(sec);
-          flops[mi] = gpt.flops_per_step();
-          // memory: this rank's bytes, and the tensor-parallel weights against one rank's
-          const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
-                                                        gpt.activation_bytes());
-          const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
-          double tp_full = 0;
-          for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
-          double gflops = gpt.flops_per_step() / sec / 1e9;
-          if (root) {
-            std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
-                        models[mi].c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec,
-                        gflops, gflops / peak, loss, mib(rank_bytes), mib(tp), tp / tp_full,
-                        shape.gx * shape.gy * shape.gz);
-            for (const auto& line : kernels::gemm_tuner().report_lines())
-              std::printf("  gemm-tuning %s\n", line.c_str());
-            if (profile) {
-              std::printf("  rank 0's time per op over %d steps:\n", steps);
-              prof.print(stdout);
-            }
-          }
-          std::fflush(stdout);
+      const model::GptConfig cfg = model::gpt_preset(models[job.model]);
+      model::GptRunOptions run;
+      run.precision = precision;
+      model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
+      gpt.init_random(1);
+      const auto& ops = kernels::ops_for(compute.backend);
+      optim::AdamW opt(gpt.params(), {}, {}, ops);
+      std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
+      const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
+      for (size_t i = 0; i < in.size(); i++) {
+        in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
+        tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
+      }
+      Profiler prof;
+      gpt.set_profiler(&prof);
+      auto step = [&] {
+        float loss = gpt.forward(in.data(), tg.data());
+        {
+          ProfileScope zs(&prof, "zero_grad");
+          gpt.zero_grad();
         }
-      if (root && (rounds > 1 || models.size() > 1))
+        gpt.backward();
+        gpt.sync_gradients();
+        ProfileScope os(&prof, "optimizer (norm + adamw)");
+        opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
+        gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
+        return loss;
+      };
+      kernels::gemm_tuner().clear();  // this shape's choices only
+      step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
+      prof.enable(true);
+      world->barrier();
+      Timer t;
+      float loss = 0;
+      for (int i = 0; i < steps; i++) loss = step();
+      float sec = static_cast<float>(t.seconds() / steps);
+      world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
+      seconds[job.model].push_back(sec);
+      flops[job.model] = gpt.flops_per_step();
+      // memory: this rank's bytes, and the tensor-parallel weights against one rank's
+      const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
+                                                    gpt.activation_bytes());
+      const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
+      double tp_full = 0;
+      for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
+      double gflops = gpt.flops_per_step() / sec / 1e9;
+      if (root) {
+        std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
+                    models[job.model].c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
+                    loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
+        for (const auto& line : kernels::gemm_tuner().report_lines()) std::printf("  gemm-tuning %s\n", line.c_str());
+        if (profile) {
+          std::printf("  rank 0's time per op over %d steps:\n", steps);
+          prof.print(stdout);
+        }
+      }
+      if (job.last && root && (rounds > 1 || models.size() > 1))
         for (size_t mi = 0; mi < models.size(); mi++) {
           std::vector<double> v = seconds[mi];
           std::sort(v.begin(), v.end());
@@ -208,6 +214,8 @@ int main(int argc, char** argv) {
           std::printf("# %-10s B=%d T=%d over %d round(s): ms/step min %.1f median %.1f, MFU of the median %.3f\n",
                       models[mi].c_str(), B, T, rounds, v.front() * 1e3, median * 1e3, flops[mi] / median / 1e9 / peak);
         }
+      if (job.last) seconds.assign(models.size(), {});
+      std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
