@@ -11,7 +11,9 @@
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
 //   build/bin/bench_gpt2_step --model gpt2-124m,llama-124m --shapes 8x256 --rounds 3   (interleaved)
 // Several models run interleaved, round by round (--rounds), on the same peak; after the rounds a
-// summary line per model gives the min and median ms/step and the MFU of the median.
+// summary line per model gives the min and median ms/step, the MFU of the median, and that of the min
+// against the highest of the peaks measured before each round (on a shared machine, the least disturbed
+// step against the least disturbed peak).
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
@@ -93,11 +95,16 @@ int main(int argc, char** argv) {
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     const bool bf16 = precision == DType::kBF16;
-    float peak = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
-                                    : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
-                                    : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
-                                                    : kernels::measure_sgemm_gflops(2048, 5));
-    world->all_reduce(&peak, 1, DType::kF32);
+    auto measure_peak = [&] {
+      float p = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
+                                   : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+                                   : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
+                                                   : kernels::measure_sgemm_gflops(2048, 5));
+      world->all_reduce(&p, 1, DType::kF32);
+      return p;
+    };
+    const float peak = measure_peak();
+    float best_peak = peak;  // with --rounds: the highest of the peaks measured before each round
     const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
     parallel::Grid grid(shape, compute.grid_world);
     if (root) {
@@ -147,6 +154,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> seconds(models.size());  // this shape's step times, per model
     std::vector<double> flops(models.size());
     for (const Job& job : jobs) {
+      if (rounds > 1 && job.model == 0 && &job != &jobs.front()) best_peak = std::max(best_peak, measure_peak());
       const int B = job.B, T = job.T;
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
@@ -211,8 +219,10 @@ int main(int argc, char** argv) {
           std::vector<double> v = seconds[mi];
           std::sort(v.begin(), v.end());
           const double median = v[v.size() / 2];
-          std::printf("# %-10s B=%d T=%d over %d round(s): ms/step min %.1f median %.1f, MFU of the median %.3f\n",
-                      models[mi].c_str(), B, T, rounds, v.front() * 1e3, median * 1e3, flops[mi] / median / 1e9 / peak);
+          std::printf("# %-10s B=%d T=%d over %d round(s): ms/step min %.1f median %.1f, MFU of the median %.3f, "
+                      "of the min against the highest peak measured (%.1f GFLOP/s) %.3f\n",
+                      models[mi].c_str(), B, T, rounds, v.front() * 1e3, median * 1e3, flops[mi] / median / 1e9 / peak,
+                      best_peak, flops[mi] / v.front() / 1e9 / best_peak);
         }
       if (job.last) seconds.assign(models.size(), {});
       std::fflush(stdout);
