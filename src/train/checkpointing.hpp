@@ -15,7 +15,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "axonn/train/trainer.hpp"
+#include "axonn/train/config.hpp"
 
 namespace axonn::train::detail {
 

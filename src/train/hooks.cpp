@@ -1,0 +1,148 @@
+// train/hooks.cpp — the loop's built-in hooks (hooks.hpp).
+#include "hooks.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/checkpoint/llmc.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/parallel/overlap.hpp"
+
+namespace axonn::train::detail {
+
+namespace {
+
+// Rank 0 opens the trace file now, so that an unwritable path fails every rank at the start.
+void check_trace_writable(const std::string& path, comm::Communicator& world) {
+  int32_t bad = 0;
+  if (world.rank() == 0) bad = std::ofstream(path, std::ios::trunc).good() ? 0 : 1;
+  world.all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
+  AXONN_CHECK_IO(!bad, "cannot write trace file '", path, "'");
+}
+
+// Every rank's trace events to rank 0, which writes one Chrome trace-event file: one process per
+// rank (pid = world rank), its tracks as threads. Collective over world.
+void write_trace(const std::string& path, const Trace& trace, const parallel::Grid& grid, const std::string& meta,
+                 comm::Communicator& world) {
+  // a common time origin: the earliest span of any rank
+  const double mine = trace.earliest_us();
+  int64_t neg_origin_ns = std::isfinite(mine) ? -static_cast<int64_t>(mine * 1e3) : INT64_MIN;
+  world.all_reduce(&neg_origin_ns, 1, DType::kI64, comm::ReduceOp::kMax);  // over world
+  const double origin_us = static_cast<double>(-neg_origin_ns) * 1e-3;
+  const parallel::GridCoords& at = grid.coords();
+  const std::string label = ::axonn::detail::concat("rank ", world.rank(), " (x,y,z,d)=(", at.x, ",", at.y, ",", at.z, ",", at.d, ")");
+  std::string events = trace.chrome_events(world.rank(), label, origin_us);
+  // gather the texts as 32-bit words
+  events.resize((events.size() + 3) / 4 * 4, ' ');
+  std::vector<int64_t> words(static_cast<size_t>(world.size()));
+  const int64_t n = static_cast<int64_t>(events.size() / 4);
+  world.all_gather(&n, words.data(), 1, DType::kI64);  // over world
+  std::vector<size_t> counts(words.begin(), words.end());
+  size_t total = 0;
+  for (size_t w : counts) total += w;
+  std::string all(total * 4, ' ');
+  world.all_gather_v(events.data(), static_cast<size_t>(n), all.data(), counts, DType::kI32);  // over world
+  if (world.rank() != 0) return;
+  std::ofstream f(path, std::ios::trunc);
+  f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << meta << ",\"traceEvents\":[\n";
+  size_t at_word = 0;
+  bool first = true;
+  for (size_t r = 0; r < counts.size(); r++) {
+    std::string part = all.substr(at_word * 4, counts[r] * 4);
+    at_word += counts[r];
+    while (!part.empty() && part.back() == ' ') part.pop_back();
+    if (part.empty()) continue;
+    f << (first ? "" : ",\n") << part;
+    first = false;
+  }
+  f << "\n]}\n";
+  AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
+}
+
+}  // namespace
+
+// --- trace ---------------------------------------------------------------------------------------
+
+TraceHook::TraceHook(Session& s, Trace* trace)
+    : trace_(trace), window_(parse_trace_steps(s.config().trace_steps, s.config().steps)) {
+  check_trace_writable(s.config().trace, s.world());
+  s.gpt().set_trace(trace_);
+  if (window_.second <= s.first_step())
+    log_warn("--trace-steps %d:%d lie before the resumed step %d: no trace is written", window_.first, window_.second,
+             s.first_step() + 1);
+}
+
+void TraceHook::before_step(Session& s, int step) {
+  (void)s;
+  trace_->set_step(step + 1);
+  trace_->set_recording(step + 1 >= window_.first && step + 1 <= window_.second);
+}
+
+void TraceHook::after_step(Session& s, StepMetrics& m) {
+  trace_->set_recording(false);
+  if (m.step + 1 != window_.second) return;
+  const TrainConfig& c = s.config();
+  const std::string meta = nlohmann::json({{"grid", s.grid().shape().str()},
+                                           {"overlap", parallel::overlap_name(s.gpt().run_options().overlap)},
+                                           {"micro_batch_size", s.micro_batch_size()},
+                                           {"micro_batches", s.micro_batches()},
+                                           {"recompute", c.recompute},
+                                           {"cache_gathered_weights", c.cache_gathered_weights},
+                                           {"steps", {window_.first, window_.second}}})
+                               .dump();
+  write_trace(c.trace, *trace_, s.grid(), meta, s.world());
+  trace_->clear();
+  log_info("trace     steps %d-%d written to %s", window_.first, window_.second, c.trace.c_str());
+}
+
+// --- progress and metrics ------------------------------------------------------------------------
+
+ProgressHook::ProgressHook(Session& s) {
+  const TrainConfig& c = s.config();
+  if (!c.metrics.empty() && s.world().rank() == 0) {
+    metrics_.emplace(c.metrics, s.first_step() > 0 ? std::ios::app : std::ios::trunc);  // a resumed run appends
+    AXONN_CHECK_IO(metrics_->good(), "cannot write metrics file '", c.metrics, "'");
+  }
+}
+
+void ProgressHook::after_step(Session& s, StepMetrics& m) {
+  if (!s.config().quiet)
+    log_info("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
+             s.config().steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+  if (metrics_) {
+    nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},
+                        {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
+                        {"mfu", m.mfu}};
+    *metrics_ << j.dump() << '\n';
+    metrics_->flush();
+  }
+}
+
+// --- checkpoints ---------------------------------------------------------------------------------
+
+CheckpointHook::CheckpointHook(Session& s)
+    : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {}
+
+void CheckpointHook::after_step(Session& s, StepMetrics& m) {
+  checkpointer_.after_step(m.step + 1, s.loader(), s.gpt(), s.opt());
+}
+
+void CheckpointHook::at_end(Session& s, int done) {
+  (void)done;
+  const TrainConfig& c = s.config();
+  if (c.save.empty()) return;
+  const model::Gpt& gpt = s.gpt();
+  if (gpt.device() != Device::kCpu) {
+    Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
+    host.allocate();
+    host.copy_from(gpt.params());  // download
+    checkpoint::save_llmc(c.save, s.model_config(), host);
+  } else {
+    checkpoint::save_llmc(c.save, s.model_config(), gpt.params());
+  }
+  log_info("saved     %s", c.save.c_str());
+}
+
+}  // namespace axonn::train::detail

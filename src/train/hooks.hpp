@@ -1,0 +1,53 @@
+// train/hooks.hpp (private to the train module) — the loop's built-in hooks, in the order it runs
+// them after a step: the timeline trace, the progress line and the metrics file, the checkpoints.
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "axonn/core/trace.hpp"
+#include "axonn/train/trainer.hpp"
+#include "checkpointing.hpp"
+
+namespace axonn::train::detail {
+
+// --trace: records the window's steps into `trace` (which the model and the step write to) and
+// writes every rank's spans to one Chrome trace-event file after the window's last step.
+class TraceHook final : public LoopHook {
+ public:
+  // Checks now, on every rank, that rank 0 can write the file.
+  TraceHook(Session& s, Trace* trace);
+  void before_step(Session& s, int step) override;
+  void after_step(Session& s, StepMetrics& m) override;
+
+ private:
+  Trace* trace_;
+  std::pair<int, int> window_;  // 1-based, inclusive
+};
+
+// The progress line (rank 0's log, unless --quiet) and --metrics (rank 0 writes one JSON object per
+// step and flushes it).
+class ProgressHook final : public LoopHook {
+ public:
+  explicit ProgressHook(Session& s);
+  void after_step(Session& s, StepMetrics& m) override;
+
+ private:
+  std::optional<std::ofstream> metrics_;
+};
+
+// --checkpoint-dir: a sharded checkpoint when one falls due and after the last step; --save: the
+// llm.c file at the end.
+class CheckpointHook final : public LoopHook {
+ public:
+  explicit CheckpointHook(Session& s);
+  void after_step(Session& s, StepMetrics& m) override;
+  void at_end(Session& s, int done) override;
+
+ private:
+  Checkpointer checkpointer_;
+};
+
+}  // namespace axonn::train::detail
