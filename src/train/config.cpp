@@ -40,6 +40,10 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
                   "(--layers --heads --channels --vocab --max-seq-len)");
+  AXONN_CHECK_ARG(c.val_every >= 0, "--val-every must be >= 0 (0: after the last step only), got ", c.val_every);
+  AXONN_CHECK_ARG(c.val_batches >= 1, "--val-batches must be >= 1, got ", c.val_batches);
+  AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,
+                  "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
   detail::validate_checkpoint_flags(c);
   (void)parallel::parse_overlap(c.overlap);
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",

@@ -2,6 +2,7 @@
 #include "hooks.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,14 @@ void TraceHook::after_step(Session& s, StepMetrics& m) {
   log_info("trace     steps %d-%d written to %s", window_.first, window_.second, c.trace.c_str());
 }
 
+// --- validation ----------------------------------------------------------------------------------
+
+void ValidationHook::after_step(Session& s, StepMetrics& m) {
+  const TrainConfig& c = s.config();
+  const int done = m.step + 1;
+  if ((c.val_every > 0 && done % c.val_every == 0) || done == c.steps) m.val_loss = s.validate();
+}
+
 // --- progress and metrics ------------------------------------------------------------------------
 
 ProgressHook::ProgressHook(Session& s) {
@@ -108,13 +117,17 @@ ProgressHook::ProgressHook(Session& s) {
 }
 
 void ProgressHook::after_step(Session& s, StepMetrics& m) {
-  if (!s.config().quiet)
-    log_info("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
-             s.config().steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+  if (!s.config().quiet) {
+    char val[40] = "";
+    if (m.val_loss) std::snprintf(val, sizeof val, " | val %.6f", static_cast<double>(*m.val_loss));
+    log_info("step %5d/%d | loss %.6f%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
+             s.config().steps, m.loss, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+  }
   if (metrics_) {
     nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},
                         {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
                         {"mfu", m.mfu}};
+    if (m.val_loss) j["val_loss"] = *m.val_loss;
     *metrics_ << j.dump() << '\n';
     metrics_->flush();
   }

@@ -1,5 +1,5 @@
 // train/hooks.hpp (private to the train module) — the loop's built-in hooks, in the order it runs
-// them after a step: the timeline trace, the progress line and the metrics file, the checkpoints.
+// them after a step: the timeline trace, validation, the progress line and the metrics file, the checkpoints.
 #pragma once
 
 #include <fstream>
@@ -25,6 +25,12 @@ class TraceHook final : public LoopHook {
  private:
   Trace* trace_;
   std::pair<int, int> window_;  // 1-based, inclusive
+};
+
+// --val-data: the validation loss after the update, every --val-every steps and after the last step.
+class ValidationHook final : public LoopHook {
+ public:
+  void after_step(Session& s, StepMetrics& m) override;
 };
 
 // The progress line (rank 0's log, unless --quiet) and --metrics (rank 0 writes one JSON object per

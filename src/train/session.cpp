@@ -215,6 +215,10 @@ void Session::open_data() {
     shard_ = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed));
   }
   loader_ = std::make_unique<data::BatchLoader>(*shard_, c.batch_size, c.seq_len);
+  if (!c.val_data.empty()) {
+    val_shard_ = std::make_unique<data::TokenShard>(c.val_data, mc_.vocab_size);
+    val_loader_ = std::make_unique<data::BatchLoader>(*val_shard_, c.batch_size, c.seq_len);
+  }
 }
 
 float Session::lr(int step) const {
@@ -224,10 +228,25 @@ float Session::lr(int step) const {
 
 int64_t Session::tokens_per_step() const { return static_cast<int64_t>(c_.batch_size) * c_.seq_len; }
 
-LocalBatch Session::next_batch() {
-  loader_->next(inputs_.data(), targets_.data());
+LocalBatch Session::local_part() {
   return {inputs_.data() + block_offset_, targets_.data() + block_offset_, micro_batches_,
           static_cast<int64_t>(micro_) * c_.seq_len};
+}
+
+LocalBatch Session::next_batch() {
+  loader_->next(inputs_.data(), targets_.data());
+  return local_part();
+}
+
+float Session::validate() {
+  AXONN_CHECK(val_loader_ != nullptr, "validate() without --val-data");
+  val_loader_->set_position(0);  // the same batches every time
+  double sum = 0.0;
+  for (int i = 0; i < c_.val_batches; i++) {
+    val_loader_->next(inputs_.data(), targets_.data());
+    sum += evaluate(*gpt_, local_part());
+  }
+  return static_cast<float>(sum / c_.val_batches);
 }
 
 void Session::log_setup() const {
@@ -244,6 +263,11 @@ void Session::log_setup() const {
                                    : c.init.c_str());
   log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
            static_cast<long long>(shard_->size()));
+  if (val_shard_)
+    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", c.val_data.c_str(),
+             static_cast<long long>(val_shard_->size()), c.val_batches, c.val_batches > 1 ? "es" : "",
+             c.val_every > 0 ? ("every " + std::to_string(c.val_every) + " steps and at the end").c_str()
+                             : "after the last step");
   log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,

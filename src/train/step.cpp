@@ -17,8 +17,10 @@ float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass) {
   for (int k = 0; k < b.micro_batches; k++) {
     const int64_t at = k * b.micro_tokens;
     const float lk = gpt.forward(b.inputs + at, b.targets + at);
-    AXONN_CHECK(std::isfinite(lk), "the loss is ", lk, "; training diverged: lower --lr or enable --grad-clip");
-    if (pass == Pass::kTrain) gpt.backward({1.0 / b.micro_batches, k == b.micro_batches - 1});
+    if (pass == Pass::kTrain) {
+      AXONN_CHECK(std::isfinite(lk), "the loss is ", lk, "; training diverged: lower --lr or enable --grad-clip");
+      gpt.backward({1.0 / b.micro_batches, k == b.micro_batches - 1});
+    }
     loss_sum += lk;
   }
   return static_cast<float>(loss_sum / b.micro_batches);

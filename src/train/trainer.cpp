@@ -51,6 +51,7 @@ std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::
   Trace trace;  // the timeline of --trace, recorded by the model and the step during the window
   std::vector<std::unique_ptr<LoopHook>> hooks;
   if (!c.trace.empty()) hooks.push_back(std::make_unique<detail::TraceHook>(s, &trace));
+  if (s.has_validation()) hooks.push_back(std::make_unique<detail::ValidationHook>());
   hooks.push_back(std::make_unique<detail::ProgressHook>(s));
   hooks.push_back(std::make_unique<detail::CheckpointHook>(s));
   for (auto& h : extra) hooks.push_back(std::move(h));

@@ -26,6 +26,11 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
   sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
+  sub->add_option("--val-data", c->val_data, "llm.c token shard to validate on: val_loss in the progress line and "
+                  "the metrics, forwards only");
+  sub->add_option("--val-every", c->val_every, "validate every N steps (0: after the last step only)");
+  sub->add_option("--val-batches", c->val_batches, "batches of --batch-size x --seq-len tokens per validation, "
+                  "from the start of --val-data");
   sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
                   "and weight shards, D: data); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts "
                   "with --machine");

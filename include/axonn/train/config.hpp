@@ -20,6 +20,11 @@ struct TrainConfig {
   // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
   std::string data;                 // --data FILE
   int64_t synthetic_tokens = 200000;
+  // validation: the mean loss of the first --val-batches batches of --val-data (forwards only) every
+  // --val-every steps and after the last step
+  std::string val_data;             // --val-data FILE (empty: no validation)
+  int val_every = 0;                // --val-every N (0: after the last step only)
+  int val_batches = 10;             // --val-batches M: batches of --batch-size x --seq-len tokens
   // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size;
   // "auto": the planner's choice for this model, batch and job size
   std::string grid;

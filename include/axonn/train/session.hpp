@@ -57,6 +57,10 @@ class Session {
   float lr(int step) const;
   // Loads the next global batch and returns this rank's part of it (block d*Gz + z).
   LocalBatch next_batch();
+  bool has_validation() const { return val_loader_ != nullptr; }
+  // The mean loss of the first --val-batches batches of --val-data with the current weights (forwards
+  // only; training is not changed by it). Collective over the grid.
+  float validate();
 
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
@@ -64,7 +68,8 @@ class Session {
   double peak_gflops() const { return peak_; }   // MFU denominator, per rank
 
  private:
-  void open_data();  // the training data (--data, or the built-in corpus) and its loader
+  void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
+  LocalBatch local_part();  // this rank's part of the batch in inputs_/targets_
   void log_setup() const;
 
   TrainConfig c_;
@@ -74,6 +79,8 @@ class Session {
   model::GptConfig mc_;
   std::unique_ptr<data::TokenShard> shard_;
   std::unique_ptr<data::BatchLoader> loader_;
+  std::unique_ptr<data::TokenShard> val_shard_;
+  std::unique_ptr<data::BatchLoader> val_loader_;
   Compute compute_;
   std::unique_ptr<parallel::Grid> grid_, host_grid_;
   std::unique_ptr<model::Gpt> gpt_;

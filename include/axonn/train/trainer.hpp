@@ -9,7 +9,7 @@
 // (--metrics), the checkpoints (--checkpoint-dir, and --save at the end). A caller may add its own.
 #pragma once
 
-#include <limits>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +27,7 @@ struct StepMetrics {
   double step_ms = 0.0;
   double tokens_per_s = 0.0;
   double mfu = 0.0;       // model FLOPs / step time / peak
+  std::optional<float> val_loss;  // after this step's update, on the steps that validate (--val-data)
 };
 
 // Something the loop runs around every step. Hooks run in the order they were added; every rank
