@@ -42,9 +42,6 @@ StartPlan plan_start(const TrainConfig& c);
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
                 model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
 
-// The settings a checkpoint records (manifest "extra") and a resumed run compares with its own.
-std::map<std::string, std::string> run_settings(const TrainConfig& c);
-
 class Checkpointer {
  public:
   // Counts steps and tokens on from the checkpoint the plan resumes (if any).

@@ -2,16 +2,20 @@
 #include "hooks.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/parallel/overlap.hpp"
 
 namespace axonn::train::detail {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -62,6 +66,31 @@ void write_trace(const std::string& path, const Trace& trace, const parallel::Gr
   AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
 }
 
+// A resumed run continues its metrics file: the lines of steps before `first_step` stay, those of
+// the steps it runs again (trained after the checkpoint, before the run stopped) go, so that every
+// step appears once. The file is rewritten whole (a temporary renamed over it).
+void continue_metrics(const std::string& path, int first_step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  std::ifstream in(path);
+  AXONN_CHECK_IO(in.good(), "cannot read metrics file '", path, "' to continue it");
+  std::string kept, line;
+  int64_t dropped = 0, lines = 0;
+  while (std::getline(in, line)) {
+    lines++;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() < first_step)
+      kept += line + "\n";
+    else
+      dropped++;
+  }
+  AXONN_CHECK_IO(!in.bad(), "cannot read metrics file '", path, "' to continue it");
+  checkpoint::write_file_atomic(path, kept);
+  log_info("metrics   %s continues after step %d: %lld line%s kept, %lld dropped (steps run again, or unreadable)",
+           path.c_str(), first_step, static_cast<long long>(lines - dropped), lines - dropped == 1 ? "" : "s",
+           static_cast<long long>(dropped));
+}
+
 }  // namespace
 
 // --- trace ---------------------------------------------------------------------------------------
@@ -110,10 +139,10 @@ void ValidationHook::after_step(Session& s, StepMetrics& m) {
 
 ProgressHook::ProgressHook(Session& s) {
   const TrainConfig& c = s.config();
-  if (!c.metrics.empty() && s.world().rank() == 0) {
-    metrics_.emplace(c.metrics, s.first_step() > 0 ? std::ios::app : std::ios::trunc);  // a resumed run appends
-    AXONN_CHECK_IO(metrics_->good(), "cannot write metrics file '", c.metrics, "'");
-  }
+  if (c.metrics.empty() || s.world().rank() != 0) return;
+  if (s.first_step() > 0) continue_metrics(c.metrics, s.first_step());
+  metrics_.emplace(c.metrics, s.first_step() > 0 ? std::ios::app : std::ios::trunc);
+  AXONN_CHECK_IO(metrics_->good(), "cannot write metrics file '", c.metrics, "'");
 }
 
 void ProgressHook::after_step(Session& s, StepMetrics& m) {

@@ -13,6 +13,7 @@
 #include "axonn/parallel/overlap.hpp"
 #include "axonn/planner/planner.hpp"
 #include "checkpointing.hpp"
+#include "resume.hpp"
 
 namespace axonn::train {
 
@@ -130,8 +131,14 @@ parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
 
 Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> world)
     : c_(config), world_(std::move(world)) {
+  validate_config(c_);
+  // where the run starts; a resumed run takes the configuration its checkpoint records
+  start_ = std::make_unique<detail::StartPlan>(detail::plan_start(c_));
+  if (start_->resume_manifest) {
+    c_ = detail::restore_config(c_, *start_->resume_manifest, start_->resume_dir, world_->size());
+    validate_config(c_);
+  }
   const TrainConfig& c = c_;
-  validate_config(c);
   shape_ = resolve_grid(c, world_->size());
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
@@ -146,7 +153,6 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   const bool gpu = backend == kernels::Backend::kCuda;
   AXONN_CHECK_ARG(c.dtype == "fp32" || c.dtype == "bf16", "unknown --dtype '", c.dtype, "'; use fp32 or bf16");
   (void)optim::parse_lr_schedule(c.lr_schedule);
-  start_ = std::make_unique<detail::StartPlan>(detail::plan_start(c));
   mc_ = resolve_model(c, *start_);
   AXONN_CHECK_ARG(c.seq_len <= mc_.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
                   mc_.max_seq_len, "; use --seq-len <= ", mc_.max_seq_len);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
@@ -50,10 +51,16 @@ std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::
   // the hooks, in the order they run after a step
   Trace trace;  // the timeline of --trace, recorded by the model and the step during the window
   std::vector<std::unique_ptr<LoopHook>> hooks;
-  if (!c.trace.empty()) hooks.push_back(std::make_unique<detail::TraceHook>(s, &trace));
-  if (s.has_validation()) hooks.push_back(std::make_unique<detail::ValidationHook>());
-  hooks.push_back(std::make_unique<detail::ProgressHook>(s));
-  hooks.push_back(std::make_unique<detail::CheckpointHook>(s));
+  std::exception_ptr error;
+  try {  // a hook that cannot work (an output it cannot write) fails every rank now, not after training
+    if (!c.trace.empty()) hooks.push_back(std::make_unique<detail::TraceHook>(s, &trace));
+    if (s.has_validation()) hooks.push_back(std::make_unique<detail::ValidationHook>());
+    hooks.push_back(std::make_unique<detail::ProgressHook>(s));
+    hooks.push_back(std::make_unique<detail::CheckpointHook>(s));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  checkpoint::agree_on_errors(s.world(), error);
   for (auto& h : extra) hooks.push_back(std::move(h));
 
   std::vector<StepMetrics> history;

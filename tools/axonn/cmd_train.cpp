@@ -97,7 +97,13 @@ void add_train_command(CLI::App& app, Action* action) {
                   "of the --trace-steps to this file; rank 0 writes every rank's spans (pid = rank)");
   sub->add_option("--trace-steps", c->trace_steps, "steps to trace, A:B or A, 1-based (default: 2:4 within "
                   "--steps)");
-  sub->callback([c, action] {
+  sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
+                "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
+  sub->callback([c, action, sub] {
+    // the flags on the command line: resuming restores the checkpoint's settings for all others
+    c->given.emplace();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0) c->given->insert(o->get_name());
     *action = [c] {
       train::train(*c, comm::world());
       return 0;

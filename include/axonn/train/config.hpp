@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -60,6 +62,12 @@ struct TrainConfig {
   int keep = 0;                     // --keep N: the newest N checkpoints (0: all)
   bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
   std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
+  // Resuming restores the checkpoint's recorded configuration (train/resume.hpp) except the flags in
+  // `given` (the ones on the command line, e.g. "--steps"); nullopt: every field counts as given (a
+  // library caller's whole config). A given flag that would change the run's trajectory (--data, --lr,
+  // --batch-size, ...) is refused unless allow_config_change; safe ones (--steps, --grid, ...) are reported.
+  std::optional<std::set<std::string>> given;
+  bool allow_config_change = false;  // --allow-config-change
   bool quiet = false;               // no per-step progress lines
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
