@@ -169,14 +169,16 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     first_step_ = static_cast<int>(plan.resume_manifest->step);
     tokens_before_ = plan.resume_manifest->tokens_seen;
     resumed_from_ = plan.resume_dir;
+    last_saved_ = first_step_;
   }
 }
 
-void Checkpointer::after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                              const optim::AdamW& opt) {
-  if (c_.checkpoint_dir.empty()) return;
-  const bool due = (c_.checkpoint_every > 0 && done % c_.checkpoint_every == 0) || done == c_.steps;
-  if (!due) return;
+bool Checkpointer::due(int done) const {
+  return !c_.checkpoint_dir.empty() && c_.checkpoint_every > 0 && done % c_.checkpoint_every == 0;
+}
+
+checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
+                                          const optim::AdamW& opt) {
   checkpoint::Manifest m;
   m.model = mc_;
   m.step = done;
@@ -199,6 +201,8 @@ void Checkpointer::after_step(int done, const data::BatchLoader& loader, const m
   const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);
+  last_saved_ = done;
+  return r;
 }
 
 }  // namespace axonn::train::detail

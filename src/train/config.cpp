@@ -8,6 +8,7 @@
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "checkpointing.hpp"
+#include "stop.hpp"
 
 namespace axonn::train {
 
@@ -45,6 +46,10 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,
                   "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
   detail::validate_checkpoint_flags(c);
+  (void)detail::parse_stop_signal(c.stop_signal);
+  AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
+  AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
+                  "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);
   (void)parallel::parse_overlap(c.overlap);
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
                   c.micro_batch_size);

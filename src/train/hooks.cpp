@@ -19,6 +19,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Slurm's default KillWait: the seconds between SIGTERM and SIGKILL.
+constexpr double kKillWaitSeconds = 30;
+// What the stop-time estimate assumes of the disk (docs/checkpoints.md measured 190-850 MiB/s here).
+constexpr double kAssumedDiskMiBs = 200;
+
+
 // Rank 0 opens the trace file now, so that an unwritable path fails every rank at the start.
 void check_trace_writable(const std::string& path, comm::Communicator& world) {
   int32_t bad = 0;
@@ -168,12 +174,26 @@ CheckpointHook::CheckpointHook(Session& s)
     : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {}
 
 void CheckpointHook::after_step(Session& s, StepMetrics& m) {
-  checkpointer_.after_step(m.step + 1, s.loader(), s.gpt(), s.opt());
+  last_step_s_ = m.step_ms * 1e-3;
+  if (checkpointer_.due(m.step + 1)) save(s, m.step + 1);
+}
+
+void CheckpointHook::save(Session& s, int done) {
+  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt());
+  last_written_ = r.dir;
+  // a signal stops after a step and a save: both must fit in the scheduler's grace period
+  if (!warned_ && last_step_s_ + r.seconds > kKillWaitSeconds) {
+    warned_ = true;
+    log_warn("stop      a step (%.1f s) and a checkpoint (%.1f s) take longer than Slurm's default KillWait of %.0f s: "
+             "a SIGTERM would be followed by SIGKILL before the save ends. Ask for the signal earlier (sbatch "
+             "--signal=USR1@120) or raise KillWait",
+             last_step_s_, r.seconds, kKillWaitSeconds);
+  }
 }
 
 void CheckpointHook::at_end(Session& s, int done) {
-  (void)done;
   const TrainConfig& c = s.config();
+  if (!c.checkpoint_dir.empty() && checkpointer_.last_saved() != done) save(s, done);
   if (c.save.empty()) return;
   const model::Gpt& gpt = s.gpt();
   if (gpt.device() != Device::kCpu) {
@@ -185,6 +205,50 @@ void CheckpointHook::at_end(Session& s, int done) {
     checkpoint::save_llmc(c.save, s.model_config(), gpt.params());
   }
   log_info("saved     %s", c.save.c_str());
+}
+
+// --- stopping early ------------------------------------------------------------------------------
+
+StopHook::StopHook(Session& s) : signals_(parse_stop_signal(s.config().stop_signal)) {
+  const TrainConfig& c = s.config();
+  // what a stop costs: the rest of a step, then a checkpoint of every tensor-parallel file
+  std::string cost = "no --checkpoint-dir: a stop saves nothing";
+  if (!c.checkpoint_dir.empty()) {
+    const parallel::GridShape& g = s.grid().shape();
+    const double bytes = static_cast<double>(g.gx * g.gy * g.gz) *
+                         static_cast<double>(s.gpt().params().bytes() + s.opt().state_bytes());
+    const double seconds = bytes / (kAssumedDiskMiBs * 1024 * 1024);
+    char text[128];
+    std::snprintf(text, sizeof text, "then checkpoints (%.1f MiB, about %.0f s at %.0f MiB/s)",
+                  bytes / (1024.0 * 1024.0), std::ceil(seconds), kAssumedDiskMiBs);
+    cost = text;
+    if (seconds > kKillWaitSeconds)
+      log_warn("stop      a checkpoint of this model takes about %.0f s, more than Slurm's default KillWait of %.0f s: "
+               "ask for the signal earlier (sbatch --signal=USR1@%d) or raise KillWait",
+               seconds, kKillWaitSeconds, static_cast<int>(2 * seconds) + 60);
+  }
+  log_info("stop      %s: every rank stops after the current step, %s; a second signal stops at once%s%s",
+           signals_.names().c_str(), cost.c_str(),
+           c.exit_after_steps ? (", or after " + std::to_string(c.exit_after_steps) + " steps").c_str() : "",
+           c.exit_after_minutes > 0 ? ::axonn::detail::concat(", or after ", c.exit_after_minutes, " minutes").c_str()
+                                    : "");
+}
+
+void StopHook::after_step(Session& s, StepMetrics& m) {
+  (void)m;
+  const TrainConfig& c = s.config();
+  steps_run_++;
+  int32_t flags[2] = {signals_.received(), 0};  // the signal; the limit reached (1 steps, 2 minutes)
+  if (c.exit_after_steps > 0 && steps_run_ >= c.exit_after_steps) flags[1] = 1;
+  if (s.world().rank() == 0 && c.exit_after_minutes > 0 && since_start_.seconds() >= 60 * c.exit_after_minutes)
+    flags[1] = std::max(flags[1], 2);
+  s.world().all_reduce(flags, 2, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank stops together
+  if (flags[0]) {
+    stop_ = Stop::kSignal;
+    signal_ = flags[0];
+  } else if (flags[1]) {
+    stop_ = flags[1] == 1 ? Stop::kExitAfterSteps : Stop::kExitAfterMinutes;
+  }
 }
 
 }  // namespace axonn::train::detail

@@ -9,7 +9,9 @@
 
 #include "axonn/core/trace.hpp"
 #include "axonn/train/trainer.hpp"
+#include "axonn/core/timer.hpp"
 #include "checkpointing.hpp"
+#include "stop.hpp"
 
 namespace axonn::train::detail {
 
@@ -44,16 +46,40 @@ class ProgressHook final : public LoopHook {
   std::optional<std::ofstream> metrics_;
 };
 
-// --checkpoint-dir: a sharded checkpoint when one falls due and after the last step; --save: the
-// llm.c file at the end.
+// --checkpoint-dir: a sharded checkpoint every --checkpoint-every steps and at the end (however the run
+// ended); --save: the llm.c file at the end.
 class CheckpointHook final : public LoopHook {
  public:
   explicit CheckpointHook(Session& s);
   void after_step(Session& s, StepMetrics& m) override;
   void at_end(Session& s, int done) override;
+  const std::string& last_written() const { return last_written_; }  // step directory, empty if none
 
  private:
+  void save(Session& s, int done);
   Checkpointer checkpointer_;
+  std::string last_written_;
+  double last_step_s_ = 0;  // for the stop-time check
+  bool warned_ = false;
+};
+
+// Stopping early: on SIGTERM, SIGINT or --stop-signal (StopSignals), after --exit-after-steps steps
+// of this run or --exit-after-minutes since it started. After every step the ranks agree (one
+// all-reduce over the world: a signal may reach some ranks only, and rank 0's clock decides the time).
+class StopHook final : public LoopHook {
+ public:
+  explicit StopHook(Session& s);
+  void after_step(Session& s, StepMetrics& m) override;
+  bool stop_requested() const override { return stop_ != Stop::kFinished; }
+  Stop stop() const { return stop_; }
+  int signal() const { return signal_; }
+
+ private:
+  StopSignals signals_;
+  Timer since_start_;
+  int steps_run_ = 0;
+  Stop stop_ = Stop::kFinished;
+  int signal_ = 0;
 };
 
 }  // namespace axonn::train::detail

@@ -13,6 +13,7 @@
 #include "axonn/core/trace.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "hooks.hpp"
+#include "stop.hpp"
 
 namespace axonn::train {
 
@@ -44,27 +45,33 @@ void write_gemm_tuning_report(const std::string& path) {
 
 }  // namespace
 
-std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
-                               std::vector<std::unique_ptr<LoopHook>> extra) {
+TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+               std::vector<std::unique_ptr<LoopHook>> extra) {
   Session s(config, std::move(world));
   const TrainConfig& c = s.config();
   // the hooks, in the order they run after a step
   Trace trace;  // the timeline of --trace, recorded by the model and the step during the window
   std::vector<std::unique_ptr<LoopHook>> hooks;
+  detail::CheckpointHook* checkpoints = nullptr;
+  detail::StopHook* stop = nullptr;
   std::exception_ptr error;
   try {  // a hook that cannot work (an output it cannot write) fails every rank now, not after training
     if (!c.trace.empty()) hooks.push_back(std::make_unique<detail::TraceHook>(s, &trace));
     if (s.has_validation()) hooks.push_back(std::make_unique<detail::ValidationHook>());
     hooks.push_back(std::make_unique<detail::ProgressHook>(s));
     hooks.push_back(std::make_unique<detail::CheckpointHook>(s));
+    checkpoints = static_cast<detail::CheckpointHook*>(hooks.back().get());
+    hooks.push_back(std::make_unique<detail::StopHook>(s));
+    stop = static_cast<detail::StopHook*>(hooks.back().get());
   } catch (...) {
     error = std::current_exception();
   }
   checkpoint::agree_on_errors(s.world(), error);
   for (auto& h : extra) hooks.push_back(std::move(h));
 
-  std::vector<StepMetrics> history;
+  TrainResult result;
   const double flops = s.gpt().flops_per_step() * s.micro_batches();
+  int done = s.first_step();
   for (int step = s.first_step(); step < c.steps; step++) {
     for (auto& h : hooks) h->before_step(s, step);
     Timer timer;
@@ -84,9 +91,28 @@ std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::
     m.tokens_per_s = static_cast<double>(s.tokens_per_step()) / seconds;
     m.mfu = flops / seconds / (s.peak_gflops() * 1e9 * s.world().size());
     for (auto& h : hooks) h->after_step(s, m);
-    history.push_back(m);
+    result.history.push_back(m);
+    done = step + 1;
+    bool stopping = false;
+    for (auto& h : hooks) stopping = h->stop_requested() || stopping;
+    if (stopping) break;
   }
-  for (auto& h : hooks) h->at_end(s, c.steps);
+  for (auto& h : hooks) h->at_end(s, done);
+  result.stop = stop->stop();
+  result.signal = stop->signal();
+  result.checkpoint = checkpoints->last_written();
+  if (result.stop != Stop::kFinished && done < c.steps) {
+    const std::string why = result.stop == Stop::kSignal ? detail::signal_name(result.signal)
+                            : result.stop == Stop::kExitAfterSteps
+                                ? "--exit-after-steps " + std::to_string(c.exit_after_steps)
+                                : ::axonn::detail::concat("--exit-after-minutes ", c.exit_after_minutes);
+    if (!result.checkpoint.empty())
+      log_info("stopped   by %s after step %d of %d; checkpoint %s. Continue with: axonn train --checkpoint-dir %s "
+               "--resume", why.c_str(), done, c.steps, result.checkpoint.c_str(), c.checkpoint_dir.c_str());
+    else
+      log_warn("stopped   by %s after step %d of %d; no --checkpoint-dir: nothing to resume from", why.c_str(), done,
+               c.steps);
+  }
   if (kernels::gemm_tuning()) {  // rank 0's choices (every rank tunes its own shapes)
     for (const auto& line : kernels::gemm_tuner().report_lines()) log_info("gemm-tuning %s", line.c_str());
     if (!c.gemm_tuning_report.empty() && s.world().rank() == 0) {
@@ -94,7 +120,12 @@ std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::
       log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
     }
   }
-  return history;
+  return result;
+}
+
+std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+                               std::vector<std::unique_ptr<LoopHook>> extra) {
+  return run(config, std::move(world), std::move(extra)).history;
 }
 
 }  // namespace axonn::train

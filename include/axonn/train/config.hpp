@@ -69,6 +69,12 @@ struct TrainConfig {
   std::optional<std::set<std::string>> given;
   bool allow_config_change = false;  // --allow-config-change
   bool quiet = false;               // no per-step progress lines
+  // stopping early (docs/resilience.md): on SIGTERM, SIGINT or --stop-signal every rank stops after the
+  // current step and checkpoints; a second signal stops at once. Also after N steps of this run or M
+  // minutes since it started (0: never), as Megatron's exit interval and duration.
+  std::string stop_signal = "USR1";  // --stop-signal USR1|USR2|HUP|none
+  int exit_after_steps = 0;          // --exit-after-steps N
+  double exit_after_minutes = 0.0;   // --exit-after-minutes M
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
   int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -44,17 +45,39 @@ class LoopHook {
     (void)s;
     (void)m;
   }
-  // After the last step this run trained (`done` steps in all, counted from 0).
+  // Asked after every step's after_step (on every rank alike): true ends the run after this step.
+  virtual bool stop_requested() const { return false; }
+  // After the last step this run trained (`done` steps in all, counted from 0), whether the run
+  // finished or stopped early.
   virtual void at_end(Session& s, int done) {
     (void)s;
     (void)done;
   }
 };
 
+// How a run ended.
+enum class Stop {
+  kFinished,          // --steps done
+  kSignal,            // SIGTERM, SIGINT or --stop-signal
+  kExitAfterSteps,    // --exit-after-steps
+  kExitAfterMinutes,  // --exit-after-minutes
+};
+
+struct TrainResult {
+  std::vector<StepMetrics> history;  // the steps this run trained
+  Stop stop = Stop::kFinished;
+  int signal = 0;          // kSignal: which
+  std::string checkpoint;  // the step directory of the last checkpoint this run wrote (empty: none)
+};
+
 // Validates the configuration (InvalidArgument with what to change), builds the Session over
-// `world`, trains, and returns the metrics of the steps it ran (the same on every rank).
+// `world`, trains until --steps or a stop (a signal, --exit-after-*), and returns the metrics of the
+// steps it ran (the same on every rank) and how it ended.
 // Collective over world. Progress goes to the log (rank 0); the metrics file is written by rank 0.
 // `extra` hooks run after the built-in ones.
+TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+               std::vector<std::unique_ptr<LoopHook>> extra = {});
+// run(...).history
 std::vector<StepMetrics> train(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                                std::vector<std::unique_ptr<LoopHook>> extra = {});
 
