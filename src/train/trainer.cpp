@@ -291,14 +291,12 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
   run.precision = c.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   if (!c.trace.empty()) check_trace_writable(c.trace, *world);
 
-  // data
-  std::unique_ptr<data::TokenShard> shard;
-  if (!c.data.empty()) {
-    shard = std::make_unique<data::TokenShard>(c.data, mc.vocab_size);
-  } else {
-    shard = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc.vocab_size, c.synthetic_tokens, c.seed));
-  }
-  data::BatchLoader loader(*shard, c.batch_size, c.seq_len);
+  // data: the shards --data names (a file, a glob, a directory's training shards), or the synthetic corpus
+  const data::TokenCorpus corpus =
+      c.data.empty() ? data::TokenCorpus(std::make_unique<data::TokenShard>(
+                           data::synthetic_markov_tokens(mc.vocab_size, c.synthetic_tokens, c.seed)))
+                     : data::TokenCorpus(data::find_shards(c.data), mc.vocab_size);
+  data::BatchLoader loader(corpus, c.batch_size, c.seq_len, {c.shuffle, c.data_seed});
 
   // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
   const Compute compute = setup_compute(c.kernels, c.comm, world);
@@ -316,7 +314,7 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
     decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
   optim::AdamW opt(gpt.params(), {c.beta1, c.beta2, c.eps, c.weight_decay}, decay, kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state; then saves as they fall due
-  const int first_step = detail::start_state(start, c, mc, checkpoint_grid, gpt, opt, loader, shard->size());
+  const int first_step = detail::start_state(start, c, mc, checkpoint_grid, gpt, opt, loader);
   gpt.weights_updated();  // the shards were written directly: no gathered block of before is valid
   detail::Checkpointer checkpointer(c, mc, checkpoint_grid, start);
 
@@ -331,8 +329,8 @@ std::vector<StepMetrics> train(const TrainConfig& c, std::shared_ptr<comm::Commu
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
            : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
                                    : c.init.c_str());
-  log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
-           static_cast<long long>(shard->size()));
+  log_info("data      %s, %lld tokens%s", c.data.empty() ? "synthetic Markov chain (built in)" : corpus.describe().c_str(),
+           static_cast<long long>(corpus.num_tokens()), c.shuffle ? ", shuffled" : "");
   log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,

@@ -25,7 +25,11 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--channels", c->channels, "override the hidden size");
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
-  sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
+  sub->add_option("--data", c->data, "llm.c token shards: a file, a glob, or a directory (its *.bin without 'val', as "
+                  "axonn prepare writes them); default: a built-in synthetic corpus");
+  sub->add_flag("--shuffle", c->shuffle, "read the sequences in a new pseudo-random order every epoch (the same on "
+                "every grid; resumable)");
+  sub->add_option("--data-seed", c->data_seed, "seed of the --shuffle order");
   sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
                   "and weight shards, D: data); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts "
                   "with --machine");
