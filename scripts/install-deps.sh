@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs what axonn needs to build and test, from Debian 12's packages. Run as root (or with sudo).
+# Installs what axonn needs to build and test, from Debian 12's packages, on a minimal Debian 12
+# (`debootstrap --variant=minbase bookworm`; checked by scripts/fresh-check.sh). Run as root (or with sudo).
+# Packages are installed without their Recommends, so every package the build needs is named here:
+# ocl-icd-opencl-dev, for example, is only a Recommends of libdnnl-dev, whose CMake config requires OpenCL.
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo "$0" "$@"
@@ -9,7 +12,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 \
   libopenmpi-dev openmpi-bin \
-  libopenblas-dev libdnnl-dev \
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
   libcli11-dev nlohmann-json3-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   pkg-config libpcre2-dev libsentencepiece-dev fortunes \

@@ -235,7 +235,11 @@ parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
     parallel::check_grid(s, world_size);
     return s;
   }
-  return parallel::parse_grid(c.grid, world_size);
+  // the grid's size first: everything checked after it (the batch split, the model's divisibility)
+  // would otherwise report the symptom of a grid that does not fit the job
+  const parallel::GridShape s = parallel::parse_grid(c.grid, world_size);
+  parallel::check_grid(s, world_size);
+  return s;
 }
 
 }  // namespace
