@@ -21,5 +21,6 @@ void add_bench_command(CLI::App& app, Action* action);  // bench comm, bench ove
 void add_convert_command(CLI::App& app, Action* action);
 void add_inspect_command(CLI::App& app, Action* action);
 void add_trace_summary_command(CLI::App& app, Action* action);
+void add_report_command(CLI::App& app, Action* action);
 
 }  // namespace axonn::tools

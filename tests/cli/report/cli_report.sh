@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# CLI tests of `axonn report`: a real (short) training run into a run directory, its report checked;
+# and bad input (missing directory, malformed metrics line, empty metrics file) getting a clear error.
+# Usage: cli_report.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+. "$(dirname "$0")/../common.sh"
+model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
+
+# check_html FILE ID...: the page is self-contained and each chart ID is an <svg> with a drawn path
+check_html() {
+  python3 - "$@" <<'PY' || fail "the report $1 is not what it should be"
+import re, sys
+path, ids = sys.argv[1], sys.argv[2:]
+html = open(path, encoding="utf-8").read()
+assert html.startswith("<!DOCTYPE html>"), html[:80]
+assert "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">" in html
+for bad in ("http://", "https://", "src=", "<script", "<link", "url(", "@import"):
+    assert bad not in html, "the page has %r" % bad
+assert not re.search(r"[a-z][a-z0-9+.-]*://", html), re.search(r"[a-z][a-z0-9+.-]*://", html).group(0)
+svgs = dict(re.findall(r'<svg id="([^"]+)" class="chart".*?>(.*?)</svg>', html, re.S))
+for i in ids:
+    assert i in svgs, "no chart %s; charts: %s" % (i, sorted(svgs))
+    paths = re.findall(r'<path class="data" d="M([^"]+)"', svgs[i])
+    assert paths and max(p.count("L") + p.count("h") for p in paths) >= 1, "chart %s has no drawn path" % i
+print("ok: %d charts, each with a drawn path: %s" % (len(svgs), ", ".join(sorted(svgs))))
+PY
+}
+
+case $case_name in
+  training_run)
+    # a traced 2-rank run (X = 2) into a run directory, then the report of that directory
+    run_dir=$tmp/run
+    mkdir -p "$run_dir"
+    CLI_TIMEOUT=200 run_np 2 train --grid 2,1,1,1 --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 \
+      --steps 8 --lr 3e-3 --peak-gflops 100 --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" \
+      --trace-steps 2:3 --quiet
+    run "$axonn" report "$run_dir"
+    expect_output "report    $run_dir/report.html"
+    expect_output "report: 3 files in "   # the progress summary (not a terminal: plain lines): 2 read, 1 written
+    check_html "$run_dir/report.html" chart-loss-step chart-loss-tokens chart-lr chart-grad-norm chart-step-ms \
+      chart-tokens-per-s chart-mfu chart-overlap-0
+    expect_output '<svg id="chart-overlap-0"' "$run_dir/report.html"
+    expect_output '<td>1</td><td class="num">' "$run_dir/report.html"   # rank 1's row of the trace table
+    expect_output 'config.toml</td><td class="missing">missing' "$run_dir/report.html"
+    # the same from explicit files, quietly, to another place
+    run "$axonn" report --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" --out "$tmp/r.html" --quiet
+    expect_no_output "report: "
+    check_html "$tmp/r.html" chart-loss-step chart-overlap-0
+    ;;
+  missing_dir)
+    expect_error "run directory '/nonexistent-run' does not exist" "$axonn" report /nonexistent-run ;;
+  not_a_dir)
+    echo x >"$tmp/file"
+    expect_error "'$tmp/file' is not a directory" "$axonn" report "$tmp/file" ;;
+  nothing_given) expect_error "--out FILE.html is needed without a run directory" "$axonn" report ;;
+  no_inputs) expect_error "nothing to report: give a run directory" "$axonn" report --out "$tmp/r.html" ;;
+  malformed_line)
+    mkdir "$tmp/run"
+    printf '{"step":0,"loss":6.2}\n{"step":1,"loss":6.1}\n{"step":2,"loss":\n' >"$tmp/run/metrics.jsonl"
+    expect_error "metrics file '$tmp/run/metrics.jsonl', line 3: not valid JSON" "$axonn" report "$tmp/run"
+    absent "$tmp/run/report.html" "$tmp/run/report.html.tmp" ;;
+  empty_metrics)
+    mkdir "$tmp/run"
+    : >"$tmp/run/metrics.jsonl"
+    expect_error "metrics file '$tmp/run/metrics.jsonl' is empty: no step was recorded" "$axonn" report "$tmp/run"
+    absent "$tmp/run/report.html" ;;
+  bad_trace)
+    echo '{not json' >"$tmp/t.json"
+    expect_error "trace file '$tmp/t.json': the trace is not valid JSON" "$axonn" report --trace "$tmp/t.json" \
+      --out "$tmp/r.html"
+    absent "$tmp/r.html" ;;
+  missing_metrics_file)
+    expect_error "cannot read metrics file '/nonexistent.jsonl'" "$axonn" report --metrics /nonexistent.jsonl \
+      --out "$tmp/r.html" ;;
+  unwritable_out)
+    mkdir "$tmp/run"
+    printf '{"step":0,"loss":6.2}\n' >"$tmp/run/metrics.jsonl"
+    expect_error "/nonexistent-dir/r.html" "$axonn" report "$tmp/run" --out /nonexistent-dir/r.html ;;
+  mpi_bad_input_once)
+    expect_once 2 "run directory '/nonexistent-run' does not exist" report /nonexistent-run ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
