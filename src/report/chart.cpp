@@ -41,6 +41,17 @@ std::string number(double v) {
   return s == "-0" ? "0" : s;
 }
 
+// A value with three significant digits and no trailing zeros: "37.2", "0.4", "100", "12.3k".
+std::string value_label(double v) {
+  if (v == 0) return "0";
+  std::string s = format_tick(v, std::pow(10.0, std::floor(std::log10(std::fabs(v))) - 2));
+  if (s.find('.') != std::string::npos && s.find_first_of("ekMG") == std::string::npos) {
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
 // The plot area inside the chart and the mapping of values to it.
 struct Frame {
   double left, top, right, bottom;
@@ -238,6 +249,9 @@ Drawing layout_chart(const Chart& c) {
         const double x = f.left + static_cast<double>(k) * group + gap / 2 + static_cast<double>(si) * bw;
         const double y0 = f.py(std::clamp(0.0, f.y.lo, f.y.hi)), y1 = f.py(v);
         s.push_back(RectShape{x, std::min(y0, y1), bw, std::max(1.0, std::fabs(y0 - y1)), color, true});
+        if (c.series.size() == 1)  // one bar per group: its value above it
+          s.push_back(TextShape{{x + bw / 2, std::min(y0, y1) - 4}, value_label(ser.y[k]), kTickSize,
+                                kText, Anchor::kMiddle, false, false});
       }
       continue;
     }

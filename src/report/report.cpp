@@ -269,7 +269,7 @@ std::vector<NamedChart> report_charts(const RunData& run) {
     Chart c;
     c.kind = ChartKind::kBar;
     c.title = "planner: predicted and measured step time";
-    c.x_label = "grid (Gx,Gy,Gz,Gdata)";
+    c.x_label = "grid (Gx x Gy x Gz x Gdata)";
     c.y_label = "ms";
     Series pred{"predicted", {}, {}}, meas{"measured", {}, {}};
     for (const PlanGrid& g : run.plan->grids) {

@@ -36,7 +36,8 @@ struct Chart {
   ChartKind kind = ChartKind::kLine;
   std::string title, x_label, y_label;
   std::vector<Series> series;
-  std::vector<std::string> categories;  // bar charts: the groups along x (one bar per series in each)
+  std::vector<std::string> categories;  // bar charts: the groups along x (one bar per series in each;
+                                        // with one series, each bar's value is written above it)
   std::optional<double> y_min, y_max;   // fixed ends of the y axis (e.g. 0 and 100 for a percentage)
   double width = 640, height = 360;     // in pixels (SVG user units)
 };

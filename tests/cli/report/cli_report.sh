@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of `axonn report`: a real (short) training run into a run directory, its report checked;
 # and bad input (missing directory, malformed metrics line, empty metrics file) getting a clear error.
-# Usage: cli_report.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
-case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+# Usage: cli_report.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC [BENCH_PLAN_VALIDATE]
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec} bench=${5:-}
 . "$(dirname "$0")/../common.sh"
 model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
 
@@ -46,6 +46,28 @@ case $case_name in
     run "$axonn" report --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" --out "$tmp/r.html" --quiet
     expect_no_output "report: "
     check_html "$tmp/r.html" chart-loss-step chart-overlap-0
+    ;;
+  planner_run)
+    # a planner validation of the grids of 2 ranks (a tiny GPT, one round) into a run directory with metrics
+    [ -n "$bench" ] || { echo "skipped: built without bench_plan_validate (AXONN_BUILD_BENCH=OFF)"; exit 0; }
+    run_dir=$tmp/run
+    mkdir -p "$run_dir"
+    printf '{"step":0,"loss":6.2,"lr":0.001}\n{"step":1,"loss":6.0,"lr":0.001}\n' >"$run_dir/metrics.jsonl"
+    run "$mpiexec" -n 2 --oversubscribe "$bench" --layers 2 --channels 64 --heads 2 --vocab 256 --seq-len 16 \
+      --batch-size 4 --steps 1 --rounds 1 --machine perlmutter --json "$run_dir/plan_validate.json"
+    run "$axonn" report "$run_dir" --quiet
+    check_html "$run_dir/report.html" chart-loss-step chart-plan
+    python3 - "$run_dir/report.html" "$run_dir/plan_validate.json" <<'PY' || fail "the planner section is wrong"
+import json, re, sys
+html, plan = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+svg = re.search(r'<svg id="chart-plan".*?</svg>', html, re.S).group(0)
+bars = re.findall(r'<path class="data" d="M', svg)
+assert len(bars) == 2 * len(plan["grids"]) == 8, (len(bars), len(plan["grids"]))  # predicted and measured per grid
+for g in plan["grids"]:
+    assert ">%s</text>" % g["grid"] in svg, g["grid"]
+    assert "<td>%s</td><td class=\"num\">%.2f</td>" % (g["grid"], 1e3 * g["measured_s"]) in html, g
+print("ok: %d grids, predicted and measured" % len(plan["grids"]))
+PY
     ;;
   missing_dir)
     expect_error "run directory '/nonexistent-run' does not exist" "$axonn" report /nonexistent-run ;;

@@ -245,6 +245,10 @@ TEST(Chart, SvgIsInlineWithADataPathAndNoUrl) {
   b.categories = {"a"};
   b.series.push_back({"s", {}, {2}});
   EXPECT_EQ(count(to_svg(layout_chart(b), "b"), "<path class=\"data\" d=\"M"), 1u);
+  b.series[0].y = {37.25};
+  EXPECT_TRUE(has_text(layout_chart(b), "37.2")) << "a lone series' bars carry their value";
+  b.series[0].y = {0.4};
+  EXPECT_TRUE(has_text(layout_chart(b), "0.4"));
 }
 
 }  // namespace
