@@ -13,7 +13,7 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
-  libcli11-dev nlohmann-json3-dev libxxhash-dev \
+  libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   >/dev/null
 echo "install-deps: done"

@@ -9,6 +9,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/progress.hpp"
+#include "axonn/report/raster.hpp"
 #include "axonn/report/report.hpp"
 #include "axonn/report/run_dir.hpp"
 #include "commands.hpp"
@@ -17,7 +18,7 @@ namespace axonn::tools {
 
 void add_report_command(CLI::App& app, Action* action) {
   struct Options {
-    std::string run_dir, out, metrics, plan;
+    std::string run_dir, out, png, metrics, plan;
     std::vector<std::string> traces;
     bool quiet = false;
   };
@@ -26,11 +27,13 @@ void add_report_command(CLI::App& app, Action* action) {
       "report",
       "write a self-contained HTML page about a run (loss, learning rate, gradient norm, throughput, MFU, memory, "
       "communication hidden under compute, planner validation): inline SVG, nothing loaded from anywhere.\n"
-      "Example: axonn report runs/tiny    (writes runs/tiny/report.html)");
+      "Example: axonn report runs/tiny    (writes runs/tiny/report.html and runs/tiny/loss.png)");
   sub->add_option("RUN_DIR", o->run_dir,
                   "run directory (config.toml, run.json, metrics.jsonl, trace*.json, checkpoints/, "
                   "plan_validate.json); optional when files are given");
   sub->add_option("--out", o->out, "the HTML page (default: RUN_DIR/report.html; required without RUN_DIR)");
+  sub->add_option("--png", o->png,
+                  "the loss curve as a PNG (default: RUN_DIR/loss.png when the run has metrics)");
   sub->add_option("--metrics", o->metrics, "metrics JSON Lines (axonn train --metrics); overrides RUN_DIR's");
   sub->add_option("--trace", o->traces, "Chrome trace (axonn train --trace); repeatable; overrides RUN_DIR's");
   sub->add_option("--plan", o->plan, "planner validation JSON (bench_plan_validate --json); overrides RUN_DIR's");
@@ -46,19 +49,31 @@ void add_report_command(CLI::App& app, Action* action) {
       // every rank reads and checks the inputs (bad input fails alike everywhere); rank 0 writes
       const report::ReportSources sources = report::find_sources(o->run_dir, given);
       const std::string out = !o->out.empty() ? o->out : report::RunDir(o->run_dir).report();
+      AXONN_CHECK_ARG(o->png.empty() || !sources.metrics.empty(),
+                      "--png draws the loss curve, but there are no metrics: give --metrics FILE (or a run directory "
+                      "with ", report::kMetricsFile, ")");
+      const std::string png = !o->png.empty()                                  ? o->png
+                              : !o->run_dir.empty() && !sources.metrics.empty() ? report::RunDir(o->run_dir).loss_png()
+                                                                                : "";
       const int files = static_cast<int>(!sources.metrics.empty()) + static_cast<int>(!sources.config.empty()) +
                         static_cast<int>(!sources.run_info.empty()) + static_cast<int>(sources.traces.size()) +
                         static_cast<int>(!sources.plan.empty());
       ProgressOptions po;
       po.unit = "files";
       if (o->quiet) po.mode = ProgressMode::kQuiet;
-      Progress progress("report", files + 1, po);
+      Progress progress("report", files + 1 + static_cast<int>(!png.empty()), po);
       const report::RunData run = report::load_run(sources, &progress);
       const std::string html = report::report_html(run);
       if (comm::world()->rank() == 0) checkpoint::write_file_atomic(out, html);
       progress.add(1);
+      if (!png.empty()) {
+        const report::Image image = report::rasterize(report::layout_chart(report::loss_chart(run)), 2);
+        if (comm::world()->rank() == 0) report::write_png(png, image);
+        progress.add(1);
+      }
       progress.finish();
       log_info("report    %s", out.c_str());
+      if (!png.empty()) log_info("loss PNG  %s", png.c_str());
       return 0;
     };
   });

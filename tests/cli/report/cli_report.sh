@@ -36,15 +36,29 @@ case $case_name in
       --trace-steps 2:3 --quiet
     run "$axonn" report "$run_dir"
     expect_output "report    $run_dir/report.html"
-    expect_output "report: 3 files in "   # the progress summary (not a terminal: plain lines): 2 read, 1 written
+    expect_output "report: 4 files in "   # the progress summary (not a terminal: plain lines): 2 read, 2 written
     check_html "$run_dir/report.html" chart-loss-step chart-loss-tokens chart-lr chart-grad-norm chart-step-ms \
       chart-tokens-per-s chart-mfu chart-overlap-0
     expect_output '<svg id="chart-overlap-0"' "$run_dir/report.html"
     expect_output '<td>1</td><td class="num">' "$run_dir/report.html"   # rank 1's row of the trace table
     expect_output 'config.toml</td><td class="missing">missing' "$run_dir/report.html"
+    expect_output "loss PNG  $run_dir/loss.png"
+    python3 - "$run_dir/loss.png" "$(dirname "$0")" <<'PY' || fail "loss.png is not the loss curve"
+import sys
+sys.path.insert(0, sys.argv[2])
+from png_read import read_png
+w, h, c, rows = read_png(sys.argv[1])
+assert (w, h) == (1280, 720), (w, h)
+# the train series' colour (#1f77b4, anti-aliased) in most columns of the plot area
+blue = lambda p: abs(p[0] - 31) < 40 and abs(p[1] - 119) < 40 and abs(p[2] - 180) < 40
+cols = {x for y in range(80, 640) for x in range(130, 1240) if blue(rows[y][c * x:c * x + 3])}
+assert len(cols) > 900, "the curve covers %d of 1110 columns" % len(cols)
+print("ok: loss.png %dx%d, the curve in %d columns" % (w, h, len(cols)))
+PY
     # the same from explicit files, quietly, to another place
     run "$axonn" report --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" --out "$tmp/r.html" --quiet
     expect_no_output "report: "
+    expect_no_output "loss PNG"   # no PNG unless asked for, without a run directory
     check_html "$tmp/r.html" chart-loss-step chart-overlap-0
     ;;
   planner_run)
@@ -98,6 +112,15 @@ PY
     mkdir "$tmp/run"
     printf '{"step":0,"loss":6.2}\n' >"$tmp/run/metrics.jsonl"
     expect_error "/nonexistent-dir/r.html" "$axonn" report "$tmp/run" --out /nonexistent-dir/r.html ;;
+  png_without_metrics)
+    echo '{"traceEvents":[]}' >"$tmp/t.json"
+    expect_error "--png draws the loss curve, but there are no metrics" "$axonn" report --trace "$tmp/t.json" \
+      --out "$tmp/r.html" --png "$tmp/l.png"
+    absent "$tmp/r.html" "$tmp/l.png" ;;
+  png_unwritable)
+    mkdir "$tmp/run"
+    printf '{"step":0,"loss":6.2}\n{"step":1,"loss":6.0}\n' >"$tmp/run/metrics.jsonl"
+    expect_error "/nonexistent-dir/l.png" "$axonn" report "$tmp/run" --png /nonexistent-dir/l.png ;;
   mpi_bad_input_once)
     expect_once 2 "run directory '/nonexistent-run' does not exist" report /nonexistent-run ;;
   *) echo "unknown case $case_name"; exit 2 ;;
