@@ -9,11 +9,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
   libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
+  chromium fonts-dejavu-core \
   >/dev/null
 echo "install-deps: done"

@@ -210,7 +210,7 @@ Image rasterize(const Drawing& d, int scale) {
   return img;
 }
 
-void write_png(const std::string& path, const Image& img) {
+std::string encode_png(const Image& img) {
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
@@ -225,7 +225,9 @@ void write_png(const std::string& path, const Image& img) {
   AXONN_CHECK(png_image_write_to_memory(&png, out.data(), &bytes, 0, img.rgb.data(), 0, nullptr), "libpng: ",
               png.message);
   out.resize(bytes);
-  checkpoint::write_file_atomic(path, out);
+  return out;
 }
+
+void write_png(const std::string& path, const Image& img) { checkpoint::write_file_atomic(path, encode_png(img)); }
 
 }  // namespace axonn::report

@@ -1,6 +1,7 @@
 // axonn report — one self-contained HTML page (and the loss curve as a PNG) about a run: from a run
 // directory (report/run_dir.hpp), or from the files given (--metrics, --trace, --plan). docs/report.md.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,8 @@ void add_report_command(CLI::App& app, Action* action) {
   sub->add_option("--png", o->png,
                   "the loss curve as a PNG (default: RUN_DIR/loss.png when the run has metrics)");
   sub->add_option("--metrics", o->metrics, "metrics JSON Lines (axonn train --metrics); overrides RUN_DIR's");
-  sub->add_option("--trace", o->traces, "Chrome trace (axonn train --trace); repeatable; overrides RUN_DIR's");
+  sub->add_option("--trace", o->traces, "Chrome trace (axonn train --trace); repeatable; overrides RUN_DIR's")
+      ->allow_extra_args(false);  // one file per --trace, so that RUN_DIR after it stays RUN_DIR
   sub->add_option("--plan", o->plan, "planner validation JSON (bench_plan_validate --json); overrides RUN_DIR's");
   sub->add_flag("--quiet", o->quiet, "no progress output");
   sub->callback([o, action] {
@@ -64,13 +66,19 @@ void add_report_command(CLI::App& app, Action* action) {
       Progress progress("report", files + 1 + static_cast<int>(!png.empty()), po);
       const report::RunData run = report::load_run(sources, &progress);
       const std::string html = report::report_html(run);
-      if (comm::world()->rank() == 0) checkpoint::write_file_atomic(out, html);
-      progress.add(1);
-      if (!png.empty()) {
-        const report::Image image = report::rasterize(report::layout_chart(report::loss_chart(run)), 2);
-        if (comm::world()->rank() == 0) report::write_png(png, image);
-        progress.add(1);
+      const std::string png_bytes =
+          png.empty() ? "" : report::encode_png(report::rasterize(report::layout_chart(report::loss_chart(run)), 2));
+      if (comm::world()->rank() == 0) {
+        // both temporaries first: an unwritable destination leaves neither file written
+        checkpoint::AtomicFile html_file(out);
+        std::optional<checkpoint::AtomicFile> png_file;
+        if (!png.empty()) png_file.emplace(png);
+        html_file.write(html.data(), html.size());
+        if (png_file) png_file->write(png_bytes.data(), png_bytes.size());
+        html_file.commit();
+        if (png_file) png_file->commit();
       }
+      progress.add(1 + static_cast<int>(!png.empty()));
       progress.finish();
       log_info("report    %s", out.c_str());
       if (!png.empty()) log_info("loss PNG  %s", png.c_str());

@@ -26,7 +26,9 @@ struct Image {
 
 Image rasterize(const Drawing& drawing, int scale = 2);
 
-// Writes the image as an 8-bit RGB PNG, atomically (temporary + rename); IoError naming the file.
+// The image as the bytes of an 8-bit RGB PNG.
+std::string encode_png(const Image& image);
+// Writes them atomically (temporary + rename); IoError naming the file.
 void write_png(const std::string& path, const Image& image);
 
 // The font's glyph for a character: 8 rows (7 above the baseline, 1 below) of 5 bits, bit 4 the

@@ -26,7 +26,87 @@ print("ok: %d charts, each with a drawn path: %s" % (len(svgs), ", ".join(sorted
 PY
 }
 
+# needs_chromium: the browser cases skip (exit 77, CTest's SKIP_RETURN_CODE) when Debian's chromium is absent
+needs_chromium() {
+  command -v chromium >/dev/null || { echo "skipped: chromium is not installed (scripts/install-deps.sh installs it)"; exit 77; }
+}
+
+# screenshot PAGE PNG LOG: headless Chromium renders the page; its log (stderr) to LOG. Offline: every host
+# name resolves to nothing, so not even the browser's own services reach out.
+screenshot() {
+  local page=$1 png=$2 log=$3
+  rm -rf "$tmp/profile"
+  mkdir "$tmp/profile"
+  local rc=0
+  timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$tmp/profile" \
+    --enable-logging=stderr --v=0 --host-resolver-rules="MAP * ~NOTFOUND" --hide-scrollbars \
+    --window-size=1280,4400 --screenshot="$png" "file://$page" >"$log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] && [ -s "$png" ] || { cp "$log" "$tmp/out"; fail "chromium exit code $rc, no screenshot $png"; }
+}
+
+# small_run DIR: a run directory with 40 steps of metrics and a 2-rank trace (no training: for the browser's
+# negative cases)
+small_run() {
+  mkdir -p "$1"
+  python3 - "$1" <<'PY'
+import json, math, sys
+d = sys.argv[1]
+with open(d + "/metrics.jsonl", "w") as f:
+    for s in range(40):
+        f.write(json.dumps({"step": s, "loss": 6 - math.log1p(s) / 3, "lr": 1e-3 * min(1, (s + 1) / 10),
+                            "grad_norm": 1 + 0.5 * math.sin(s), "step_ms": 50 + s % 7, "tokens_per_s": 2000 + 30 * s,
+                            "mfu": 0.1 + 0.001 * s}) + "\n")
+ev = [{"ph": "X", "name": "mm", "cat": "compute", "pid": p, "tid": 0, "ts": 0, "dur": 100} for p in (0, 1)]
+ev += [{"ph": "X", "name": "ar", "cat": "comm", "pid": p, "tid": 1, "ts": 40 + 40 * p, "dur": 40} for p in (0, 1)]
+json.dump({"traceEvents": ev}, open(d + "/trace.json", "w"))
+PY
+}
+
 case $case_name in
+  browser_renders)
+    # a real run's report in headless Chromium: every chart drawn, nothing loaded
+    needs_chromium
+    run_dir=$tmp/run
+    mkdir -p "$run_dir"
+    CLI_TIMEOUT=200 run_np 2 train --grid 2,1,1,1 --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 \
+      --steps 8 --lr 3e-3 --peak-gflops 100 --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" \
+      --trace-steps 2:3 --quiet
+    run "$axonn" report "$run_dir" --quiet
+    screenshot "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
+    run python3 "$(dirname "$0")/browser_check.py" "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
+    cat "$tmp/out"
+    expect_output "^ok: 8 charts drawn" ;;
+  browser_detects_outside_load)
+    # the check itself: a page that tries to load an image and a stylesheet is caught by Chromium's log
+    needs_chromium
+    small_run "$tmp/run"
+    run "$axonn" report "$tmp/run" --quiet
+    sed 's|</body>|<img src="http://127.0.0.1:9/x.png"><link rel="stylesheet" href="file:///etc/x.css"></body>|' \
+      "$tmp/run/report.html" >"$tmp/bad.html"
+    screenshot "$tmp/bad.html" "$tmp/shot.png" "$tmp/chromium.log"
+    expect_error "Chromium blocked a load or a request failed: .*http://127.0.0.1:9/x.png" \
+      python3 "$(dirname "$0")/browser_check.py" "$tmp/bad.html" "$tmp/shot.png" "$tmp/chromium.log"
+    expect_output "Chromium blocked a load or a request failed: .*file:///etc/x.css"
+    expect_output "the page has a URL or a reference to load"
+    expect_no_output "plot areas"   # the charts themselves are still drawn
+    ;;
+  browser_detects_undrawn_chart)
+    # the check itself: a chart whose lines are removed is found empty in the screenshot
+    needs_chromium
+    small_run "$tmp/run"
+    run "$axonn" report "$tmp/run" --quiet
+    python3 - "$tmp/run/report.html" "$tmp/bad.html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+svg = re.search(r'<svg id="chart-grad-norm".*?</svg>', html, re.S).group(0)
+open(sys.argv[2], "w").write(html.replace(svg, re.sub(r'<path class="data"[^>]*/>', "", svg)))
+PY
+    screenshot "$tmp/bad.html" "$tmp/shot.png" "$tmp/chromium.log"
+    expect_error "plot area [0-9]+ at .* has [0-9]+ data pixels: nothing drawn" \
+      python3 "$(dirname "$0")/browser_check.py" "$tmp/bad.html" "$tmp/shot.png" "$tmp/chromium.log"
+    [ "$(count "nothing drawn")" -eq 1 ] || fail "not exactly the one emptied chart was found empty"
+    expect_no_output "Chromium blocked" ;;
   training_run)
     # a traced 2-rank run (X = 2) into a run directory, then the report of that directory
     run_dir=$tmp/run
@@ -83,6 +163,13 @@ for g in plan["grids"]:
 print("ok: %d grids, predicted and measured" % len(plan["grids"]))
 PY
     ;;
+  explicit_traces)
+    # --trace twice, then RUN_DIR: two traces replace the directory's, whose metrics stay
+    small_run "$tmp/run"
+    cp "$tmp/run/trace.json" "$tmp/t2.json"
+    run "$axonn" report --trace "$tmp/run/trace.json" --trace "$tmp/t2.json" "$tmp/run" --out "$tmp/r.html" --quiet
+    check_html "$tmp/r.html" chart-loss-step chart-overlap-0 chart-overlap-1
+    absent "$tmp/run/report.html" ;;
   missing_dir)
     expect_error "run directory '/nonexistent-run' does not exist" "$axonn" report /nonexistent-run ;;
   not_a_dir)
@@ -120,7 +207,8 @@ PY
   png_unwritable)
     mkdir "$tmp/run"
     printf '{"step":0,"loss":6.2}\n{"step":1,"loss":6.0}\n' >"$tmp/run/metrics.jsonl"
-    expect_error "/nonexistent-dir/l.png" "$axonn" report "$tmp/run" --png /nonexistent-dir/l.png ;;
+    expect_error "/nonexistent-dir/l.png" "$axonn" report "$tmp/run" --png /nonexistent-dir/l.png
+    absent "$tmp/run/report.html" "$tmp/run/report.html.tmp" ;;   # neither file written
   mpi_bad_input_once)
     expect_once 2 "run directory '/nonexistent-run' does not exist" report /nonexistent-run ;;
   *) echo "unknown case $case_name"; exit 2 ;;

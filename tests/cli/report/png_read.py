@@ -28,8 +28,10 @@ def read_png(path):
         if kind == 1:  # Sub
             for i in range(channels, stride):
                 line[i] = (line[i] + line[i - channels]) & 255
-        elif kind == 2:  # Up
-            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+        elif kind == 2:  # Up: bytewise sums of two rows at once, as big integers without carries between bytes
+            a, b = int.from_bytes(line, "big"), int.from_bytes(prev, "big")
+            low = int.from_bytes(b"\x7f" * stride, "big")
+            line = bytearray((((a & low) + (b & low)) ^ ((a ^ b) & ~low & ((1 << (8 * stride)) - 1))).to_bytes(stride, "big"))
         elif kind == 3:  # Average
             for i in range(stride):
                 left = line[i - channels] if i >= channels else 0
