@@ -146,7 +146,7 @@ std::string format_tick(double value, double step) {
     std::snprintf(buf, sizeof buf, "%.*f%s", digits, value / div, suffix);
     return buf;
   }
-  if (step < 1e-3) {  // 3e-4, 2.5e-5: the mantissa's digits from the step
+  if (step < 1e-4) {  // 3e-5, 2.5e-5: the mantissa's digits from the step (down to 1e-4: decimals)
     const int exp = static_cast<int>(std::floor(std::log10(a) + 1e-9));
     const int digits = std::max(0, exp - static_cast<int>(std::floor(std::log10(step) + 1e-9)));
     std::snprintf(buf, sizeof buf, "%.*fe%d", digits, value / std::pow(10.0, exp), exp);

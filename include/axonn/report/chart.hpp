@@ -100,7 +100,7 @@ struct Axis {
 // Nice ticks covering [lo, hi] (about `target` of them); lo == hi gets a range around the value.
 // Requires finite lo <= hi.
 Axis nice_axis(double lo, double hi, int target = 5);
-// A tick label with as many digits as the tick step needs: "0", "2.5", "0.001", "3e-4", "12k", "1.5M".
+// A tick label with as many digits as the tick step needs: "0", "2.5", "0.0010", "3e-5", "12k", "1.5M".
 std::string format_tick(double value, double step);
 
 // Min-max decimation of a polyline to at most about 4 points per `bucket_width` along x.

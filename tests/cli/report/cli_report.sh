@@ -71,7 +71,7 @@ case $case_name in
     mkdir -p "$run_dir"
     CLI_TIMEOUT=200 run_np 2 train --grid 2,1,1,1 --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 \
       --steps 8 --lr 3e-3 --peak-gflops 100 --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" \
-      --trace-steps 2:3 --quiet
+      --trace-steps 2:3 --val-data "$tokens" --val-every 4 --val-batches 1 --quiet
     run "$axonn" report "$run_dir" --quiet
     screenshot "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
     run python3 "$(dirname "$0")/browser_check.py" "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
@@ -113,13 +113,20 @@ PY
     mkdir -p "$run_dir"
     CLI_TIMEOUT=200 run_np 2 train --grid 2,1,1,1 --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 \
       --steps 8 --lr 3e-3 --peak-gflops 100 --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" \
-      --trace-steps 2:3 --quiet
+      --trace-steps 2:3 --val-data "$tokens" --val-every 4 --val-batches 1 --quiet
     run "$axonn" report "$run_dir"
     expect_output "report    $run_dir/report.html"
     expect_output "report: 4 files in "   # the progress summary (not a terminal: plain lines): 2 read, 2 written
     check_html "$run_dir/report.html" chart-loss-step chart-loss-tokens chart-lr chart-grad-norm chart-step-ms \
       chart-tokens-per-s chart-mfu chart-overlap-0
-    expect_output '<svg id="chart-overlap-0"' "$run_dir/report.html"
+    python3 - "$run_dir/report.html" <<'PY' || fail "the loss chart lacks the validation loss"
+import re, sys
+svg = re.search(r'<svg id="chart-loss-step".*?</svg>', open(sys.argv[1]).read(), re.S).group(0)
+paths = re.findall(r'<path class="data" d="M[^"]*" fill="none" stroke="(#[0-9a-f]+)"', svg)
+assert paths == ["#1f77b4", "#ff7f0e"], paths  # train (8 steps) and validation (steps 4 and 8)
+assert ">validation</text>" in svg
+print("ok: train and validation loss")
+PY
     expect_output '<td>1</td><td class="num">' "$run_dir/report.html"   # rank 1's row of the trace table
     expect_output 'config.toml</td><td class="missing">missing' "$run_dir/report.html"
     expect_output "loss PNG  $run_dir/loss.png"

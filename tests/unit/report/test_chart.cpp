@@ -87,7 +87,9 @@ TEST(Chart, TickLabels) {
   EXPECT_EQ(format_tick(1.5e6, 5e5), "1.5M");
   EXPECT_EQ(format_tick(3e9, 1e9), "3G");
   EXPECT_EQ(format_tick(0.001, 0.001), "0.001");
-  EXPECT_EQ(format_tick(3e-4, 1e-4), "3e-4");
+  EXPECT_EQ(format_tick(3e-4, 1e-4), "0.0003");
+  EXPECT_EQ(format_tick(1e-3, 2e-4), "0.0010");  // a learning rate axis: the digits of its step
+  EXPECT_EQ(format_tick(3e-5, 1e-5), "3e-5");
   EXPECT_EQ(format_tick(2.5e-5, 5e-6), "2.5e-5");
   EXPECT_EQ(format_tick(-0.2, 0.1), "-0.2");
 }
