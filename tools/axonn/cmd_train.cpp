@@ -25,9 +25,13 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--channels", c->channels, "override the hidden size");
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
-  sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
-  sub->add_option("--val-data", c->val_data, "llm.c token shard to validate on: val_loss in the progress line and "
-                  "the metrics, forwards only");
+  sub->add_option("--data", c->data, "llm.c token shards: a file, a glob, or a directory (its *.bin without 'val', as "
+                  "axonn prepare writes them); default: a built-in synthetic corpus");
+  sub->add_flag("--shuffle", c->shuffle, "read the sequences in a new pseudo-random order every epoch (the same on "
+                "every grid; resumable)");
+  sub->add_option("--data-seed", c->data_seed, "seed of the --shuffle order");
+  sub->add_option("--val-data", c->val_data, "llm.c token shards to validate on (a file, a glob, or a directory's "
+                  "*.bin with 'val' in their names): val_loss in the progress line and the metrics, forwards only");
   sub->add_option("--val-every", c->val_every, "validate every N steps (0: after the last step only)");
   sub->add_option("--val-batches", c->val_batches, "batches of --batch-size x --seq-len tokens per validation, "
                   "from the start of --val-data");

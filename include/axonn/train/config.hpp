@@ -20,7 +20,11 @@ struct TrainConfig {
   std::string model;                // --model NAME (default gpt2-tiny when no --init)
   int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
   // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
-  std::string data;                 // --data FILE
+  // data: llm.c token shards (a file, a glob, or a directory's training shards); empty = a synthetic
+  // Markov-chain corpus generated in memory
+  std::string data;                 // --data FILE|GLOB|DIR
+  bool shuffle = false;             // --shuffle: a new order of the sequences every epoch (data/token_dataset.hpp)
+  uint64_t data_seed = 0;           // --data-seed: that order's seed
   int64_t synthetic_tokens = 200000;
   // validation: the mean loss of the first --val-batches batches of --val-data (forwards only) every
   // --val-every steps and after the last step

@@ -77,9 +77,9 @@ class Session {
   parallel::GridShape shape_;
   std::unique_ptr<detail::StartPlan> start_;
   model::GptConfig mc_;
-  std::unique_ptr<data::TokenShard> shard_;
+  std::unique_ptr<data::TokenCorpus> corpus_;
   std::unique_ptr<data::BatchLoader> loader_;
-  std::unique_ptr<data::TokenShard> val_shard_;
+  std::unique_ptr<data::TokenCorpus> val_corpus_;
   std::unique_ptr<data::BatchLoader> val_loader_;
   Compute compute_;
   std::unique_ptr<parallel::Grid> grid_, host_grid_;
