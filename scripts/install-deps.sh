@@ -9,13 +9,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
-  libcli11-dev nlohmann-json3-dev libxxhash-dev \
+  libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   pkg-config libpcre2-dev libsentencepiece-dev fortunes \
+  chromium fonts-dejavu-core \
   >/dev/null
 # node and npm: npm fetches GPT-2's tokenizer files, node runs their JavaScript encoder in the tests
 # (a node that is already installed, e.g. NodeSource's, which bundles npm, is kept)
