@@ -188,6 +188,19 @@ assert toks[0] == 1 and toks.count(1) == 5, 'each of the 5 documents starts with
     expect_error "SentencePiece training failed" "$axonn" tokenizer train --vocab-size 100000 --output "$tmp/big.model" "$tmp/b.txt"
     absent "$tmp/big.model" "$tmp/big.model.tmp" ;;
 
+  progress)
+    # not a terminal: a plain line per tenth of the input, and the summary
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/p1" --doc-separator % --val-fraction 0 "$tmp/a.txt" "$tmp/b.txt"
+    expect_output "^prepare   100%  0.0/0.0 MB"
+    expect_output "^prepare   5 documents \(0 validation\)"
+    expect_no_output $'\r'
+    # a terminal (script(1) gives it one): the bar, redrawn in place
+    command -v script >/dev/null || skip "script(1) is not installed (util-linux)"
+    run script -qec "$axonn prepare --tokenizer $tiny --output $tmp/p2 --doc-separator % --val-fraction 0 $tmp/a.txt" /dev/null
+    expect_output $'\rprepare   \\[#+ *\\] 100%'
+    run "$axonn" prepare --quiet --tokenizer "$tiny" --output "$tmp/p3" --val-fraction 0 "$tmp/a.txt"
+    expect_no_output "100%" ;;
+
   gpt2_vectors)
     need_gpt2
     run "$axonn" tokenizer encode --tokenizer gpt2 "Hello world"
