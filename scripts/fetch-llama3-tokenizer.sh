@@ -10,13 +10,7 @@
 #
 # DEST defaults to /usr/local/share/axonn/llama3 as root, else ${XDG_CACHE_HOME:-$HOME/.cache}/axonn/llama3.
 set -euo pipefail
-if [ $# -ge 1 ]; then
-  dest=$1
-elif [ "$(id -u)" -eq 0 ]; then
-  dest=/usr/local/share/axonn/llama3
-else
-  dest=${XDG_CACHE_HOME:-$HOME/.cache}/axonn/llama3
-fi
+dest=${1:-$(bash "$(dirname "$0")/share-dir.sh" llama3)}
 if [ -f "$dest/tokenizer.json" ] && [ -d "$dest/package" ]; then
   echo "fetch-llama3-tokenizer: $dest already holds it"
   exit 0
