@@ -239,6 +239,16 @@ PY
         expect_output "data      $n shards, .*train_000000.bin .. .*, shuffled"
       done
       run "$axonn" "${sequential[@]}" --steps 10 --metrics "$tmp/seq.jsonl"
+      # validation on the directory's val shards: val_loss reported, training unchanged
+      run "$axonn" "${train[@]}" --steps 10 --val-data "$tmp/data" --val-every 5 --val-batches 2 --metrics "$tmp/val.jsonl"
+      expect_output "validate  .*val_000000.bin, [0-9]+ tokens"
+      python3 - "$tmp/g1,1,1,1.jsonl" "$tmp/val.jsonl" <<'PY'
+import json, sys
+base, val = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [m["loss"] for m in base] == [m["loss"] for m in val], "validation changed the training losses"
+assert [m["step"] for m in val if "val_loss" in m] == [4, 9], [m.get("val_loss") for m in val]
+print("ok: val_loss at steps 4 and 9 from the val shards; training losses unchanged")
+PY
       python3 - "$tmp" <<'PY'
 import glob, json, sys
 runs = {p: [json.loads(l)["loss"] for l in open(p)] for p in sorted(glob.glob(sys.argv[1] + "/g*.jsonl"))}
