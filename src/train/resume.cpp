@@ -115,11 +115,12 @@ const std::vector<Setting>& settings() {
                   c.data = v;
                 }
               }},
-      Setting{"seed", {"--seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.seed); },
-              [](TrainConfig& c, const std::string& v) { c.seed = parse_u64(v); }},
+      // the order the sequences are read in (data/token_dataset.hpp)
       bool_setting("shuffle", "--shuffle", kTrajectory, &TrainConfig::shuffle),
       Setting{"data_seed", {"--data-seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.data_seed); },
               [](TrainConfig& c, const std::string& v) { c.data_seed = parse_u64(v); }},
+      Setting{"seed", {"--seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.seed); },
+              [](TrainConfig& c, const std::string& v) { c.seed = parse_u64(v); }},
       int_setting("batch_size", "--batch-size", kTrajectory, &TrainConfig::batch_size, 1),
       int_setting("seq_len", "--seq-len", kTrajectory, &TrainConfig::seq_len, 1),
       int_setting("steps", "--steps", kSafe, &TrainConfig::steps, 1),

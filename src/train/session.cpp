@@ -225,7 +225,8 @@ void Session::open_data() {
                            : std::make_unique<data::TokenCorpus>(data::find_shards(c.data), mc_.vocab_size);
   loader_ = std::make_unique<data::BatchLoader>(*corpus_, c.batch_size, c.seq_len,
                                                 data::LoaderOptions{c.shuffle, c.data_seed});
-  if (!c.val_data.empty()) {  // a directory's val shards, in order
+  if (!c.val_data.empty()) {
+    // a directory gives its validation shards (names with "val", as axonn prepare writes them)
     val_corpus_ = std::make_unique<data::TokenCorpus>(data::find_shards(c.val_data, data::ShardSplit::kVal),
                                                       mc_.vocab_size);
     val_loader_ = std::make_unique<data::BatchLoader>(*val_corpus_, c.batch_size, c.seq_len);

@@ -31,7 +31,7 @@ void add_train_command(CLI::App& app, Action* action) {
                 "every grid; resumable)");
   sub->add_option("--data-seed", c->data_seed, "seed of the --shuffle order");
   sub->add_option("--val-data", c->val_data, "llm.c token shards to validate on (a file, a glob, or a directory's "
-                  "*val*.bin): val_loss in the progress line and the metrics, forwards only");
+                  "*.bin with 'val' in their names): val_loss in the progress line and the metrics, forwards only");
   sub->add_option("--val-every", c->val_every, "validate every N steps (0: after the last step only)");
   sub->add_option("--val-batches", c->val_batches, "batches of --batch-size x --seq-len tokens per validation, "
                   "from the start of --val-data");
