@@ -19,7 +19,11 @@ command -v npm >/dev/null && command -v node >/dev/null ||
   { echo "fetch-llama3-tokenizer: needs npm and node" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && npm pack --silent llama3-tokenizer-js@1.2.0 >/dev/null)
+if ! (cd "$work" && npm pack llama3-tokenizer-js@1.2.0 >"$work/npm.log" 2>&1); then
+  echo "fetch-llama3-tokenizer: \`npm pack llama3-tokenizer-js@1.2.0\` failed:" >&2
+  cat "$work/npm.log" >&2
+  exit 1
+fi
 echo "51084690c7239708a3eb6adead1173bfd61b1f4d31cb0b8487e12ba466346ff0  $work/llama3-tokenizer-js-1.2.0.tgz" |
   sha256sum --check --status || { echo "fetch-llama3-tokenizer: the tarball's sha256 is not the expected one" >&2; exit 1; }
 mkdir -p "$work/out"
