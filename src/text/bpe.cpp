@@ -166,15 +166,17 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec)
                    "; a byte-level BPE vocabulary has one for each of the 256 bytes");
     byte_id_[static_cast<size_t>(b)] = it->second;
   }
-  merges_.reserve(spec.merges.size());
+  std::vector<std::pair<uint64_t, Merge>> merges;
+  merges.reserve(spec.merges.size());
   for (size_t rank = 0; rank < spec.merges.size(); rank++) {
     const auto& [left, right] = spec.merges[rank];
     auto l = id_of_.find(left), r = id_of_.find(right), m = id_of_.find(left + right);
     AXONN_CHECK_IO(l != id_of_.end() && r != id_of_.end() && m != id_of_.end(), describe_, ": merge ", rank + 1,
                    " ('", left, "' + '", right, "') ", m == id_of_.end() ? "makes a token" : "uses a token",
                    " that is not in the vocabulary");
-    merges_.emplace(pair_key(l->second, r->second), Merge{static_cast<int>(rank), m->second});
+    merges.emplace_back(pair_key(l->second, r->second), Merge{static_cast<int>(rank), m->second});
   }
+  merges_.build(merges);
   for (const auto& [text, id] : spec.specials) {
     AXONN_CHECK_IO(!text.empty() && id >= 0, describe_, ": special token '", text, "' is empty or has no id");
     place(text, id);
@@ -186,6 +188,25 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec)
   for (const auto& p : spec.patterns) splitters_.emplace_back(p);
   for (int id : {eot_, bos_, eos_})
     AXONN_CHECK_IO(id < vocab_size(), describe_, ": special id ", id, " is outside the vocabulary");
+}
+
+void BpeTokenizer::MergeTable::build(const std::vector<std::pair<uint64_t, Merge>>& merges) {
+  size_t size = 16;
+  shift_ = 60;
+  while (size < 2 * merges.size()) {
+    size *= 2;
+    shift_--;
+  }
+  keys_.assign(size, kEmpty);
+  values_.assign(size, Merge{});
+  mask_ = size - 1;
+  for (const auto& [pair, merge] : merges) {
+    size_t i = slot(pair);
+    while (keys_[i] != kEmpty && keys_[i] != pair) i = (i + 1) & mask_;
+    if (keys_[i] == pair) continue;  // a repeated merge keeps its first (lowest) rank
+    keys_[i] = pair;
+    values_[i] = merge;
+  }
 }
 
 void BpeTokenizer::bpe_into(std::string_view piece, std::vector<int>& out) const {
@@ -217,12 +238,12 @@ void BpeTokenizer::bpe_into(std::string_view piece, std::vector<int>& out) const
     // the adjacent pair whose merge ranks lowest
     int best_rank = INT_MAX, left = -1, right = -1, into = -1;
     for (size_t i = 0; i + 1 < word.size(); i++) {
-      auto it = merges_.find(pair_key(word[i], word[i + 1]));
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
+      const Merge m = merges_.find(pair_key(word[i], word[i + 1]));
+      if (m.rank >= 0 && m.rank < best_rank) {
+        best_rank = m.rank;
         left = word[i];
         right = word[i + 1];
-        into = it->second.id;
+        into = m.id;
       }
     }
     if (into < 0) break;

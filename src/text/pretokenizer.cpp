@@ -24,6 +24,7 @@ constexpr size_t kBigJitStack = 64u << 20;
 
 struct RegexSplitter::Compiled {
   pcre2_code* code = nullptr;
+  bool jit = false;  // JIT-compiled: matched by pcre2_jit_match, which skips pcre2_match's per-call checks
   ~Compiled() { pcre2_code_free(code); }
 };
 
@@ -37,7 +38,7 @@ RegexSplitter::RegexSplitter(std::string_view pattern) : pattern_(pattern), re_(
   AXONN_CHECK_ARG(re_->code, "pre-tokenizer regex does not compile: ", pcre2_message(err), " at offset ", at,
                   " of /", pattern_, "/");
   // JIT is an optimisation: without it (a platform PCRE2 has no JIT for) the interpreter runs.
-  pcre2_jit_compile(re_->code, PCRE2_JIT_COMPLETE);
+  re_->jit = pcre2_jit_compile(re_->code, PCRE2_JIT_COMPLETE) == 0;
 }
 
 RegexSplitter::~RegexSplitter() = default;
@@ -57,7 +58,8 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0, gap = 0;  // next search start; start of text not yet given to a piece
   while (pos < text.size()) {
-    int rc = pcre2_match(re_->code, subject, text.size(), pos, 0, md, mc);
+    const int rc = re_->jit ? pcre2_jit_match(re_->code, subject, text.size(), pos, 0, md, mc)
+                            : pcre2_match(re_->code, subject, text.size(), pos, 0, md, mc);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !stack) {
       stack = pcre2_jit_stack_create(32 * 1024, kBigJitStack, nullptr);
       mc = pcre2_match_context_create(nullptr);

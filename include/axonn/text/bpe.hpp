@@ -63,8 +63,28 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   struct Merge {
-    int rank;
-    int id;  // the merged token
+    int rank = -1;  // -1: no merge
+    int id = -1;    // the merged token
+  };
+  // The merges by pair (left id << 32 | right id): open addressing with linear probing, a flat table
+  // at most half full (the lookup is the inner loop of BPE).
+  class MergeTable {
+   public:
+    void build(const std::vector<std::pair<uint64_t, Merge>>& merges);
+    Merge find(uint64_t pair) const {
+      for (size_t i = slot(pair);; i = (i + 1) & mask_) {
+        if (keys_[i] == pair) return values_[i];
+        if (keys_[i] == kEmpty) return {};
+      }
+    }
+
+   private:
+    static constexpr uint64_t kEmpty = ~uint64_t{0};  // no pair of two ids below 2^31 is this
+    size_t slot(uint64_t pair) const { return static_cast<size_t>((pair * 0x9E3779B97F4A7C15ull) >> shift_); }
+    std::vector<uint64_t> keys_;
+    std::vector<Merge> values_;
+    size_t mask_ = 0;
+    int shift_ = 64;
   };
   void encode_ordinary_into(std::string_view text, std::vector<int>& out) const;
   void bpe_into(std::string_view piece, std::vector<int>& out) const;
@@ -72,7 +92,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string describe_;
   std::vector<std::string> bytes_of_;             // by id
   std::unordered_map<std::string, int> id_of_;    // by bytes
-  std::unordered_map<uint64_t, Merge> merges_;    // by (left id << 32 | right id)
+  MergeTable merges_;
   std::array<int, 256> byte_id_{};
   std::vector<RegexSplitter> splitters_;
   std::vector<std::pair<std::string, int>> specials_;  // longest first

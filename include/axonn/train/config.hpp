@@ -19,16 +19,15 @@ struct TrainConfig {
   std::string init;                 // --init FILE|DIR
   std::string model;                // --model NAME (default gpt2-tiny when no --init)
   int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
-  // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
-  // data: llm.c token shards (a file, a glob, or a directory's training shards); empty = a synthetic
-  // Markov-chain corpus generated in memory
+  // data: llm.c token shards (a file, a glob, or a directory's training shards: data::find_shards);
+  // empty = a synthetic Markov-chain corpus generated in memory
   std::string data;                 // --data FILE|GLOB|DIR
   bool shuffle = false;             // --shuffle: a new order of the sequences every epoch (data/token_dataset.hpp)
   uint64_t data_seed = 0;           // --data-seed: that order's seed
   int64_t synthetic_tokens = 200000;
   // validation: the mean loss of the first --val-batches batches of --val-data (forwards only) every
   // --val-every steps and after the last step
-  std::string val_data;             // --val-data FILE (empty: no validation)
+  std::string val_data;             // --val-data FILE|GLOB|DIR (a directory's val shards; empty: no validation)
   int val_every = 0;                // --val-every N (0: after the last step only)
   int val_batches = 10;             // --val-batches M: batches of --batch-size x --seq-len tokens
   // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size;

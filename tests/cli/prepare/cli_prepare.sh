@@ -188,6 +188,19 @@ assert toks[0] == 1 and toks.count(1) == 5, 'each of the 5 documents starts with
     expect_error "SentencePiece training failed" "$axonn" tokenizer train --vocab-size 100000 --output "$tmp/big.model" "$tmp/b.txt"
     absent "$tmp/big.model" "$tmp/big.model.tmp" ;;
 
+  progress)
+    # not a terminal: a plain line per tenth of the input, and the summary
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/p1" --doc-separator % --val-fraction 0 "$tmp/a.txt" "$tmp/b.txt"
+    expect_output "^prepare   100%  0.0/0.0 MB"
+    expect_output "^prepare   5 documents \(0 validation\)"
+    expect_no_output $'\r'
+    # a terminal (script(1) gives it one): the bar, redrawn in place
+    command -v script >/dev/null || skip "script(1) is not installed (util-linux)"
+    run script -qec "$axonn prepare --tokenizer $tiny --output $tmp/p2 --doc-separator % --val-fraction 0 $tmp/a.txt" /dev/null
+    expect_output $'\rprepare   \\[#+ *\\] 100%'
+    run "$axonn" prepare --quiet --tokenizer "$tiny" --output "$tmp/p3" --val-fraction 0 "$tmp/a.txt"
+    expect_no_output "100%" ;;
+
   gpt2_vectors)
     need_gpt2
     run "$axonn" tokenizer encode --tokenizer gpt2 "Hello world"
@@ -226,6 +239,16 @@ PY
         expect_output "data      $n shards, .*train_000000.bin .. .*, shuffled"
       done
       run "$axonn" "${sequential[@]}" --steps 10 --metrics "$tmp/seq.jsonl"
+      # validation on the directory's val shards: val_loss reported, training unchanged
+      run "$axonn" "${train[@]}" --steps 10 --val-data "$tmp/data" --val-every 5 --val-batches 2 --metrics "$tmp/val.jsonl"
+      expect_output "validate  .*val_000000.bin, [0-9]+ tokens"
+      python3 - "$tmp/g1,1,1,1.jsonl" "$tmp/val.jsonl" <<'PY'
+import json, sys
+base, val = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [m["loss"] for m in base] == [m["loss"] for m in val], "validation changed the training losses"
+assert [m["step"] for m in val if "val_loss" in m] == [4, 9], [m.get("val_loss") for m in val]
+print("ok: val_loss at steps 4 and 9 from the val shards; training losses unchanged")
+PY
       python3 - "$tmp" <<'PY'
 import glob, json, sys
 runs = {p: [json.loads(l)["loss"] for l in open(p)] for p in sorted(glob.glob(sys.argv[1] + "/g*.jsonl"))}

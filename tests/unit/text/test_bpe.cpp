@@ -143,20 +143,18 @@ TEST(Gpt2Bpe, RoundTripsArbitraryBytes) {
   expect_round_trips(*tok, 2);
 }
 
-// The independent oracle: the npm package's JavaScript encoder, run by node, on every fortune of
-// Debian's fortunes package (2.5 MB of English text): every id must be equal.
-TEST(Gpt2Bpe, EveryTokenEqualsTheJavaScriptEncodersOnTheFortunes) {
-  AXONN_REQUIRE_GPT2(tok);
-  if (!test::have_command("node")) GTEST_SKIP() << "node is not installed (apt-get install nodejs)";
+namespace {
+
+// Every fortune's ids from `tok` equal those a JavaScript encoder (run by node) prints for it.
+void expect_fortunes_match_js(const text::Tokenizer& tok, const std::string& js_command, const char* what) {
   const std::vector<std::string> docs = test::fortunes();
-  if (docs.empty()) GTEST_SKIP() << "Debian's fortunes package is not installed (/usr/share/games/fortunes)";
   size_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();
   ASSERT_GE(bytes, size_t{1} << 20) << "the corpus must hold at least 1 MB";
   test::TempDir dir;
   test::write_text(dir.file("docs.json"), nlohmann::json(docs).dump());
-  auto out = test::run_command("node " AXONN_TEXT_TEST_DIR "/js_encode.js '" + *tok_dir + "' " + dir.file("docs.json"));
-  ASSERT_TRUE(out.has_value()) << "node js_encode.js failed";
+  auto out = test::run_command(js_command + " " + dir.file("docs.json"));
+  ASSERT_TRUE(out.has_value()) << js_command << " failed";
   std::istringstream lines(*out);
   std::string line;
   size_t doc = 0, tokens = 0;
@@ -165,13 +163,44 @@ TEST(Gpt2Bpe, EveryTokenEqualsTheJavaScriptEncodersOnTheFortunes) {
     Ids js;
     std::istringstream ids(line);
     for (std::string id; std::getline(ids, id, ',');) js.push_back(std::stoi(id));
-    const Ids ours = tok->encode_ordinary(docs[doc]);
+    const Ids ours = tok.encode_ordinary(docs[doc]);
     tokens += ours.size();
     ASSERT_EQ(ours, js) << "fortune " << doc << ":\n" << docs[doc];
   }
   EXPECT_EQ(doc, docs.size());
-  std::printf("[ parity ] %zu fortunes, %zu bytes, %zu tokens: every id equal to gpt-3-encoder's\n", docs.size(), bytes,
-              tokens);
+  std::printf("[ parity ] %zu fortunes, %zu bytes, %zu tokens: every id equal to %s's\n", docs.size(), bytes, tokens,
+              what);
+}
+
+}  // namespace
+
+// The independent oracle: the npm package's JavaScript encoder, run by node, on every fortune of
+// Debian's fortunes package (2.5 MB of English text): every id must be equal.
+TEST(Gpt2Bpe, EveryTokenEqualsTheJavaScriptEncodersOnTheFortunes) {
+  AXONN_REQUIRE_GPT2(tok);
+  if (!test::have_command("node")) GTEST_SKIP() << "node is not installed (apt-get install nodejs)";
+  if (test::fortunes().empty()) GTEST_SKIP() << "Debian's fortunes package is not installed (/usr/share/games/fortunes)";
+  expect_fortunes_match_js(*tok, "node " AXONN_TEXT_TEST_DIR "/js_encode.js '" + *tok_dir + "'", "gpt-3-encoder");
+}
+
+// Llama 3 through a tokenizer.json built from llama3-tokenizer-js's data (scripts/fetch-llama3-tokenizer.sh,
+// optional), against that package's own JavaScript encoder.
+TEST(HfTokenizerJson, Llama3EqualsLlama3TokenizerJsOnTheFortunes) {
+  std::string dir;
+  for (std::string d : {std::string(std::getenv("AXONN_LLAMA3_TOKENIZER_DIR") ? std::getenv("AXONN_LLAMA3_TOKENIZER_DIR") : ""),
+                        std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/axonn/llama3",
+                        std::string("/usr/local/share/axonn/llama3")})
+    if (!d.empty() && std::filesystem::exists(d + "/tokenizer.json") && std::filesystem::exists(d + "/package")) dir = d;
+  if (dir.empty()) GTEST_SKIP() << "Llama 3's tokenizer is not fetched (optional: scripts/fetch-llama3-tokenizer.sh)";
+  if (!test::have_command("node")) GTEST_SKIP() << "node is not installed (apt-get install nodejs)";
+  if (test::fortunes().empty()) GTEST_SKIP() << "Debian's fortunes package is not installed (/usr/share/games/fortunes)";
+  auto tok = text::load_tokenizer(dir + "/tokenizer.json");
+  EXPECT_EQ(tok->vocab_size(), 128256);
+  EXPECT_EQ(tok->bos_id(), 128000);
+  EXPECT_EQ(tok->eot_id(), 128001);
+  EXPECT_EQ(tok->encode("<|begin_of_text|>Hello world!<|eot_id|>"), (Ids{128000, 9906, 1917, 0, 128009}));
+  expect_fortunes_match_js(*tok, "node " AXONN_TEXT_TEST_DIR "/js_llama3_encode.js '" + dir + "/package'",
+                           "llama3-tokenizer-js");
 }
 
 // A tokenizer.json holding GPT-2's own vocabulary and merges reads as the same tokenizer (in both
