@@ -44,6 +44,7 @@ void set_log_rank(int rank, int world_size) {
   state().rank = rank;
   state().world = world_size;
 }
+int log_rank() { return state().rank; }
 
 void log_message(LogLevel level, const char* fmt, ...) {
   LogState& s = state();

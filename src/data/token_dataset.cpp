@@ -100,25 +100,4 @@ TokenShard::~TokenShard() {
   if (map_) ::munmap(map_, map_bytes_);
 }
 
-BatchLoader::BatchLoader(const TokenShard& shard, int B, int T) : shard_(shard), window_((int64_t)B * T) {
-  AXONN_CHECK_ARG(B > 0 && T > 0, "batch size and sequence length must be positive, got B=", B, " T=", T);
-  AXONN_CHECK_ARG(shard.size() >= window_ + 1, "token shard '", shard.path(), "' has ", shard.size(),
-                  " tokens, fewer than one batch needs (B*T+1 = ", window_ + 1,
-                  "); use a smaller --batch-size or --seq-len, or more data");
-}
-
-void BatchLoader::set_position(int64_t p) {
-  AXONN_CHECK_ARG(p >= 0 && p < shard_.size(), "loader position ", p, " is outside the shard");
-  position_ = p;
-}
-
-void BatchLoader::next(int* inputs, int* targets) {
-  if (position_ + window_ + 1 > shard_.size()) position_ = 0;
-  for (int64_t i = 0; i < window_; i++) {
-    inputs[i] = shard_.token(position_ + i);
-    targets[i] = shard_.token(position_ + i + 1);
-  }
-  position_ += window_;
-}
-
 }  // namespace axonn::data

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   axonn::tools::add_convert_command(app, &action);
   axonn::tools::add_inspect_command(app, &action);
   axonn::tools::add_trace_summary_command(app, &action);
+  axonn::tools::add_prepare_command(app, &action);
+  axonn::tools::add_tokenizer_command(app, &action);
+  axonn::tools::add_report_command(app, &action);
 
   try {
     app.parse(argc, argv);

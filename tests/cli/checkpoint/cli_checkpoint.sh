@@ -4,59 +4,14 @@
 # --keep, --resume with nothing to resume, and weights through sharded checkpoints, HF safetensors and
 # --init DIR compared byte for byte (lr 0 leaves the weights as they are).
 # Usage: cli_checkpoint.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
-set -u
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common.sh"
 model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
 flags=(--init "$model" --data "$tokens" --batch-size 4 --seq-len 32 --lr 3e-3 --warmup-steps 2 --weight-decay 0.1
        --grad-clip 0.5 --peak-gflops 100 --quiet)
 
-# expect_error REGEX CMD...: the command must exit 1..123 (not a signal or a timeout) and print REGEX.
-expect_error() {
-  local regex=$1
-  shift
-  timeout 60 "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
-    echo "FAIL: exit code $rc (want 1..123) for: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-  if ! grep -Eq -- "$regex" "$tmp/out"; then
-    echo "FAIL: output lacks /$regex/ for: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-  echo "ok: exit $rc, $(grep -Em1 -- "$regex" "$tmp/out")"
-}
-
-# expect_once NP REGEX ARGS...: under mpiexec -n NP every rank exits non-zero and the message is
-# printed exactly once.
-expect_once() {
-  local np=$1 regex=$2
-  shift 2
-  expect_error "$regex" "$mpiexec" -n "$np" --oversubscribe "$axonn" "$@"
-  local n
-  n=$(grep -Ec -- "$regex" "$tmp/out")
-  [ "$n" -eq 1 ] || { echo "FAIL: the error was printed $n times"; cat "$tmp/out"; exit 1; }
-}
-
-# run NP ARGS...: axonn under mpiexec -n NP, must succeed; output in $tmp/out.
-run() {
-  local np=$1
-  shift
-  if ! timeout 100 "$mpiexec" -n "$np" --oversubscribe "$axonn" "$@" >"$tmp/out" 2>&1; then
-    echo "FAIL: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-}
-
-same() { cmp "$1" "$2" || { echo "FAIL: $1 and $2 differ"; exit 1; }; echo "ok: $1 == $2"; }
-
 # A 2-rank run on grid 2,1,1,1 with checkpoints at steps 2 and 4 in $tmp/ck.
-two_rank_checkpoints() { run 2 train "${flags[@]}" --grid 2,1,1,1 --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 2; }
+two_rank_checkpoints() { run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 2; }
 
 case $case_name in
   refuse_corrupt)
@@ -72,7 +27,7 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
     expect_once 2 "file 'tp-x0-y0-z0.safetensors' is [0-9]+ bytes, the manifest says [0-9]+: the file is truncated" \
       train "${flags[@]}" --grid 1,1,2,1 --steps 6 --resume-from "$tmp/ck" ;;
   refuse_mismatched)
-    run 2 train --channels 32 --steps 2 --quiet --peak-gflops 100 --checkpoint-dir "$tmp/ck"
+    run_np 2 train --channels 32 --steps 2 --quiet --peak-gflops 100 --checkpoint-dir "$tmp/ck"
     expect_once 2 "checkpoint '.*step-00000002' is for the model L=2 NH=4 C=32 .*, not L=2 NH=4 C=64" \
       train --model gpt2-tiny --steps 4 --quiet --checkpoint-dir "$tmp/ck" --resume ;;
   refuse_incomplete)
@@ -93,7 +48,7 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
     # in progress; the checkpoint left behind must verify, and resuming from it must give the
     # uninterrupted losses bit for bit.
     steps=60
-    run 2 train "${flags[@]}" --grid 1,1,2,1 --steps $steps --metrics "$tmp/ref.jsonl"
+    run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps $steps --metrics "$tmp/ref.jsonl"
     for attempt in 1 2 3; do
       rm -rf "$tmp/ck"
       "$mpiexec" -n 2 --oversubscribe "$axonn" train "${flags[@]}" --grid 1,1,2,1 --steps $steps \
@@ -101,7 +56,7 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
       mpi=$!
       # kill rank 1 the moment a save is under way (a step-N.tmp directory) after three have committed
       # (so that --keep 2 has pruned)
-      python3 - "$tmp/ck" "$mpi" <<'PY'
+      if python3 - "$tmp/ck" "$mpi" <<'PY'
 import os, signal, subprocess, sys, time
 root, mpi = sys.argv[1], int(sys.argv[2])
 deadline = time.time() + 60
@@ -128,21 +83,22 @@ while time.time() < deadline:
     time.sleep(0.0002)
 sys.exit("never saw a save in progress")
 PY
-      wait $mpi
-      rc=$?
-      [ "$rc" -ne 0 ] || { echo "FAIL: the killed job exited 0"; cat "$tmp/run.out"; exit 1; }
+      then :; else kill "$mpi" 2>/dev/null || true; fail "no kill during a save (see above)"; fi
+      rc=0
+      wait $mpi || rc=$?
+      [ "$rc" -ne 0 ] || { cat "$tmp/run.out"; fail "the killed job exited 0"; }
       if ls -d "$tmp"/ck/step-*.tmp >/dev/null 2>&1; then break; fi
       echo "the kill landed after the commit; again"
     done
     ls "$tmp/ck"
-    ls -d "$tmp"/ck/step-*.tmp >/dev/null 2>&1 || { echo "FAIL: never killed during a save"; exit 1; }
+    ls -d "$tmp"/ck/step-*.tmp >/dev/null 2>&1 || fail "never killed during a save"
     # what is left verifies (checksums of every file of the latest committed step)
-    timeout 60 "$axonn" inspect "$tmp/ck" >"$tmp/out" 2>&1 || { echo "FAIL: inspect"; cat "$tmp/out"; exit 1; }
-    grep -q "checkpoint root" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+    run "$axonn" inspect "$tmp/ck"
+    expect_output "checkpoint root"
     # and resumes, bit for bit
-    run 2 train "${flags[@]}" --grid 1,1,2,1 --steps $steps --checkpoint-dir "$tmp/ck" --resume \
+    run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps $steps --checkpoint-dir "$tmp/ck" --resume \
       --metrics "$tmp/resumed.jsonl"
-    grep -q "resume    .*step-" "$tmp/out" || { echo "FAIL: did not resume"; cat "$tmp/out"; exit 1; }
+    expect_output "resume    .*step-"
     python3 - "$tmp/ref.jsonl" "$tmp/resumed.jsonl" <<'PY'
 import json, sys
 ref = [json.loads(l) for l in open(sys.argv[1])]
@@ -156,23 +112,23 @@ PY
   convert_sharded)
     # lr 0: the weights stay the model's, on a grid that shards every tensor; convert puts them back
     # together; --init takes them from a checkpoint directory and from HF safetensors on other grids
-    run 4 train --init "$model" --data "$tokens" --lr 0 --steps 1 --quiet --grid 2,1,2,1 --checkpoint-dir "$tmp/a"
-    run 1 convert --from "$tmp/a" --to "$tmp/a.bin"
-    grep -q "checkpoint step 1, grid 2x1x2x1" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+    run_np 4 train --init "$model" --data "$tokens" --lr 0 --steps 1 --quiet --grid 2,1,2,1 --checkpoint-dir "$tmp/a"
+    run_np 1 convert --from "$tmp/a" --to "$tmp/a.bin"
+    expect_output "checkpoint step 1, grid 2x1x2x1"
     same "$model" "$tmp/a.bin"
-    run 2 train --init "$tmp/a" --data "$tokens" --lr 0 --steps 1 --quiet --grid 1,2,1,1 --checkpoint-dir "$tmp/b"
-    run 1 convert --from "$tmp/b/step-00000001" --to "$tmp/b.safetensors"
-    run 1 train --init "$tmp/b.safetensors" --data "$tokens" --lr 0 --steps 1 --quiet --save "$tmp/c.bin"
+    run_np 2 train --init "$tmp/a" --data "$tokens" --lr 0 --steps 1 --quiet --grid 1,2,1,1 --checkpoint-dir "$tmp/b"
+    run_np 1 convert --from "$tmp/b/step-00000001" --to "$tmp/b.safetensors"
+    run_np 1 train --init "$tmp/b.safetensors" --data "$tokens" --lr 0 --steps 1 --quiet --save "$tmp/c.bin"
     same "$model" "$tmp/c.bin" ;;
   keep)
-    run 1 train "${flags[@]}" --steps 5 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2
-    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || { ls "$tmp/ck"; exit 1; }
-    [ "$(cat "$tmp/ck/latest")" = "step-00000005" ] || exit 1
+    run_np 1 train "${flags[@]}" --steps 5 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "--keep 2 left $(ls "$tmp/ck" | tr '\n' ' ')"
+    [ "$(cat "$tmp/ck/latest")" = "step-00000005" ] || fail "latest is $(cat "$tmp/ck/latest"), not step-00000005"
     echo "ok: --keep 2 left $(ls "$tmp/ck" | tr '\n' ' ')" ;;
   resume_nothing_yet)
-    run 1 train "${flags[@]}" --steps 3 --checkpoint-dir "$tmp/ck" --resume
-    grep -q "no checkpoint in '$tmp/ck' yet: starting from step 0" "$tmp/out" || { cat "$tmp/out"; exit 1; }
-    [ -f "$tmp/ck/step-00000003/manifest.json" ] || { echo "FAIL: no final checkpoint"; ls -R "$tmp/ck"; exit 1; }
+    run_np 1 train "${flags[@]}" --steps 3 --checkpoint-dir "$tmp/ck" --resume
+    expect_output "no checkpoint in '$tmp/ck' yet: starting from step 0"
+    [ -f "$tmp/ck/step-00000003/manifest.json" ] || fail "no final checkpoint: $(ls -R "$tmp/ck")"
     echo "ok: started at step 0 and saved step 3" ;;
   bad_flags)
     expect_error "need --checkpoint-dir DIR" "$axonn" train --resume

@@ -3,48 +3,11 @@
 # byte (cmp), the HF layout checked by an independent Python reader, and bad input (a clear error,
 # exit code 1..123, never a crash or a hang).
 # Usage: cli_convert.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
-set -u
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$here/../common.sh"
 model=$ref/gpt2-tiny/model.bin
 llama=$(cd "$here/../../golden" && pwd)/llama-gqa  # the PyTorch oracle's Llama, a Hugging Face directory
-
-# expect_error REGEX CMD...: the command must exit 1..123 (not a signal) and print REGEX.
-expect_error() {
-  local regex=$1
-  shift
-  timeout 60 "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
-    echo "FAIL: exit code $rc (want 1..123) for: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-  if ! grep -Eq -- "$regex" "$tmp/out"; then
-    echo "FAIL: output lacks /$regex/ for: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-  echo "ok: exit $rc, $(grep -Em1 -- "$regex" "$tmp/out")"
-}
-
-# run CMD...: must succeed; its output is kept in $tmp/out.
-run() {
-  if ! timeout 60 "$@" >"$tmp/out" 2>&1; then
-    echo "FAIL: $*"
-    cat "$tmp/out"
-    exit 1
-  fi
-}
-
-# expect_output REGEX: the last run's output matches.
-expect_output() {
-  grep -Eq -- "$1" "$tmp/out" || { echo "FAIL: output lacks /$1/"; cat "$tmp/out"; exit 1; }
-}
-
-same() { cmp "$1" "$2" || { echo "FAIL: $1 and $2 differ"; exit 1; }; echo "ok: $1 == $2"; }
 
 # flip_byte FILE OFFSET_FROM_END
 flip_byte() {
@@ -107,7 +70,7 @@ case $case_name in
   hf_layout)
     # a directory target gets HF's model directory: model.safetensors + config.json
     run "$axonn" convert --from "$model" --to "$tmp/hf/"
-    python3 "$here/check_hf_layout.py" "$model" "$tmp/hf/model.safetensors" "$tmp/hf/config.json" || exit 1
+    check "the HF layout check failed" python3 "$here/check_hf_layout.py" "$model" "$tmp/hf/model.safetensors" "$tmp/hf/config.json"
     run "$axonn" convert --from "$tmp/hf/model.safetensors" --to "$tmp/back.bin"
     same "$model" "$tmp/back.bin" ;;
   llmc_bf16)
@@ -119,7 +82,7 @@ case $case_name in
     same "$tmp/m5.bin" "$tmp/again5.bin" ;;
   checkpoint_roundtrip)
     run "$axonn" convert --from "$model" --to "$tmp/ck" --format checkpoint
-    [ "$(cat "$tmp/ck/latest")" = "step-00000000" ] || { echo "FAIL: latest is $(cat "$tmp/ck/latest")"; exit 1; }
+    [ "$(cat "$tmp/ck/latest")" = "step-00000000" ] || fail "latest is $(cat "$tmp/ck/latest")"
     run "$axonn" inspect "$tmp/ck"
     expect_output "checkpoint root '$tmp/ck': steps 0; latest step-00000000"
     expect_output "tp-x0-y0-z0.safetensors +[0-9]+ bytes +xxh3_64 [0-9a-f]{16} +ok"
@@ -146,10 +109,10 @@ case $case_name in
     run "$axonn" convert --from "$model" --to "$tmp/ck" --format checkpoint
     flip_byte "$tmp/ck/step-00000000/tp-x0-y0-z0.safetensors" 100
     expect_error "tp-x0-y0-z0.safetensors +[0-9]+ bytes .* BAD: fails its checksum" "$axonn" inspect "$tmp/ck"
-    grep -q "fails verification: 1 file missing, truncated or corrupt" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+    expect_output "fails verification: 1 file missing, truncated or corrupt"
     expect_error "file 'tp-x0-y0-z0.safetensors' fails its checksum: xxh3_64 [0-9a-f]+, the manifest says" \
       "$axonn" convert --from "$tmp/ck" --to "$tmp/x.bin"
-    [ ! -e "$tmp/x.bin" ] || { echo "FAIL: output written from a corrupt checkpoint"; exit 1; } ;;
+    absent "$tmp/x.bin" ;;
   truncated_checkpoint)
     run "$axonn" convert --from "$model" --to "$tmp/ck" --format checkpoint
     truncate -s -7 "$tmp/ck/step-00000000/tp-x0-y0-z0.safetensors"
@@ -174,7 +137,7 @@ case $case_name in
     head -c 100000 "$tmp/m.safetensors" >"$tmp/t.safetensors"
     expect_error "safetensors file '$tmp/t.safetensors': tensor '.*' has data_offsets .* past the end of the data .*truncated" \
       "$axonn" convert --from "$tmp/t.safetensors" --to "$tmp/x.bin"
-    [ ! -e "$tmp/x.bin" ] || { echo "FAIL: output written from a truncated file"; exit 1; }
+    absent "$tmp/x.bin"
     head -c 1000 "$tmp/m.safetensors" >"$tmp/t2.safetensors"
     expect_error "header length [0-9]+ runs past the end of the file \(1000 bytes\): the file is truncated" \
       "$axonn" inspect "$tmp/t2.safetensors" ;;
@@ -209,7 +172,7 @@ PY
   inspect_missing) expect_error "cannot open '/nonexistent': no such file" "$axonn" inspect /nonexistent ;;
   mpi_refused)
     expect_error "runs in one process" "$mpiexec" -n 2 "$axonn" convert --from "$model" --to "$tmp/x.safetensors"
-    n=$(grep -c "runs in one process" "$tmp/out")
-    [ "$n" -eq 1 ] || { echo "FAIL: error printed $n times"; exit 1; } ;;
+    n=$(count "runs in one process")
+    [ "$n" -eq 1 ] || fail "error printed $n times" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -1,52 +1,34 @@
 #!/usr/bin/env bash
 # CLI tests of `axonn train --grid auto` (issue 6). Usage: cli_grid_auto.sh CASE AXONN REFERENCE_DIR MPIEXEC HERE
-set -u
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec} here=$5
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$here/../common.sh"
 model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
 golden=$(cd "$(dirname "$0")/../../golden" && pwd)  # the PyTorch oracle's Llama (tests/golden/gen_llama_golden.py)
 flags=(--init "$model" --data "$tokens" --batch-size 4 --seq-len 32 --steps 8 --lr 3e-3 --lr-schedule constant
        --weight-decay 0 --grad-clip 0 --peak-gflops 100)
 
-# expect_once NP REGEX ARGS...: every rank exits non-zero (not by a signal or a timeout) and the
-# message is printed exactly once.
-expect_once() {
-  local np=$1 regex=$2
-  shift 2
-  timeout 60 "$mpiexec" -n "$np" --oversubscribe "$axonn" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then echo "FAIL: exit code $rc"; cat "$tmp/out"; return 1; fi
-  local n
-  n=$(grep -Ec -- "$regex" "$tmp/out")
-  [ "$n" -eq 1 ] || { echo "FAIL: /$regex/ printed $n times"; cat "$tmp/out"; return 1; }
-  echo "ok: $(grep -Em1 -- "$regex" "$tmp/out")"
-}
-
-# train_auto OUT ARGS...: runs --grid auto on 2 ranks, prints the grid it chose as GX,GY,GZ,GD
+# train_auto ARGS...: runs --grid auto on 2 ranks; sets $grid to the grid it chose as GX,GY,GZ,GD and
+# keeps its output in $tmp/auto.out
 train_auto() {
-  local out=$1
-  shift
-  timeout 200 "$mpiexec" -n 2 --oversubscribe "$axonn" train --grid auto "${flags[@]}" --metrics "$tmp/auto.jsonl" \
-    "$@" >"$out" 2>&1 || { cat "$out"; return 1; }
-  sed -nE 's/.*grid      auto: Gx=([0-9]+) Gy=([0-9]+) Gz=([0-9]+) Gdata=([0-9]+), predicted [0-9.]+ ms\/step.*/\1,\2,\3,\4/p' "$out"
+  CLI_TIMEOUT=200 run_np 2 train --grid auto "${flags[@]}" --metrics "$tmp/auto.jsonl" "$@"
+  cp "$tmp/out" "$tmp/auto.out"
+  grid=$(sed -nE 's/.*grid      auto: Gx=([0-9]+) Gy=([0-9]+) Gz=([0-9]+) Gdata=([0-9]+), predicted [0-9.]+ ms\/step.*/\1,\2,\3,\4/p' "$tmp/out")
+  [ -n "$grid" ] || fail "no 'grid      auto:' line"
 }
 
-# same_losses_as GRID [WANT BOUND]: the run of $tmp/auto.jsonl again on GRID gives the same losses, and
-# they are within BOUND of WANT's (llm.c's by default)
+# same_losses_as [WANT BOUND]: the auto run trained on $grid, its losses equal those of --grid $grid, and
+# they are within BOUND of WANT's (llm.c's, within kLlmcLossBound, by default)
 same_losses_as() {
-  local grid=$1 want=${2:-$ref/gpt2-tiny/losses.txt} bound=${3:-1e-3}
-  [ -n "$grid" ] || { echo "FAIL: no 'grid      auto:' line"; cat "$tmp/auto.out"; return 1; }
-  grep -q "grid      Gx=${grid%%,*} " "$tmp/auto.out" || { echo "FAIL: chose $grid but trained on another"; return 1; }
-  timeout 200 "$mpiexec" -n 2 --oversubscribe "$axonn" train --grid "$grid" "${flags[@]}" --metrics "$tmp/explicit.jsonl" \
-    >"$tmp/explicit.out" 2>&1 || { cat "$tmp/explicit.out"; return 1; }
+  local want=${1:-$ref/gpt2-tiny/losses.txt} bound=${2:-2e-5}
+  expect_output "grid      Gx=${grid%%,*} " "$tmp/auto.out"
+  CLI_TIMEOUT=200 run_np 2 train --grid "$grid" "${flags[@]}" --metrics "$tmp/explicit.jsonl"
   python3 - "$tmp/auto.jsonl" "$tmp/explicit.jsonl" "$want" "$grid" "$bound" <<'PY'
 import json, sys
 auto = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 explicit = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 want = [float(l.split()[1]) for l in open(sys.argv[3]) if not l.startswith("#")][:len(auto)]
 bound = float(sys.argv[5])
-assert len(auto) == len(explicit) == len(want), (len(auto), len(explicit), len(want))
+assert len(auto) == len(explicit) == len(want) > 0, (len(auto), len(explicit), len(want))
 assert auto == explicit, (auto, explicit)
 worst = max(abs(a - w) for a, w in zip(auto, want))
 assert worst <= bound, (auto, want)
@@ -59,21 +41,21 @@ case $case_name in
   same_losses)
     # the calibrated profile in its default place ($XDG_CONFIG_HOME/axonn/profiles/local.json)
     mkdir -p "$tmp/xdg/axonn/profiles" && cp "$here/local.json" "$tmp/xdg/axonn/profiles/local.json"
-    grid=$(XDG_CONFIG_HOME=$tmp/xdg train_auto "$tmp/auto.out") || exit 1
-    grep -q "fastest of 4 admissible grids" "$tmp/auto.out" || { echo "FAIL: not 4 admissible grids"; cat "$tmp/auto.out"; exit 1; }
-    same_losses_as "$grid" ;;
+    XDG_CONFIG_HOME=$tmp/xdg train_auto
+    expect_output "fastest of 4 admissible grids"
+    same_losses_as ;;
   machine_flag)
-    grid=$(XDG_CONFIG_HOME=$tmp/empty train_auto "$tmp/auto.out" --machine "$here/local.json") || exit 1
-    grep -q "with machine profile 'local' ($here/local.json)" "$tmp/auto.out" || { echo "FAIL: profile not named"; cat "$tmp/auto.out"; exit 1; }
-    same_losses_as "$grid" ;;
+    XDG_CONFIG_HOME=$tmp/empty train_auto --machine "$here/local.json"
+    expect_output "with machine profile 'local' \($here/local.json\)"
+    same_losses_as ;;
   llama_same_losses)
     # the oracle's Llama (6 heads, 2 KV heads, C=48, F=136): batch 3 leaves Gx=2 and Gy=2; the choice trains
     # as that grid given explicitly, within 1e-4 of PyTorch's 20 losses
     flags=(--init "$golden/llama-gqa" --data "$golden/llama-gqa/tokens.bin" --batch-size 3 --seq-len 13 --steps 20
            --lr 3e-3 --lr-schedule constant --grad-clip 0 --peak-gflops 100)
-    grid=$(XDG_CONFIG_HOME=$tmp/empty train_auto "$tmp/auto.out" --machine "$here/local.json") || exit 1
-    grep -q "fastest of 2 admissible grids" "$tmp/auto.out" || { echo "FAIL: not 2 admissible grids"; cat "$tmp/auto.out"; exit 1; }
-    same_losses_as "$grid" "$golden/llama-gqa/losses.txt" 1e-4 ;;
+    XDG_CONFIG_HOME=$tmp/empty train_auto --machine "$here/local.json"
+    expect_output "fastest of 2 admissible grids"
+    same_losses_as "$golden/llama-gqa/losses.txt" 1e-4 ;;
   no_profile)
     XDG_CONFIG_HOME=$tmp/empty expect_once 2 "no calibrated profile 'local' exists .*Run \`mpirun -np 2 axonn calibrate\`" \
       train --grid auto "${flags[@]}" ;;

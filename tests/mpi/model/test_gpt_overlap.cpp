@@ -35,7 +35,7 @@ constexpr int kB = 8, kT = 7;
 // test stays within its time budget (Llama's: half of GPT-2's). AXONN_OVERLAP_TEST_STEPS overrides.
 int steps_for(int world_size, const model::GptConfig& cfg) {
   if (const char* s = std::getenv("AXONN_OVERLAP_TEST_STEPS")) return std::atoi(s);
-  const int gpt2 = world_size <= 2 ? 50 : world_size <= 4 ? 30 : 12;
+  const int gpt2 = world_size <= 2 ? 50 : world_size <= 4 ? 30 : 6;
   return cfg.family == model::Family::kGpt2 ? gpt2 : gpt2 / 2;
 }
 
@@ -203,7 +203,7 @@ void expect_every_setting_equals_no_overlap(const model::GptConfig& cfg) {
 // so it is bit-identical here too. Fewer settings and steps than fp32 (the CPU emulates bf16).
 void expect_bf16_every_setting_equals_no_overlap(const model::GptConfig& cfg) {
   auto world = comm::world();
-  const int steps = std::max(4, steps_for(world->size(), cfg) / 3);
+  const int steps = std::max(2, steps_for(world->size(), cfg) / 3);
   int grids = 0, runs = 0;
   auto train = [&](const parallel::Grid& grid, const Setting& s, int n) { return axonn::train(cfg, grid, s, n); };
   auto bf16 = [](Setting s) {
