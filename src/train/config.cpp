@@ -47,6 +47,8 @@ void validate_config(const TrainConfig& c) {
                   "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
   detail::validate_checkpoint_flags(c);
   (void)detail::parse_stop_signal(c.stop_signal);
+  AXONN_CHECK_ARG(c.comm_timeout >= 0 && std::isfinite(c.comm_timeout),
+                  "--comm-timeout must be a finite number of seconds >= 0 (0: no deadline), got ", c.comm_timeout);
   AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
   AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
                   "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);

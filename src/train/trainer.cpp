@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "axonn/checkpoint/sharded.hpp"
+#include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
@@ -73,6 +74,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
   const double flops = s.gpt().flops_per_step() * s.micro_batches();
   int done = s.first_step();
   for (int step = s.first_step(); step < c.steps; step++) {
+    comm::set_activity(::axonn::detail::concat("step ", step + 1, "/", c.steps));  // for the watchdog's report
     for (auto& h : hooks) h->before_step(s, step);
     Timer timer;
     StepMetrics m;
@@ -97,6 +99,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     for (auto& h : hooks) stopping = h->stop_requested() || stopping;
     if (stopping) break;
   }
+  comm::set_activity(::axonn::detail::concat("the end of the run, after step ", done));
   for (auto& h : hooks) h->at_end(s, done);
   result.stop = stop->stop();
   result.signal = stop->signal();

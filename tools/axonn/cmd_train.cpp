@@ -103,6 +103,8 @@ void add_train_command(CLI::App& app, Action* action) {
                   "(0: never)");
   sub->add_option("--exit-after-minutes", c->exit_after_minutes, "stop after the step that ends M minutes after the "
                   "start, with a checkpoint (0: never)");
+  sub->add_option("--comm-timeout", c->comm_timeout, "seconds a rank may wait in one collective before the job is "
+                  "aborted with a report of who did not arrive (0: no deadline)");
   sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
                 "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
   sub->callback([c, action, sub] {
@@ -111,7 +113,9 @@ void add_train_command(CLI::App& app, Action* action) {
     for (const CLI::Option* o : sub->get_options())
       if (o->count() > 0) c->given->insert(o->get_name());
     *action = [c] {
-      const train::TrainResult r = train::run(*c, comm::world());
+      comm::CommOptions options;
+      options.timeout_s = c->comm_timeout;
+      const train::TrainResult r = train::run(*c, comm::world(options));
       // stopped by a signal with nothing saved: the conventional exit code of that signal, so that a
       // scheduler does not take the job for done
       return r.stop == train::Stop::kSignal && r.checkpoint.empty() ? 128 + r.signal : 0;

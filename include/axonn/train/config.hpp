@@ -75,6 +75,10 @@ struct TrainConfig {
   std::string stop_signal = "USR1";  // --stop-signal USR1|USR2|HUP|none
   int exit_after_steps = 0;          // --exit-after-steps N
   double exit_after_minutes = 0.0;   // --exit-after-minutes M
+  // the watchdog: a blocking wait of a collective longer than this aborts the job with a report of
+  // which collective, group and step, and what every rank does (comm::CommOptions::timeout_s; set
+  // where the world is made, tools/axonn/cmd_train.cpp)
+  double comm_timeout = 600;         // --comm-timeout SECONDS (0: none)
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
   int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all
