@@ -181,6 +181,24 @@ case $case_name in
   comm_timeout_flag)
     expect_error "--comm-timeout must be a finite number of seconds >= 0 \(0: no deadline\), got -1" \
       "$axonn" train --comm-timeout -1 ;;
+  guard_skips_nonfinite)
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 5 --metrics "$tmp/m.jsonl" --fault-nonfinite-grad 3
+    expect_output "guard     step 3 skipped: its loss or gradient norm is not finite .*weights and optimizer untouched"
+    expect_output "step +3/5 \| loss [0-9.]+ \| SKIPPED \(non-finite\)"
+    expect_output "guard     1 step skipped since the run began"
+    python3 - "$tmp/m.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r.get("skipped") for r in rows] == [None, None, "non-finite", None, None], rows
+assert [r.get("skipped_steps", 0) for r in rows] == [0, 0, 1, 1, 1], rows
+print("ok: step 3 skipped and counted in the metrics")
+PY
+    ;;
+  guard_max_bad_steps)
+    expect_error "guard     the last 2 steps \(to step 3\) were all skipped: the run stops. The weights are those of step 1" \
+      "$mpiexec" -n 2 --oversubscribe "$axonn" train "${flags[@]}" --grid 1,1,1,2 --steps 8 --fault-nonfinite-grad 2,3 \
+      --max-bad-steps 2 --checkpoint-dir "$tmp/ck"
+    expect_no_output "step +4/8" ;;
   stop_sigterm_np1) stop_and_resume 1 TERM self ;;
   stop_sigint_np1) stop_and_resume 1 INT self ;;
   stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;
