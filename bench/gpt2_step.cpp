@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       Profiler prof;
       gpt.set_profiler(&prof);
       // the step `axonn train` runs (train::train_step), lr 1e-4, gradients clipped to norm 1
-      const train::StepOptions step{1e-4f, 1.0f, nullptr, &prof};
+      const train::StepOptions step{.lr = 1e-4f, .grad_clip = 1.0f, .profiler = &prof, .agreement = world.get()};
       kernels::gemm_tuner().clear();  // this shape's choices only
       train::train_step(gpt, opt, tokens.batch(), step);  // warm-up: page faults, GEMM kernel selection, the tuner
       prof.enable(true);

@@ -247,7 +247,9 @@ int main(int argc, char** argv) {
       r.gpt->set_profiler(&r.prof);
     }
     // The trainer's step (train::train_step), without data loading.
-    auto options = [](Run& r) { return train::StepOptions{1e-4f, 1.0f, nullptr, &r.prof}; };
+    auto options = [&](Run& r) {
+      return train::StepOptions{.lr = 1e-4f, .grad_clip = 1.0f, .profiler = &r.prof, .agreement = world.get()};
+    };
     for (Run& r : runs) train::train_step(*r.gpt, *r.opt, r.tokens.batch(), options(r));  // warm-up
     for (int round = 0; round < o.rounds; ++round) {
       for (Run& r : runs) {

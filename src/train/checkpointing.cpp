@@ -178,7 +178,7 @@ bool Checkpointer::due(int done) const {
 }
 
 checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                                          const optim::AdamW& opt) {
+                                          const optim::AdamW& opt, const std::map<std::string, std::string>& state) {
   checkpoint::Manifest m;
   m.model = mc_;
   m.step = done;
@@ -187,6 +187,7 @@ checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loa
   m.rng.seed = c_.seed;  // initialisation and synthetic data are counter-based; training draws nothing
   m.extra = run_settings(c_);
   m.extra["adam_steps"] = std::to_string(opt.steps());
+  for (const auto& [key, value] : state) m.extra[key] = value;
   if (!resumed_from_.empty()) m.extra["resumed_from"] = resumed_from_;
   checkpoint::SaveResult r;
   if (gpt.device() == Device::kCpu) {

@@ -51,8 +51,9 @@ class Checkpointer {
   bool due(int done) const;
   // Saves the state after `done` steps; collective (a model in device memory is downloaded first).
   // `grid` (constructor) takes host buffers, as for start_state. Returns what was written.
+  // `state`: more training state for the manifest's extra (the guard's).
   checkpoint::SaveResult save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                              const optim::AdamW& opt);
+                              const optim::AdamW& opt, const std::map<std::string, std::string>& state);
   // The step of the last checkpoint saved or resumed from (-1: none).
   int last_saved() const { return last_saved_; }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
@@ -21,6 +22,23 @@ std::pair<int, int> parse_trace_steps(const std::string& text, int steps) {
   AXONN_CHECK_ARG((got == 2 || (got == 1 && b == a)) && a >= 1 && b >= a && b <= steps,
                   "--trace-steps wants A:B or A with 1 <= A <= B <= --steps (", steps, "), got '", text, "'");
   return {a, b};
+}
+
+std::set<int> fault_steps(const TrainConfig& c) {
+  std::set<int> steps;
+  const std::string& t = c.fault_nonfinite_grad;
+  size_t at = 0;
+  while (at < t.size()) {
+    const size_t comma = t.find(',', at);
+    const std::string item = t.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    AXONN_CHECK_ARG(!item.empty() && *end == '\0' && v >= 1 && v <= INT32_MAX,
+                    "--fault-nonfinite-grad wants a comma-separated list of steps (1-based), got '", t, "'");
+    steps.insert(static_cast<int>(v));
+    at = comma == std::string::npos ? t.size() : comma + 1;
+  }
+  return steps;
 }
 
 void validate_config(const TrainConfig& c) {
@@ -45,8 +63,16 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.val_batches >= 1, "--val-batches must be >= 1, got ", c.val_batches);
   AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,
                   "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
+  AXONN_CHECK_ARG(c.skip_loss_z >= 0 && std::isfinite(c.skip_loss_z), "--skip-loss-z must be >= 0 (0: off), got ",
+                  c.skip_loss_z);
+  AXONN_CHECK_ARG(c.skip_grad_z >= 0 && std::isfinite(c.skip_grad_z), "--skip-grad-z must be >= 0 (0: off), got ",
+                  c.skip_grad_z);
+  AXONN_CHECK_ARG(c.max_bad_steps >= 0, "--max-bad-steps must be >= 0 (0: never stop), got ", c.max_bad_steps);
+  (void)fault_steps(c);
   detail::validate_checkpoint_flags(c);
   (void)detail::parse_stop_signal(c.stop_signal);
+  AXONN_CHECK_ARG(c.comm_timeout >= 0 && std::isfinite(c.comm_timeout),
+                  "--comm-timeout must be a finite number of seconds >= 0 (0: no deadline), got ", c.comm_timeout);
   AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
   AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
                   "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);

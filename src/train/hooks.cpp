@@ -141,6 +141,30 @@ void ValidationHook::after_step(Session& s, StepMetrics& m) {
   if ((c.val_every > 0 && done % c.val_every == 0) || done == c.steps) m.val_loss = s.validate();
 }
 
+// --- the guard -----------------------------------------------------------------------------------
+
+void GuardHook::after_step(Session& s, StepMetrics& m) {
+  if (m.verdict == Verdict::kUpdate) {
+    in_a_row_ = 0;
+  } else {
+    s.count_skipped();
+    in_a_row_++;
+    const char* why = m.verdict == Verdict::kNonFinite    ? "its loss or gradient norm is not finite"
+                      : m.verdict == Verdict::kLossOutlier ? "its loss is an outlier (--skip-loss-z)"
+                                                           : "its gradient norm is an outlier (--skip-grad-z)";
+    log_warn("guard     step %d skipped: %s (loss %g, norm %g); weights and optimizer untouched", m.step + 1, why,
+             static_cast<double>(m.loss), m.grad_norm);
+    const int limit = s.config().max_bad_steps;
+    if (limit > 0 && in_a_row_ >= limit) {
+      stop_ = true;
+      log_error("guard     the last %d steps (to step %d) were all skipped: the run stops. The weights are those of "
+                "step %d; lower --lr, check the data, or resume from the last good checkpoint",
+                in_a_row_, m.step + 1, m.step + 1 - in_a_row_);
+    }
+  }
+  m.skipped_steps = s.skipped_steps();
+}
+
 // --- progress and metrics ------------------------------------------------------------------------
 
 ProgressHook::ProgressHook(Session& s) {
@@ -153,8 +177,9 @@ ProgressHook::ProgressHook(Session& s) {
 
 void ProgressHook::after_step(Session& s, StepMetrics& m) {
   if (!s.config().quiet) {
-    char val[40] = "";
+    char val[64] = "";
     if (m.val_loss) std::snprintf(val, sizeof val, " | val %.6f", static_cast<double>(*m.val_loss));
+    if (m.verdict != Verdict::kUpdate) std::snprintf(val, sizeof val, " | SKIPPED (%s)", verdict_name(m.verdict));
     log_info("step %5d/%d | loss %.6f%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
              s.config().steps, m.loss, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
   }
@@ -163,6 +188,8 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
                         {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
                         {"mfu", m.mfu}};
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    if (m.verdict != Verdict::kUpdate) j["skipped"] = verdict_name(m.verdict);
+    if (m.skipped_steps) j["skipped_steps"] = m.skipped_steps;
     *metrics_ << j.dump() << '\n';
     metrics_->flush();
   }
@@ -179,7 +206,7 @@ void CheckpointHook::after_step(Session& s, StepMetrics& m) {
 }
 
 void CheckpointHook::save(Session& s, int done) {
-  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt());
+  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt(), s.guard_record());
   last_written_ = r.dir;
   // a signal stops after a step and a save: both must fit in the scheduler's grace period
   if (!warned_ && last_step_s_ + r.seconds > kKillWaitSeconds) {

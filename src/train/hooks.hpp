@@ -63,6 +63,18 @@ class CheckpointHook final : public LoopHook {
   bool warned_ = false;
 };
 
+// The guard's bookkeeping: counts skipped steps, says why each was skipped, and stops the run after
+// --max-bad-steps of them in a row (the weights are those of the last good step).
+class GuardHook final : public LoopHook {
+ public:
+  void after_step(Session& s, StepMetrics& m) override;
+  bool stop_requested() const override { return stop_; }
+
+ private:
+  int in_a_row_ = 0;
+  bool stop_ = false;
+};
+
 // Stopping early: on SIGTERM, SIGINT or --stop-signal (StopSignals), after --exit-after-steps steps
 // of this run or --exit-after-minutes since it started. After every step the ranks agree (one
 // all-reduce over the world: a signal may reach some ranks only, and rank 0's clock decides the time).

@@ -135,6 +135,9 @@ const std::vector<Setting>& settings() {
       float_setting("eps", "--eps", kTrajectory, &TrainConfig::eps),
       float_setting("grad_clip", "--grad-clip", kTrajectory, &TrainConfig::grad_clip),
       text_setting("dtype", "--dtype", kTrajectory, &TrainConfig::dtype),
+      float_setting("skip_loss_z", "--skip-loss-z", kTrajectory, &TrainConfig::skip_loss_z),
+      float_setting("skip_grad_z", "--skip-grad-z", kTrajectory, &TrainConfig::skip_grad_z),
+      int_setting("max_bad_steps", "--max-bad-steps", kSafe, &TrainConfig::max_bad_steps, 0),
       // how it computes: the same steps (up to rounding for other kernels or micro-batches)
       text_setting("kernels", "--kernels", kSafe, &TrainConfig::kernels),
       text_setting("comm", "--comm", kSafe, &TrainConfig::comm),

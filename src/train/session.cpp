@@ -198,6 +198,8 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   // weights (random, --init) or, resuming, the checkpoint's whole state
   first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_);
   gpt_->weights_updated();  // the shards were written directly: no gathered block of before is valid
+  guard_ = StepGuard(c.skip_loss_z, c.skip_grad_z);
+  if (start_->resume_manifest) restore_guard(*start_->resume_manifest);
 
   // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
   // in bf16; a bf16 GEMM on the GPU)
@@ -216,6 +218,29 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
 }
 
 Session::~Session() = default;
+
+std::map<std::string, std::string> Session::guard_record() const {
+  return {{"skipped_steps", std::to_string(skipped_steps_)},
+          {"guard_losses", guard_.losses().to_text()},
+          {"guard_norms", guard_.norms().to_text()}};
+}
+
+void Session::restore_guard(const checkpoint::Manifest& m) {
+  const std::string& dir = start_->resume_dir;
+  skipped_steps_ = detail::recorded_int(m, "skipped_steps", 0, m.step, dir, 0);
+  const std::pair<const char*, OutlierDetector*> windows[] = {{"guard_losses", &guard_.losses()},
+                                                                {"guard_norms", &guard_.norms()}};
+  for (const auto& [key, window] : windows) {
+    auto it = m.extra.find(key);
+    if (it == m.extra.end()) continue;
+    try {
+      window->from_text(it->second);
+    } catch (const std::invalid_argument& e) {
+      throw IoError(::axonn::detail::concat("checkpoint '", dir, "' records ", key, " = '", it->second, "': ", e.what(),
+                                            "; the manifest is corrupt or was edited"));
+    }
+  }
+}
 
 void Session::open_data() {
   const TrainConfig& c = c_;

@@ -107,6 +107,14 @@ void add_train_command(CLI::App& app, Action* action) {
                   "(0: never)");
   sub->add_option("--exit-after-minutes", c->exit_after_minutes, "stop after the step that ends M minutes after the "
                   "start, with a checkpoint (0: never)");
+  sub->add_option("--comm-timeout", c->comm_timeout, "seconds a rank may wait in one collective before the job is "
+                  "aborted with a report of who did not arrive (0: no deadline)");
+  sub->add_option("--skip-loss-z", c->skip_loss_z, "skip the update of a step whose loss has a z-score above this "
+                  "over the last 128 steps, as llm.c's -sl (0: off; non-finite steps are always skipped)");
+  sub->add_option("--skip-grad-z", c->skip_grad_z, "the same for the gradient norm, as llm.c's -sg (0: off)");
+  sub->add_option("--max-bad-steps", c->max_bad_steps, "stop after this many skipped steps in a row (0: never)");
+  sub->add_option("--fault-nonfinite-grad", c->fault_nonfinite_grad, "testing: put a NaN in a gradient of rank 0 at "
+                  "these steps (1-based, comma-separated), for the guard's tests");
   sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
                 "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
   sub->callback([c, action, sub] {
@@ -115,9 +123,12 @@ void add_train_command(CLI::App& app, Action* action) {
     for (const CLI::Option* o : sub->get_options())
       if (o->count() > 0) c->given->insert(o->get_name());
     *action = [c] {
-      const train::TrainResult r = train::run(*c, comm::world());
+      comm::CommOptions options;
+      options.timeout_s = c->comm_timeout;
+      const train::TrainResult r = train::run(*c, comm::world(options));
       // stopped by a signal with nothing saved: the conventional exit code of that signal, so that a
       // scheduler does not take the job for done
+      if (r.stop == train::Stop::kBadSteps) return 1;  // the guard stopped a diverged run (said why)
       return r.stop == train::Stop::kSignal && r.checkpoint.empty() ? 128 + r.signal : 0;
     };
   });

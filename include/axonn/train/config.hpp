@@ -78,6 +78,16 @@ struct TrainConfig {
   std::string stop_signal = "USR1";  // --stop-signal USR1|USR2|HUP|none
   int exit_after_steps = 0;          // --exit-after-steps N
   double exit_after_minutes = 0.0;   // --exit-after-minutes M
+  // the watchdog: a blocking wait of a collective longer than this aborts the job with a report of
+  // which collective, group and step, and what every rank does (comm::CommOptions::timeout_s; set
+  // where the world is made, tools/axonn/cmd_train.cpp)
+  double comm_timeout = 600;         // --comm-timeout SECONDS (0: none)
+  // the numerical guard (guard.hpp): steps with a non-finite loss or gradient norm are skipped;
+  // optionally also outliers (z-score over the last 128 steps above the threshold; 0: off)
+  float skip_loss_z = 0.0f;          // --skip-loss-z Z (llm.c's -sl)
+  float skip_grad_z = 0.0f;          // --skip-grad-z Z (llm.c's -sg)
+  int max_bad_steps = 10;            // --max-bad-steps N: stop after N skipped steps in a row (0: never)
+  std::string fault_nonfinite_grad;  // testing: "3,7": a NaN gradient on world rank 0 at these steps (1-based)
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
   int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all
@@ -91,6 +101,9 @@ struct TrainConfig {
 // The traced steps of --trace-steps: [first, last], 1-based. An empty text gives 2..min(4, steps)
 // (step 1 warms up), or step 1 when there is only one. Throws InvalidArgument outside [1, steps].
 std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
+
+// The steps (1-based) of --fault-nonfinite-grad. InvalidArgument for a malformed list.
+std::set<int> fault_steps(const TrainConfig& c);
 
 // Checks every value that needs neither the world nor a file (InvalidArgument saying what to
 // change). train::Session calls it; tools may call it before anything is built.

@@ -12,9 +12,12 @@
 //   }
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/comm/communicator.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/model/gpt.hpp"
@@ -22,6 +25,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/compute.hpp"
 #include "axonn/train/config.hpp"
+#include "axonn/train/guard.hpp"
 #include "axonn/train/step.hpp"
 
 namespace axonn::train {
@@ -62,6 +66,14 @@ class Session {
   // only; training is not changed by it). Collective over the grid.
   float validate();
 
+  // The numerical guard (its outlier windows are training state: checkpointed, restored) and the
+  // steps it skipped since the run began (a resumed run counts on).
+  StepGuard& guard() { return guard_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  void count_skipped() { skipped_steps_++; }
+  // What a checkpoint records of that state (manifest extra).
+  std::map<std::string, std::string> guard_record() const;
+
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
   int64_t tokens_per_step() const;               // global: batch_size * seq_len
@@ -71,6 +83,7 @@ class Session {
   void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
   LocalBatch local_part();  // this rank's part of the batch in inputs_/targets_
   void log_setup() const;
+  void restore_guard(const checkpoint::Manifest& m);
 
   TrainConfig c_;
   std::shared_ptr<comm::Communicator> world_;
@@ -90,6 +103,8 @@ class Session {
   int64_t block_offset_ = 0;
   double peak_ = 0.0;
   std::vector<int> inputs_, targets_;
+  StepGuard guard_{0, 0};
+  int64_t skipped_steps_ = 0;
 };
 
 }  // namespace axonn::train

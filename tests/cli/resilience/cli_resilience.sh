@@ -56,6 +56,11 @@ rank_pids() {
   ps -o pid= --ppid "$1" | tr -d ' '
 }
 
+# rank_of PID: the MPI rank of a rank's process (Open MPI's environment).
+rank_of() {
+  tr '\0' '\n' <"/proc/$1/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'
+}
+
 # wait_rc PID: PID's exit code in $rc (the job is killed after 120 s).
 wait_rc() {
   rc=0
@@ -141,6 +146,59 @@ case $case_name in
     back_to 3 "$tmp/ck"
     run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
     [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+  watchdog_sigstop)
+    # a rank stopped mid-run (SIGSTOP): the others' watchdogs report the collective they wait in and
+    # the rank that does not answer, and the job ends within 40 s
+    start_bg "$tmp/out" "$mpiexec" -n 4 --oversubscribe "$axonn" train "${flags[@]}" --grid 2,1,1,2 --steps 100000 \
+      --quiet --metrics "$tmp/m.jsonl" --comm-timeout 20
+    wait_lines "$tmp/m.jsonl" 10
+    victim=$(rank_pids "$bg" | sort -n | sed -n 3p)
+    r=$(rank_of "$victim")
+    start=$(date +%s)
+    kill -STOP "$victim"
+    wait_rc "$bg"
+    took=$(( $(date +%s) - start ))
+    kill -9 "$victim" 2>/dev/null || true
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    [ "$took" -le 40 ] || fail "the job took $took s to end, more than 40"
+    expect_output "watchdog: [a-z_]+ #[0-9]+ of [0-9]+ [a-z0-9]+ on communicator '[a-z0-9]+' has waited 2[0-9] s \(--comm-timeout 20\) at step [0-9]+/100000"
+    expect_output "watchdog:   ranks? ([0-9], )*$r(, [0-9])* did not answer within [0-9]+ s: stopped, hung or dead"
+    echo "ok: rank $r stopped; the job ended $took s later, naming it" ;;
+  kill9_rank)
+    start_bg "$tmp/out" "$mpiexec" -n 4 --oversubscribe "$axonn" train "${flags[@]}" --grid 2,1,1,2 --steps 100000 \
+      --quiet --metrics "$tmp/m.jsonl"
+    wait_lines "$tmp/m.jsonl" 10
+    victim=$(rank_pids "$bg" | sort -n | sed -n 2p)
+    r=$(rank_of "$victim")
+    start=$(date +%s)
+    kill -9 "$victim"
+    wait_rc "$bg"
+    took=$(( $(date +%s) - start ))
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    [ "$took" -le 30 ] || fail "the job took $took s to end, more than 30"
+    expect_output "process rank $r .*exited on signal 9"
+    echo "ok: rank $r killed; the job ended $took s later, naming it" ;;
+  comm_timeout_flag)
+    expect_error "--comm-timeout must be a finite number of seconds >= 0 \(0: no deadline\), got -1" \
+      "$axonn" train --comm-timeout -1 ;;
+  guard_skips_nonfinite)
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 5 --metrics "$tmp/m.jsonl" --fault-nonfinite-grad 3
+    expect_output "guard     step 3 skipped: its loss or gradient norm is not finite .*weights and optimizer untouched"
+    expect_output "step +3/5 \| loss [0-9.]+ \| SKIPPED \(non-finite\)"
+    expect_output "guard     1 step skipped since the run began"
+    python3 - "$tmp/m.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r.get("skipped") for r in rows] == [None, None, "non-finite", None, None], rows
+assert [r.get("skipped_steps", 0) for r in rows] == [0, 0, 1, 1, 1], rows
+print("ok: step 3 skipped and counted in the metrics")
+PY
+    ;;
+  guard_max_bad_steps)
+    expect_error "guard     the last 2 steps \(to step 3\) were all skipped: the run stops. The weights are those of step 1" \
+      "$mpiexec" -n 2 --oversubscribe "$axonn" train "${flags[@]}" --grid 1,1,1,2 --steps 8 --fault-nonfinite-grad 2,3 \
+      --max-bad-steps 2 --checkpoint-dir "$tmp/ck"
+    expect_no_output "step +4/8" ;;
   stop_sigterm_np1) stop_and_resume 1 TERM self ;;
   stop_sigint_np1) stop_and_resume 1 INT self ;;
   stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;

@@ -31,6 +31,7 @@
 #include "axonn/model/shard_map.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/shared_tmp_dir.hpp"
 
 namespace axonn {
 namespace {
@@ -84,30 +85,7 @@ std::shared_ptr<comm::Communicator> self_comm() {
   return self;
 }
 
-// A directory every rank of the world sees under the same name; removed at the end of the test.
-class SharedTmpDir {
- public:
-  SharedTmpDir() {
-    auto world = comm::world();
-    std::vector<int32_t> buf(256, 0);
-    if (world->rank() == 0) {
-      char tmpl[] = "/tmp/axonn-sharded-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      if (d) std::memcpy(buf.data(), d, std::strlen(d));
-    }
-    world->broadcast(buf.data(), buf.size(), DType::kI32, 0);
-    path_ = reinterpret_cast<const char*>(buf.data());
-  }
-  ~SharedTmpDir() {
-    comm::world()->barrier();
-    std::error_code ec;
-    if (comm::world()->rank() == 0) fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using test::SharedTmpDir;
 
 // On rank 0 only, then a barrier: file-system changes every rank then sees.
 void on_rank0(const std::function<void()>& f) {
