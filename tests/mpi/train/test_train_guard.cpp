@@ -23,17 +23,6 @@ namespace {
 
 namespace ck = checkpoint;
 
-std::string grid_text(const parallel::GridShape& s) {
-  return std::to_string(s.gx) + "," + std::to_string(s.gy) + "," + std::to_string(s.gz) + "," + std::to_string(s.gdata);
-}
-
-std::vector<parallel::GridShape> admissible(int n) {
-  std::vector<parallel::GridShape> out;
-  for (const auto& s : test::grid_shapes(n))
-    if (64 % s.gx == 0 && 4 % s.gy == 0 && 4 % (s.gz * s.gdata) == 0) out.push_back(s);
-  return out;
-}
-
 // Every tensor of every file of two step directories: equal bytes.
 void expect_same_state(const std::string& a, const std::string& b) {
   const ck::Manifest ma = ck::read_manifest(a), mb = ck::read_manifest(b);
@@ -54,11 +43,11 @@ void expect_same_state(const std::string& a, const std::string& b) {
 
 TEST(Guard, NonFiniteGradientSkippedOnEveryGrid) {
   auto world = comm::world();
-  for (const auto& s : admissible(world->size())) {
-    SCOPED_TRACE("grid " + grid_text(s));
+  for (const auto& s : test::tiny_gpt2_grids(world->size())) {
+    SCOPED_TRACE("grid " + test::grid_text(s));
     test::SharedTmpDir tmp;
     train::TrainConfig c = test::reference_config();
-    c.grid = grid_text(s);
+    c.grid = test::grid_text(s);
     c.steps = 5;
     c.grad_clip = 1.0f;
     c.weight_decay = 0.1f;
