@@ -162,7 +162,10 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
                                   {"measured_best_predicted_place", prank[best]},
                                   {"mean_relative_error", mre},
                                   {"grids", rows}};
-    std::ofstream(o.json) << doc.dump(2) << "\n";
+    std::ofstream f(o.json);
+    f << doc.dump(2) << "\n";
+    f.close();
+    if (f.fail()) std::fprintf(stderr, "error: cannot write --json file '%s'\n", o.json.c_str());
   }
 }
 

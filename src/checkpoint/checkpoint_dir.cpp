@@ -1,9 +1,13 @@
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,6 +26,7 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 constexpr std::string_view kFormatName = "axonn-checkpoint";
+constexpr std::string_view kManifestHashField = "manifest_xxh3";
 // Suffixes of directories that are not (or no longer) committed steps.
 constexpr std::string_view kTmpSuffix = ".tmp";            // a save in progress or interrupted
 constexpr std::string_view kOldSuffix = ".old";            // a step being replaced by a save of the same step
@@ -248,6 +253,9 @@ std::string manifest_to_json(const Manifest& m) {
   for (const FileEntry& f : m.files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {std::string(kHashName), hash_to_hex(f.xxh3)}});
   j["files"] = std::move(files);
+  // the manifest's own checksum, over its text without it (manifest_from_json recomputes it so)
+  const uint64_t own = hash_bytes(j.dump(2) + "\n");
+  j[std::string(kManifestHashField)] = hash_to_hex(own);
   return j.dump(2) + "\n";
 }
 
@@ -316,6 +324,17 @@ Manifest manifest_from_json(std::string_view text, const std::string& where) {
                    "' (want 16 hex digits)");
     e.xxh3 = *h;
     m.files.push_back(std::move(e));
+  }
+  // Last, the manifest's own checksum (version 2 on): the text, parsed in its order, re-serialised
+  // without the field, must hash to it. A field edited by hand or a flipped byte fails here.
+  if (m.format_version >= 2) {
+    std::string recorded = get_string(j, std::string(kManifestHashField).c_str(), where);
+    Json ordered = Json::parse(text);
+    ordered.erase(std::string(kManifestHashField));
+    const uint64_t actual = hash_bytes(ordered.dump(2) + "\n");
+    AXONN_CHECK_IO(hash_from_hex(recorded) == actual, "manifest '", where, "' fails its own checksum (",
+                   kHashName, " ", hash_to_hex(actual), ", it records ", recorded,
+                   "): it was edited or is corrupt; restore it or use another checkpoint");
   }
   return m;
 }
@@ -428,6 +447,45 @@ void prune_checkpoints(const std::string& root, int keep) {
   remove_leftovers(root);
 }
 
+// --- the lock ------------------------------------------------------------------------------------
+
+DirectoryLock::DirectoryLock(const std::string& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  AXONN_CHECK_IO(!ec && fs::is_directory(root, ec), "cannot create checkpoint directory '", root,
+                 "': ", ec ? ec.message() : "a file of that name exists");
+  const std::string path = join(root, kLockName);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  AXONN_CHECK_IO(fd_ >= 0, "cannot create the lock '", path, "' of checkpoint directory '", root,
+                 "': ", std::strerror(errno), "; give --checkpoint-dir a directory you can write");
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd_, F_SETLK, &fl) != 0) {
+    const int err = errno;
+    char holder[256] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("another process");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError(err == EACCES || err == EAGAIN
+                      ? "checkpoint directory '" + root + "' is in use by another run (" + who +
+                            "): two runs saving into one directory would break each other's checkpoints. Wait "
+                            "for it to end, or give this run another --checkpoint-dir"
+                      : "cannot lock '" + path + "': " + std::strerror(err));
+  }
+  char host[128] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on host " + host + " since " +
+                          std::to_string(static_cast<long long>(std::time(nullptr))) + " (Unix time)\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, who.data(), who.size(), 0);  // for the message only
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
 // --- finding and loading ---------------------------------------------------------------------------
 
 std::vector<int64_t> list_checkpoints(const std::string& root) {
@@ -443,7 +501,26 @@ std::vector<int64_t> list_checkpoints(const std::string& root) {
 }
 
 std::optional<std::string> find_latest(const std::string& root) {
-  if (auto step = read_latest_pointer(root); step && is_committed(step_dir(root, *step))) return step_dir(root, *step);
+  const std::string pointer = join(root, kLatestName);
+  std::error_code ec;
+  if (fs::exists(pointer, ec)) {
+    // `latest` is written last, after its step committed: it is followed, or nothing is (an older step
+    // would silently continue another run than the newest one's)
+    const std::optional<int64_t> step = read_latest_pointer(root);
+    AXONN_CHECK_IO(step.has_value(), "'", pointer, "' does not name a step (want step-NNNNNNNN): it was edited or "
+                   "is corrupt; write the step to resume into it, or resume from a step directory with --resume-from");
+    const std::string dir = step_dir(root, *step);
+    // a crash while a save replaced this very step (commit_checkpoint moves the old copy aside for a
+    // moment): the old copy is whole
+    if (!fs::exists(dir, ec) && is_committed(dir + std::string(kOldSuffix))) return dir + std::string(kOldSuffix);
+    AXONN_CHECK_IO(is_committed(dir), "'", pointer, "' names ", step_dir_name(*step), ", which is ",
+                   fs::exists(dir, ec) ? "not a complete checkpoint (its manifest.json is missing)" : "missing",
+                   ": the directory was changed by hand. Restore it, or choose a step: --resume-from ", root,
+                   "/step-NNNNNNNN (committed steps: ", list_checkpoints(root).size(), ")");
+    return dir;
+  }
+  // no pointer (a crash between the first commit's rename and the pointer, or it was deleted): the
+  // newest committed step
   std::vector<int64_t> steps = list_checkpoints(root);
   if (steps.empty()) return std::nullopt;
   return step_dir(root, steps.back());

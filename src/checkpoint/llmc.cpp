@@ -11,6 +11,7 @@
 #include "axonn/core/dtype.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/spec.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn::checkpoint {
 
@@ -25,6 +26,7 @@ struct FileCloser {
 using File = std::unique_ptr<FILE, FileCloser>;
 
 File open_or_throw(const std::string& path, const char* mode) {
+  if (mode[0] == 'r') return File(fopen_input_file(path, "checkpoint"));  // a named pipe is refused
   FILE* f = std::fopen(path.c_str(), mode);
   AXONN_CHECK_IO(f, "cannot open checkpoint '", path, "': ", std::strerror(errno));
   return File(f);

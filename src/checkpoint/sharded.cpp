@@ -178,6 +178,21 @@ ShardFiles::ShardFiles(const std::string& dir, const Manifest& m, const std::vec
                        " = ", got ? *got : "(nothing)", ", but the manifest's grid ", m.grid.str(), " gives ", want,
                        ": the file belongs to another checkpoint");
       }
+      // the model and the step each file records must be the manifest's: an edited manifest (say
+      // num_heads) would otherwise change the model --resume trains and convert writes
+      const std::pair<const char*, int64_t> model[] = {{"num_layers", m.model.num_layers},
+                                                       {"num_heads", m.model.num_heads},
+                                                       {"channels", m.model.channels},
+                                                       {"vocab_size", m.model.vocab_size},
+                                                       {"padded_vocab_size", m.model.padded_vocab_size},
+                                                       {"max_seq_len", m.model.max_seq_len},
+                                                       {"step", m.step}};
+      for (const auto& [key, want] : model) {
+        const std::string* got = metadata(f, key);
+        AXONN_CHECK_IO(!got || *got == std::to_string(want), "checkpoint '", dir, "': file '", name, "' records ",
+                       key, " = ", *got, ", but the manifest says ", want,
+                       ": the manifest was edited or belongs to another checkpoint");
+      }
     }
     const model::ModelSpec& spec = s.map->spec();
     for (std::string_view prefix : prefixes) {

@@ -1,6 +1,8 @@
 #include "checkpointing.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 
@@ -71,6 +73,16 @@ StartPlan plan_start(const TrainConfig& c) {
     if (!s.model && !shape_flags(c)) s.model = s.resume_manifest->model;
   }
   return s;
+}
+
+int64_t count_nonfinite(const Arena& a) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    const Tensor t = a.tensor(i);
+    const float* x = t.f32();
+    for (int64_t j = 0; j < t.numel(); j++) bad += std::isfinite(x[j]) ? 0 : 1;
+  }
+  return bad;
 }
 
 namespace {
@@ -189,16 +201,25 @@ checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loa
   m.extra["adam_steps"] = std::to_string(opt.steps());
   for (const auto& [key, value] : state) m.extra[key] = value;
   if (!resumed_from_.empty()) m.extra["resumed_from"] = resumed_from_;
-  checkpoint::SaveResult r;
-  if (gpt.device() == Device::kCpu) {
-    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, gpt.params(), &opt.m(), &opt.v(), c_.keep);
-  } else {
-    HostState h(gpt, opt, true);
-    h.params.copy_from(gpt.params());  // download
-    h.m.copy_from(opt.m());
-    h.v.copy_from(opt.v());
-    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, h.params, &h.m, &h.v, c_.keep);
+  // the state as host arenas (a model in device memory is downloaded first)
+  std::optional<HostState> host;
+  if (gpt.device() != Device::kCpu) {
+    host.emplace(gpt, opt, true);
+    host->params.copy_from(gpt.params());  // download
+    host->m.copy_from(opt.m());
+    host->v.copy_from(opt.v());
   }
+  const Arena& params = host ? host->params : gpt.params();
+  const Arena& adam_m = host ? host->m : opt.m();
+  const Arena& adam_v = host ? host->v : opt.v();
+  // never a non-finite value into a checkpoint: the previous one stays the latest
+  int64_t bad[2] = {count_nonfinite(params), count_nonfinite(adam_m) + count_nonfinite(adam_v)};
+  grid_.world().all_reduce(bad, 2, DType::kI64);  // over the world (host buffers): every rank refuses alike
+  AXONN_CHECK_IO(bad[0] == 0 && bad[1] == 0, "the state after step ", done, " holds ", bad[0],
+                 " non-finite weights and ", bad[1], " non-finite optimizer moments (Inf or NaN): the run diverged; "
+                 "nothing was saved, the previous checkpoint stays the latest. Lower --lr or enable --grad-clip");
+  const checkpoint::SaveResult r =
+      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep);
   const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);

@@ -43,6 +43,9 @@ StartPlan plan_start(const TrainConfig& c);
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
                 model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader);
 
+// Elements of an fp32 host arena that are Inf or NaN.
+int64_t count_nonfinite(const Arena& a);
+
 class Checkpointer {
  public:
   // Counts steps and tokens on from the checkpoint the plan resumes (if any).

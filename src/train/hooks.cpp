@@ -1,7 +1,12 @@
 // train/hooks.cpp — the loop's built-in hooks (hooks.hpp).
 #include "hooks.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <cstdio>
 
@@ -18,6 +23,15 @@ namespace axonn::train::detail {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Creates and removes `probe`: the directory it is in takes new files (rank 0, before step 1).
+void probe_writable(const std::string& probe, const char* flag, const std::string& given) {
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  AXONN_CHECK_IO(fd >= 0, "cannot write ", flag, " '", given, "': ", std::strerror(errno),
+                 "; give a path in a directory this job can write (checked before training, so no step is lost)");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 
 // Slurm's default KillWait: the seconds between SIGTERM and SIGKILL.
 constexpr double kKillWaitSeconds = 30;
@@ -69,7 +83,8 @@ void write_trace(const std::string& path, const Trace& trace, const parallel::Gr
     first = false;
   }
   f << "\n]}\n";
-  AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
+  f.close();  // the buffered rest goes out here: check after it
+  AXONN_CHECK_IO(!f.fail(), "cannot write trace file '", path, "': ", std::strerror(errno));
 }
 
 // A resumed run continues its metrics file: the lines of steps before `first_step` stay, those of
@@ -128,7 +143,11 @@ void TraceHook::after_step(Session& s, StepMetrics& m) {
                                            {"cache_gathered_weights", c.cache_gathered_weights},
                                            {"steps", {window_.first, window_.second}}})
                                .dump();
-  write_trace(c.trace, *trace_, s.grid(), meta, s.world());
+  try {  // collective; then rank 0 writes: a failure there is raised on every rank after the step
+    write_trace(c.trace, *trace_, s.grid(), meta, s.world());
+  } catch (const IoError&) {
+    s.defer_error(std::current_exception());
+  }
   trace_->clear();
   log_info("trace     steps %d-%d written to %s", window_.first, window_.second, c.trace.c_str());
 }
@@ -192,13 +211,33 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
     if (m.skipped_steps) j["skipped_steps"] = m.skipped_steps;
     *metrics_ << j.dump() << '\n';
     metrics_->flush();
+    if (!metrics_->good()) {  // a full disk or /dev/full: said, and the run stops after this step
+      s.defer_error(std::make_exception_ptr(IoError(::axonn::detail::concat(
+          "cannot write metrics file '", s.config().metrics, "' after step ", m.step + 1, ": ", std::strerror(errno),
+          "; free space or give another --metrics"))));
+      metrics_.reset();
+    }
   }
 }
 
 // --- checkpoints ---------------------------------------------------------------------------------
 
 CheckpointHook::CheckpointHook(Session& s)
-    : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {}
+    : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {
+  // the outputs are checked before step 1, not found unwritable after the last (the construction of
+  // the hooks is agreed on: a failure here fails every rank)
+  const TrainConfig& c = s.config();
+  if (s.world().rank() != 0) return;
+  if (!c.checkpoint_dir.empty()) {
+    lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
+    probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
+  }
+  if (!c.save.empty()) {
+    std::error_code ec;
+    AXONN_CHECK_IO(!fs::is_directory(c.save, ec), "--save '", c.save, "' is a directory; give a file name");
+    probe_writable(c.save + ".probe-" + std::to_string(::getpid()), "--save", c.save);
+  }
+}
 
 void CheckpointHook::after_step(Session& s, StepMetrics& m) {
   last_step_s_ = m.step_ms * 1e-3;
@@ -223,14 +262,17 @@ void CheckpointHook::at_end(Session& s, int done) {
   if (!c.checkpoint_dir.empty() && checkpointer_.last_saved() != done) save(s, done);
   if (c.save.empty()) return;
   const model::Gpt& gpt = s.gpt();
+  std::optional<Arena> host;
   if (gpt.device() != Device::kCpu) {
-    Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
-    host.allocate();
-    host.copy_from(gpt.params());  // download
-    checkpoint::save_llmc(c.save, s.model_config(), host);
-  } else {
-    checkpoint::save_llmc(c.save, s.model_config(), gpt.params());
+    host.emplace(gpt.params().clone_layout("parameters (host copy)", Device::kCpu));
+    host->allocate();
+    host->copy_from(gpt.params());  // download
   }
+  const Arena& params = host ? *host : gpt.params();
+  const int64_t bad = count_nonfinite(params);  // --save runs on one rank
+  AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
+                 "run diverged; --save '", c.save, "' was not written. Lower --lr or enable --grad-clip");
+  checkpoint::save_llmc(c.save, s.model_config(), params);
   log_info("saved     %s", c.save.c_str());
 }
 
@@ -265,11 +307,13 @@ void StopHook::after_step(Session& s, StepMetrics& m) {
   (void)m;
   const TrainConfig& c = s.config();
   steps_run_++;
-  int32_t flags[2] = {signals_.received(), 0};  // the signal; the limit reached (1 steps, 2 minutes)
+  // the signal; the limit reached (1 steps, 2 minutes); an error a hook met on some rank (an output)
+  int32_t flags[3] = {signals_.received(), 0, s.has_deferred_error() ? 1 : 0};
   if (c.exit_after_steps > 0 && steps_run_ >= c.exit_after_steps) flags[1] = 1;
   if (s.world().rank() == 0 && c.exit_after_minutes > 0 && since_start_.seconds() >= 60 * c.exit_after_minutes)
     flags[1] = std::max(flags[1], 2);
-  s.world().all_reduce(flags, 2, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank stops together
+  s.world().all_reduce(flags, 3, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank stops together
+  if (flags[2]) s.raise_deferred_error();  // every rank throws the same error
   if (flags[0]) {
     stop_ = Stop::kSignal;
     signal_ = flags[0];

@@ -5,9 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <new>
+#include <optional>
 
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/memory_info.hpp"
+#include "axonn/comm/runtime.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
@@ -20,6 +25,37 @@ namespace axonn::train {
 namespace {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+// "11.2 GiB"
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// The memory this rank may take: what the node (or its control group) has left, shared by the ranks
+// on the node. nullopt when unknown.
+std::optional<double> memory_per_rank() {
+  const std::optional<uint64_t> node = available_memory_bytes();
+  if (!node) return std::nullopt;
+  return static_cast<double>(*node) / std::max(1, comm::local_size());
+}
+
+// Refuses, before anything is allocated, what cannot fit: the model's parameters, gradients and AdamW
+// moments alone (16 bytes per parameter, split over the model-parallel ranks; activations come on
+// top), and a pool of reduce-scatter slots larger than a step can ever use.
+void check_memory(const TrainConfig& c, const model::GptConfig& mc, const parallel::GridShape& g) {
+  const int linears = 4 * mc.num_layers;  // a step's weight-gradient blocks: 4 per layer
+  AXONN_CHECK_ARG(c.reduce_scatter_slots <= linears, "--reduce-scatter-slots ", c.reduce_scatter_slots,
+                  " is more than the ", linears, " weight-gradient blocks a step of this model has in flight at most "
+                  "(4 per layer); use at most ", linears);
+  const std::optional<double> room = memory_per_rank();
+  if (!room) return;
+  const double state = 16.0 * static_cast<double>(mc.num_parameters()) / (g.gx * g.gy * g.gz);
+  AXONN_CHECK_ARG(state <= *room, "the model ", mc.str(), " needs at least ", gib(state), " per rank (parameters, "
+                  "gradients and AdamW moments, 16 bytes per parameter over Gx*Gy*Gz = ", g.gx * g.gy * g.gz,
+                  " ranks), more than the ", gib(*room), " this machine has free per rank: use a smaller model "
+                  "(--model, --layers, --channels, --vocab) or a grid with more model-parallel ranks (--grid)");
+}
 
 // Overlap, micro-batching and caching checks that need the grid.
 void validate_on_grid(const TrainConfig& c, const parallel::GridShape& shape, int B_local) {
@@ -39,6 +75,9 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
   if (c.channels) m.channels = c.channels;
   if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
   if (c.vocab) {
+    // padded to a multiple of 128 in an int: beyond this it would overflow
+    constexpr int kMaxVocab = INT32_MAX / 128 * 128;
+    AXONN_CHECK_ARG(c.vocab <= kMaxVocab, "--vocab ", c.vocab, " is too large: at most ", kMaxVocab);
     m.vocab_size = c.vocab;
     m.padded_vocab_size = model::pad_vocab(c.vocab);
   }
@@ -171,6 +210,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
                   "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
   B_local_ = c.batch_size / token_groups;
   validate_on_grid(c, shape_, B_local_);
+  check_memory(c, mc_, shape_);
   micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
   micro_batches_ = B_local_ / micro_;
   model::GptRunOptions run;
@@ -192,9 +232,16 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   // The sharded checkpoints' collectives take host buffers: when the model's communicators take
   // device buffers (NCCL, MPI-staged), a second grid over the MPI world serves them.
   if (compute_.grid_world != world_) host_grid_ = std::make_unique<parallel::Grid>(shape_, world_);
-  gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
-  opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
-                                        gpt_->decay_mask(c.decay_all), kernels::ops_for(backend));
+  try {
+    gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
+    opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
+                                          gpt_->decay_mask(c.decay_all), kernels::ops_for(backend));
+  } catch (const std::bad_alloc&) {  // (check_memory counts the state, not the activations)
+    throw InvalidArgument(::axonn::detail::concat(
+        "out of memory building the model ", mc_.str(), " with ", B_local_, " sequences of ", c.seq_len,
+        " tokens per rank: use a smaller --batch-size or --micro-batch-size, --recompute, a grid with more "
+        "model-parallel ranks (--grid), or a smaller model"));
+  }
   // weights (random, --init) or, resuming, the checkpoint's whole state
   first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_);
   gpt_->weights_updated();  // the shards were written directly: no gathered block of before is valid
@@ -218,6 +265,12 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
 }
 
 Session::~Session() = default;
+
+void Session::raise_deferred_error() {
+  std::exception_ptr e = std::move(deferred_);
+  deferred_ = nullptr;
+  checkpoint::agree_on_errors(*world_, e);
+}
 
 std::map<std::string, std::string> Session::guard_record() const {
   return {{"skipped_steps", std::to_string(skipped_steps_)},
@@ -245,6 +298,13 @@ void Session::restore_guard(const checkpoint::Manifest& m) {
 void Session::open_data() {
   const TrainConfig& c = c_;
   // the shards --data names (a file, a glob, a directory's training shards), or the synthetic corpus
+  if (c.data.empty()) {
+    const double bytes = 4.0 * static_cast<double>(c.synthetic_tokens);
+    const std::optional<double> room = memory_per_rank();
+    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", gib(bytes),
+                    " of memory on every rank, more than half the ", room ? gib(*room) : "?",
+                    " free per rank: use a smaller --synthetic-tokens, or --data FILE");
+  }
   corpus_ = c.data.empty() ? std::make_unique<data::TokenCorpus>(std::make_unique<data::TokenShard>(
                                  data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed)))
                            : std::make_unique<data::TokenCorpus>(data::find_shards(c.data), mc_.vocab_size);

@@ -2,6 +2,8 @@
 // hooks.
 #include "axonn/train/trainer.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -42,7 +44,8 @@ void write_gemm_tuning_report(const std::string& path) {
   }
   std::ofstream f(path, std::ios::trunc);
   f << nlohmann::json({{"gemm_tuning", records}}).dump(1) << '\n';
-  AXONN_CHECK_IO(f.good(), "cannot write --gemm-tuning-report file '", path, "'");
+  f.close();  // the buffered rest goes out here: check after it
+  AXONN_CHECK_IO(!f.fail(), "cannot write --gemm-tuning-report file '", path, "': ", std::strerror(errno));
 }
 
 }  // namespace
@@ -135,10 +138,15 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
   if (kernels::gemm_tuning()) {  // rank 0's choices (every rank tunes its own shapes)
     for (const auto& line : kernels::gemm_tuner().report_lines()) log_info("gemm-tuning %s", line.c_str());
     if (!c.gemm_tuning_report.empty() && s.world().rank() == 0) {
-      write_gemm_tuning_report(c.gemm_tuning_report);
-      log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
+      try {
+        write_gemm_tuning_report(c.gemm_tuning_report);
+        log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
+      } catch (const IoError&) {
+        s.defer_error(std::current_exception());
+      }
     }
   }
+  s.raise_deferred_error();  // collective: a write that failed on one rank fails every rank
   return result;
 }
 

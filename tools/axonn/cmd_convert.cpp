@@ -18,6 +18,7 @@
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 #include "axonn/model/gpt.hpp"
 #include "commands.hpp"
 
@@ -59,6 +60,7 @@ struct Loaded {
 
 // First int32 of a file, or nullopt if it is shorter.
 std::optional<int32_t> first_int(const std::string& path) {
+  require_regular_file(path, "");  // a named pipe is refused, not waited on
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return std::nullopt;
   int32_t v;

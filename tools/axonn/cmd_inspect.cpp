@@ -17,6 +17,7 @@
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 #include "axonn/model/gpt.hpp"
 #include "commands.hpp"
 
@@ -123,6 +124,7 @@ int run_inspect(const std::string& path) {
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(path, ec), "cannot open '", path, "': no such file or directory");
   if (!fs::is_directory(path, ec)) {
+    require_regular_file(path, "");  // a named pipe is refused, not waited on
     int32_t magic = 0;
     if (FILE* f = std::fopen(path.c_str(), "rb")) {
       if (std::fread(&magic, sizeof magic, 1, f) != 1) magic = 0;

@@ -57,7 +57,10 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--beta2", c->beta2, "AdamW beta2");
   sub->add_option("--eps", c->eps, "AdamW epsilon");
   sub->add_option("--grad-clip", c->grad_clip, "clip the global gradient norm to this (0 = off)");
-  sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)");
+  sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)")
+      ->check([](const std::string& v) {  // CLI11 would read -1 into the unsigned seed as 2^64-1
+        return v.find('-') == std::string::npos ? std::string() : "must be >= 0 (an unsigned 64-bit number), got " + v;
+      });
   sub->add_option("--metrics", c->metrics, "write one JSON object per step to this file (JSON Lines)");
   sub->add_option("--save", c->save, "write the final weights as an llm.c checkpoint (version 3)");
   sub->add_option("--checkpoint-dir", c->checkpoint_dir,

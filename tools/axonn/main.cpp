@@ -1,5 +1,6 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank.
 #include <exception>
+#include <new>
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
     fail_once(mpi, e.what(), 2);
   } catch (const axonn::IoError& e) {
     fail_once(mpi, e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    // one rank out of memory where no check foresaw it: say what to change, and bring the job down
+    axonn::log_error("out of memory (std::bad_alloc) on this rank: the run needs more memory than the machine gives "
+                     "it; use more ranks (--grid), a smaller --batch-size or --micro-batch-size, --recompute, or a "
+                     "smaller model");
+    Runtime::abort(1);
   } catch (const std::exception& e) {
     // anything else may have happened on this rank alone: print it here and bring the job down
     axonn::log_error("%s", e.what());

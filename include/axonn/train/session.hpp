@@ -12,6 +12,7 @@
 //   }
 #pragma once
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -74,6 +75,16 @@ class Session {
   // What a checkpoint records of that state (manifest extra).
   std::map<std::string, std::string> guard_record() const;
 
+  // An error one rank met where the others cannot know (rank 0 writing the metrics or the trace): kept
+  // until the ranks agree to raise it together (raise_deferred_error, collective), so that every rank
+  // stops with the same message instead of the others waiting in their next collective.
+  void defer_error(std::exception_ptr e) {
+    if (!deferred_) deferred_ = std::move(e);
+  }
+  bool has_deferred_error() const { return deferred_ != nullptr; }
+  // Collective over the world: throws the lowest failing rank's deferred error on every rank, if any.
+  void raise_deferred_error();
+
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
   int64_t tokens_per_step() const;               // global: batch_size * seq_len
@@ -104,6 +115,7 @@ class Session {
   double peak_ = 0.0;
   std::vector<int> inputs_, targets_;
   StepGuard guard_{0, 0};
+  std::exception_ptr deferred_;
   int64_t skipped_steps_ = 0;
 };
 

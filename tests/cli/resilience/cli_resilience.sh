@@ -199,6 +199,114 @@ PY
       "$mpiexec" -n 2 --oversubscribe "$axonn" train "${flags[@]}" --grid 1,1,1,2 --steps 8 --fault-nonfinite-grad 2,3 \
       --max-bad-steps 2 --checkpoint-dir "$tmp/ck"
     expect_no_output "step +4/8" ;;
+  # --- the defects of the fault probe, each reproduced ---
+  outputs_checked_first)
+    # unwritable outputs fail before step 1, on every rank, not after training
+    expect_error "cannot write --save '/nonexistent/final.bin'.*checked before training" \
+      "$axonn" train "${flags[@]}" --steps 300 --save /nonexistent/final.bin
+    expect_no_output "step +1/300"
+    touch "$tmp/afile"
+    expect_once 2 "cannot create checkpoint directory '$tmp/afile/ck'" \
+      train "${flags[@]}" --grid 2,1,1,1 --steps 300 --checkpoint-dir "$tmp/afile/ck" --checkpoint-every 0
+    expect_no_output "step +1/300"
+    expect_error "--save '$tmp' is a directory" "$axonn" train "${flags[@]}" --steps 3 --save "$tmp" ;;
+  outputs_read_only)
+    # a read-only file system (root ignores file modes, not a read-only mount)
+    mkdir -p "$tmp/ro"
+    mount -t tmpfs -o ro,size=1m tmpfs "$tmp/ro" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT
+    expect_error "cannot (create|write).*'$tmp/ro/ck'.*Read-only file system" \
+      "$axonn" train "${flags[@]}" --steps 300 --checkpoint-dir "$tmp/ro/ck"
+    expect_no_output "step +1/300" ;;
+  metrics_write_checked)
+    expect_error "cannot write metrics file '/dev/full' after step 1: No space left on device" \
+      "$axonn" train "${flags[@]}" --steps 5 --metrics /dev/full
+    expect_once 2 "cannot write metrics file '/dev/full' after step 1" \
+      train "${flags[@]}" --grid 1,1,1,2 --steps 5 --metrics /dev/full ;;
+  nonfinite_weights_never_saved)
+    # the fault probe's run: the update of step 1 overflows the weights to Inf
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck"
+    expect_error "the state after step [0-9]+ holds [0-9]+ non-finite weights .* nothing was saved, the previous checkpoint stays the latest" \
+      "$axonn" train --init "$model" --data "$tokens" --steps 3 --lr 3.4e38 --grad-clip 0 --weight-decay 0.5 --decay-all \
+      --checkpoint-dir "$tmp/ck" --resume --allow-config-change --save "$tmp/w.bin" --max-bad-steps 0
+    absent "$tmp/w.bin" "$tmp/ck/step-00000003"
+    [ "$(cat "$tmp/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/ck/latest")"
+    run "$axonn" inspect "$tmp/ck"
+    expect_error "the weights after step 1 hold [0-9]+ non-finite values .*--save '$tmp/w.bin' was not written" \
+      "$axonn" train --init "$model" --data "$tokens" --steps 1 --lr 3.4e38 --grad-clip 0 --weight-decay 0.5 --decay-all \
+      --save "$tmp/w.bin"
+    absent "$tmp/w.bin" ;;
+  checkpoint_dir_locked)
+    start_bg "$tmp/a.out" "$axonn" train "${flags[@]}" --steps 100000 --checkpoint-dir "$tmp/ck" --checkpoint-every 50 \
+      --metrics "$tmp/m.jsonl" --quiet
+    wait_lines "$tmp/m.jsonl" 5
+    expect_once 2 "checkpoint directory '$tmp/ck' is in use by another run \(pid $bg on host .*\): two runs saving" \
+      train "${flags[@]}" --grid 1,1,1,2 --steps 10 --checkpoint-dir "$tmp/ck"
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 0 ] || fail "the first run exited $rc"
+    run "$axonn" inspect "$tmp/ck"
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 1 --quiet  # the lock went with its run
+    expect_output "stopped   by --exit-after-steps 1" ;;
+  manifest_edited)
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck" --quiet
+    python3 - "$tmp/ck/step-00000002/manifest.json" <<'PY'
+import sys
+p = sys.argv[1]
+t = open(p).read()
+assert '"num_heads": 4' in t
+open(p, "w").write(t.replace('"num_heads": 4', '"num_heads": 2'))
+PY
+    expect_error "manifest '.*step-00000002/manifest.json' fails its own checksum .*: it was edited or is corrupt" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 4
+    expect_error "fails its own checksum" "$axonn" convert --from "$tmp/ck" --to "$tmp/m.bin"
+    absent "$tmp/m.bin" ;;
+  latest_followed)
+    run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 2 --quiet
+    rm "$tmp/ck/step-00000004/manifest.json"
+    expect_error "'$tmp/ck/latest' names step-00000004, which is not a complete checkpoint \(its manifest.json is missing\)" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    rm -rf "$tmp/ck/step-00000004"
+    expect_error "names step-00000004, which is missing" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    echo "garbage" >"$tmp/ck/latest"
+    expect_error "'$tmp/ck/latest' does not name a step" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    rm "$tmp/ck/latest"  # no pointer at all: the newest committed step
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 6 --quiet
+    expect_output "resume    .*step-00000002: step 2" ;;
+  bounded_allocations)
+    expect_error "--synthetic-tokens 100000000000 needs 372.5 GiB of memory on every rank, more than half the .* free per rank" \
+      "$axonn" train --synthetic-tokens 100000000000
+    expect_error "--reduce-scatter-slots 2000000000 is more than the 8 weight-gradient blocks a step of this model has" \
+      "$axonn" train --reduce-scatter-slots 2000000000
+    expect_error "the model L=.* needs at least [0-9.]+ GiB per rank .*: use a smaller model" \
+      "$axonn" train --layers 100000 --channels 4096 --heads 32
+    # under a memory limit: a clear message, not std::bad_alloc
+    expect_error "out of memory allocating [0-9]+ MiB for .*reduce --batch-size or --seq-len, or use more ranks" \
+      bash -c "ulimit -v 2500000; exec \"\$@\"" _ "$axonn" train --model gpt2-124m --batch-size 16 --seq-len 128 --steps 1 \
+      --peak-gflops 100
+    expect_no_output "std::bad_alloc" ;;
+  fifo_inputs)
+    mkfifo "$tmp/f"
+    expect_error "'$tmp/f' is a named pipe \(FIFO\), not a regular file" "$axonn" inspect "$tmp/f"
+    expect_error "checkpoint '$tmp/f' is a named pipe" "$axonn" train --init "$tmp/f"
+    expect_error "token shard '$tmp/f' is a named pipe" "$axonn" train --data "$tmp/f"
+    expect_error "token shard '$tmp/f' is a named pipe" "$axonn" train --val-data "$tmp/f"
+    expect_error "is a named pipe" "$axonn" convert --from "$tmp/f" --to "$tmp/x.bin"
+    expect_error "machine file '$tmp/f' is a named pipe" "$axonn" plan --machine "$tmp/f" --model gpt2 --batch-size 8 --gpus 4 ;;
+  sizes_without_overflow)
+    expect_error "--vocab 2147483647 is too large: at most 2147483520" "$axonn" train --vocab 2147483647
+    expect_no_output "padded vocabulary -"
+    expect_error "--seed: must be >= 0 \(an unsigned 64-bit number\), got -1" "$axonn" train --seed -1
+    # a 32-bit shard (llm.c's Llama-3 format) with an id of 2^31 or more: refused when opened
+    python3 - "$tmp/t32.bin" <<'PY'
+import struct, sys
+toks = [1, 2, 3000000000, 4]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("256i", 20240801, 7, len(toks), *([0] * 253)))
+    f.write(struct.pack("%dI" % len(toks), *toks))
+PY
+    expect_error "token shard '$tmp/t32.bin' holds token id 3000000000 at position 2, outside the model's vocabulary of 500" \
+      "$axonn" train --data "$tmp/t32.bin" ;;
   stop_sigterm_np1) stop_and_resume 1 TERM self ;;
   stop_sigint_np1) stop_and_resume 1 INT self ;;
   stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;
