@@ -241,7 +241,16 @@ CheckpointHook::CheckpointHook(Session& s)
 
 void CheckpointHook::after_step(Session& s, StepMetrics& m) {
   last_step_s_ = m.step_ms * 1e-3;
-  if (checkpointer_.due(m.step + 1)) save(s, m.step + 1);
+  if (!checkpointer_.due(m.step + 1)) return;
+  try {
+    save(s, m.step + 1);
+  } catch (const IoError& e) {
+    // save_sharded agrees on errors: every rank is here with the same error, and nothing of the failed
+    // save was committed (`latest` still names the previous checkpoint)
+    if (!s.config().continue_on_save_error) throw;
+    log_warn("checkpoint at step %d failed, training on (--continue-on-save-error); the latest checkpoint is still %s: %s",
+             m.step + 1, last_written_.empty() ? "the one the run started from, if any" : last_written_.c_str(), e.what());
+  }
 }
 
 void CheckpointHook::save(Session& s, int done) {

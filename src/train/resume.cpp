@@ -151,6 +151,7 @@ const std::vector<Setting>& settings() {
       path_setting("checkpoint_dir", "--checkpoint-dir", kSafe, &TrainConfig::checkpoint_dir),
       int_setting("checkpoint_every", "--checkpoint-every", kSafe, &TrainConfig::checkpoint_every, 0),
       int_setting("keep", "--keep", kSafe, &TrainConfig::keep, 0),
+      bool_setting("continue_on_save_error", "--continue-on-save-error", kSafe, &TrainConfig::continue_on_save_error),
       path_setting("metrics", "--metrics", kSafe, &TrainConfig::metrics),
       path_setting("save", "--save", kSafe, &TrainConfig::save),
       path_setting("val_data", "--val-data", kSafe, &TrainConfig::val_data),

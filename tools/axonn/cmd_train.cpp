@@ -118,6 +118,9 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--max-bad-steps", c->max_bad_steps, "stop after this many skipped steps in a row (0: never)");
   sub->add_option("--fault-nonfinite-grad", c->fault_nonfinite_grad, "testing: put a NaN in a gradient of rank 0 at "
                   "these steps (1-based, comma-separated), for the guard's tests");
+  sub->add_flag("--continue-on-save-error", c->continue_on_save_error,
+                "a periodic checkpoint that cannot be written (full disk) is reported and the run trains on, instead of "
+                "stopping; the previous checkpoint stays the latest, and the final save must still succeed");
   sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
                 "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
   sub->callback([c, action, sub] {

@@ -63,6 +63,9 @@ struct TrainConfig {
   std::string checkpoint_dir;       // --checkpoint-dir DIR: where checkpoints are written
   int checkpoint_every = 0;         // --checkpoint-every N: every N steps (0: only at the end)
   int keep = 0;                     // --keep N: the newest N checkpoints (0: all)
+  // A periodic checkpoint that cannot be written (a full disk) stops the run with its error, the previous
+  // checkpoint staying the latest; with this the run warns and trains on (the final save still must succeed).
+  bool continue_on_save_error = false;  // --continue-on-save-error
   bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
   std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
   // Resuming restores the checkpoint's recorded configuration (train/resume.hpp) except the flags in

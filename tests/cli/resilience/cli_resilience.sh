@@ -307,6 +307,27 @@ with open(sys.argv[1], "wb") as f:
 PY
     expect_error "token shard '$tmp/t32.bin' holds token id 3000000000 at position 2, outside the model's vocabulary of 500" \
       "$axonn" train --data "$tmp/t32.bin" ;;
+  full_disk)
+    # checkpoints into a 3 MB tmpfs (one takes 1.6 MiB): the second cannot be written. The run stops with
+    # the error, the first stays the latest and loads; with --continue-on-save-error it trains on.
+    mkdir -p "$tmp/small"
+    mount -t tmpfs -o size=3m tmpfs "$tmp/small" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$tmp/small" 2>/dev/null; rm -rf "$tmp"' EXIT
+    expect_error "writing '$tmp/small/ck/step-00000004.tmp/.*' failed after [0-9]+ bytes: No space left on device" \
+      "$axonn" train "${flags[@]}" --steps 8 --checkpoint-every 2 --checkpoint-dir "$tmp/small/ck"
+    expect_no_output "step +5/8"
+    [ "$(cat "$tmp/small/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/small/ck/latest")"
+    run "$axonn" convert --from "$tmp/small/ck" --to "$tmp/from-ck.bin"
+    expect_output "checkpoint step 2,"
+    rm -rf "$tmp/small/ck"
+    # --continue-on-save-error: each failed save is reported, the run reaches its last step; its final
+    # save fails too (the disk is still full), so it exits 1, with the latest checkpoint still step 2
+    expect_exit 1 "$axonn" train "${flags[@]}" --steps 8 --checkpoint-every 2 --checkpoint-dir "$tmp/small/ck" \
+      --continue-on-save-error
+    expect_output "checkpoint at step 4 failed, training on \(--continue-on-save-error\); the latest checkpoint is still $tmp/small/ck/step-00000002"
+    expect_output "checkpoint at step 6 failed, training on"
+    expect_output "step +8/8"
+    [ "$(cat "$tmp/small/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/small/ck/latest")" ;;
   stop_sigterm_np1) stop_and_resume 1 TERM self ;;
   stop_sigint_np1) stop_and_resume 1 INT self ;;
   stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;
