@@ -45,8 +45,8 @@ start=$(date +%s)
 "$AXONN" tokenizer train --vocab-size "$VOCAB" --output "$DATA/tokenizer.model" "$DATA/base.jsonl"
 "$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/train" --val-fraction 0 "$DATA/train.jsonl"
 "$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/val" --val-fraction 0 "$DATA/val.jsonl"
-train_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train"]["tokens"])' "$DATA/train/prepare.json")
-val_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train"]["tokens"])' "$DATA/val/prepare.json")
+train_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$DATA/train/prepare.json")
+val_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$DATA/val/prepare.json")
 steps=$(( EPOCHS * train_tokens / (BATCH * SEQ_LEN) ))
 val_batches=$(( val_tokens / (BATCH * (SEQ_LEN + 1)) ))
 echo "study: $train_tokens training tokens, $steps steps of $BATCH x $SEQ_LEN per run; $val_batches validation batches"
