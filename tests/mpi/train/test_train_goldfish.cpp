@@ -3,7 +3,8 @@
 // the dropped fraction, the gradient norm, every gradient element and every weight after 3 AdamW steps,
 // in fp32 and bf16, with one micro-batch per rank and with micro-batches of one sequence, whose kept-target
 // counts differ (so the step's global kept count, not a mean of micro-batch means, must normalise).
-// On one rank the masked loss also equals a float64 computation from the probabilities.
+// Every overlap setting and recompute are bit-identical to none. On one rank the masked loss equals a float64
+// computation from the probabilities, its gradient finite differences, and validation stays the plain mean.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -171,7 +172,10 @@ TEST(GoldfishStep, OneRankLossIsTheMaskedMeanOfTheProbabilities) {
   EXPECT_NEAR(loss, kept_sum / static_cast<double>(kept), 1e-5);
   EXPECT_NEAR(gpt.last_loss().all_sum / (kB * kT), all_sum / (kB * kT), 1e-5);
   EXPECT_EQ(gpt.last_loss().kept, static_cast<double>(kept));
-  EXPECT_NE(loss, gpt.forward(b.in.data(), b.tg.data())) << "the mask must change the loss";
+  const float unmasked = gpt.forward(b.in.data(), b.tg.data());
+  EXPECT_NE(loss, unmasked) << "the mask must change the loss";
+  EXPECT_EQ(train::evaluate(gpt, {b.in.data(), b.tg.data(), 1, kB * kT}), unmasked)
+      << "validation is the plain mean over every target";
 }
 
 // The step's gradient of the masked loss against finite differences of its loss, in a few weights.
@@ -204,6 +208,68 @@ TEST(GoldfishStep, OneRankGradientMatchesFiniteDifferences) {
     }
   }
   EXPECT_GT(checked, 3) << "the check should see non-zero gradients";
+}
+
+// Overlap and recompute never change the numbers (docs/overlap.md), Goldfish included: on every grid of this
+// world, 3 steps with each setting (and micro-batches of one sequence) give bit-identical losses, Goldfish
+// losses, gradient norms and weights to no overlap.
+TEST(GoldfishStep, EveryOverlapSettingIsBitIdentical) {
+  auto world = comm::world();
+  const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
+  const model::GoldfishMask mask = goldfish_mask();
+  struct Setting {
+    const char* overlap;
+    bool recompute, cache;
+  };
+  const Setting settings[] = {{"none", false, false}, {"all", false, false}, {"oar", false, false},
+                              {"ors", false, false},  {"oag", false, false}, {"dp", false, false},
+                              {"all", true, false},   {"all", false, true}};
+  int tried = 0;
+  for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
+    const int groups = shape.gz * shape.gdata, B_local = kB / groups;
+    if (kB % groups != 0) continue;
+    parallel::Grid grid(shape, world);
+    const int block = grid.coords().d * shape.gz + grid.coords().z;
+    const int64_t local = static_cast<int64_t>(B_local) * kT;
+    for (const model::GptConfig& cfg : kConfigs) {
+      std::vector<float> first;  // no overlap's losses, norms and weights
+      for (const Setting& st : settings) {
+        if (st.cache && shape.gz == 1) continue;  // caching gathered weights needs Z
+        model::GptRunOptions run;
+        run.overlap = parallel::parse_overlap(st.overlap);
+        run.recompute = st.recompute;
+        run.cache_gathered_weights = st.cache;
+        std::unique_ptr<Gpt> made;
+        try {
+          made = std::make_unique<Gpt>(cfg, grid, 1, kT, kernels::Backend::kCpu, run);
+        } catch (const InvalidArgument&) {
+          continue;  // a grid this model does not admit (alike on every rank)
+        }
+        Gpt& gpt = *made;
+        gpt.init_random(5);
+        optim::AdamW opt(gpt.params(), {0.9f, 0.95f, 1e-8f, 0.1f}, gpt.decay_mask(), ops);
+        std::vector<float> got;
+        for (int step = 0; step < kSteps; step++) {
+          const Batch b = make_batch(step, cfg.vocab_size);
+          train::StepOptions o{.lr = 1e-2f, .grad_clip = 1.0f};
+          o.goldfish = &mask;
+          const train::StepResult r = train::train_step(
+              gpt, opt, {b.in.data() + block * local, b.tg.data() + block * local, B_local, kT}, o);
+          got.insert(got.end(), {r.loss, r.goldfish->loss_all_tokens, r.goldfish->loss_dropped_tokens,
+                                 static_cast<float>(r.grad_norm)});
+        }
+        const Tensor w = gpt.params().tensor(0);
+        got.insert(got.end(), w.f32(), w.f32() + w.numel());
+        if (first.empty())
+          first = got;
+        else
+          EXPECT_EQ(got, first) << grid.str() << " " << cfg.str() << ": overlap " << st.overlap
+                                << (st.recompute ? ", recompute" : "") << (st.cache ? ", cached weights" : "");
+        tried++;
+      }
+    }
+  }
+  EXPECT_GT(tried, 0);
 }
 
 // fp32: the same sums in another order (the bounds of tests/mpi/model/test_gpt_grid.cpp, but updated weights
