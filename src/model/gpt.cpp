@@ -40,6 +40,7 @@ float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
 // after each block (the next block's input; kept under recompute too), the final norm, the logits.
 enum Act : size_t {
   kEncoded, kStream, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets, kScalars,
+  kLossWeights,  // a masked loss's per-token weights (1 kept, 0 dropped), read by the cross-entropy's backward
 };
 // Scalars all-reduced by the model (the loss sum, the gradient norm's parts): in device memory they
 // need a device word for the communicator; on the host the collectives take the host variables.
@@ -149,6 +150,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kInputs, "inputs", {N}, DType::kI32);
   add(kTargets, "targets", {N}, DType::kI32);
   add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
+  add(kLossWeights, "loss_weights", {N}, f32);
   acts_.allocate();
   if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
@@ -310,13 +312,23 @@ void Gpt::block_backward(int l, bool last) {
     llama_->backward<E>(l, in, dresidual, last);
 }
 
-float Gpt::forward(const int* inputs, const int* targets) {
-  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets)
-                                        : forward_pass<float>(inputs, targets);
+float Gpt::forward(const int* inputs, const int* targets) { return forward(inputs, targets, nullptr); }
+
+float Gpt::forward(const int* inputs, const int* targets, const uint8_t* keep) {
+  AXONN_CHECK_ARG(keep == nullptr || targets != nullptr, "a loss mask needs the targets");
+  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets, keep)
+                                        : forward_pass<float>(inputs, targets, keep);
+}
+
+double Gpt::sum_over_batch(double local) const {
+  float value = static_cast<float>(local);
+  all_reduce_scalars(grid_.z(), &value, 1);     // over Z
+  all_reduce_scalars(grid_.data(), &value, 1);  // over data
+  return value;
 }
 
 template <class E>
-float Gpt::forward_pass(const int* inputs, const int* targets) {
+float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* keep) {
   auto& tl = tl_;
   auto scope = tl.group("forward");
   const auto& k = ctx_->kernels<E>();
@@ -344,6 +356,12 @@ float Gpt::forward_pass(const int* inputs, const int* targets) {
       AXONN_CHECK_ARG(targets[i] >= 0 && targets[i] < V, "target id ", targets[i], " at position ", i,
                       " is outside the vocabulary [0, ", V, ")");
     mem_->upload(tg, targets, sizeof(int) * static_cast<size_t>(N));
+  }
+  masked_ = keep != nullptr;
+  if (masked_) {
+    host_weights_.resize(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; i++) host_weights_[static_cast<size_t>(i)] = keep[i] ? 1.0f : 0.0f;
+    mem_->upload(A(kLossWeights).f32(), host_weights_.data(), sizeof(float) * static_cast<size_t>(N));
   }
   // A new step (the optimizer may have changed the weights since the last backward of the last
   // one): no gathered weight block of before may be reused.
@@ -399,11 +417,28 @@ float Gpt::forward_pass(const int* inputs, const int* targets) {
   }
   double local = 0.0;
   for (int64_t i = 0; i < N; i++) local += host_losses[i];
-  float sum = static_cast<float>(local);
-  all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
-  all_reduce_scalars(grid_.data(), &sum, 1);  // over data
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
-  return static_cast<float>(sum / global_tokens);
+  if (!masked_) {
+    float sum = static_cast<float>(local);
+    all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
+    all_reduce_scalars(grid_.data(), &sum, 1);  // over data
+    last_loss_ = {sum, global_tokens, sum, global_tokens};
+    return static_cast<float>(sum / global_tokens);
+  }
+  // masked: every target's sum, the kept targets' sum and their count, over Z and data
+  double kept_sum = 0.0, kept = 0.0;
+  for (int64_t i = 0; i < N; i++)
+    if (keep[i]) {
+      kept_sum += host_losses[i];
+      kept += 1.0;
+    }
+  AXONN_CHECK_ARG(global_tokens < 16777216.0, "a masked loss counts its targets in fp32: the global batch's ",
+                  global_tokens, " tokens must stay below 2^24; use micro-batches");
+  float sums[3] = {static_cast<float>(local), static_cast<float>(kept_sum), static_cast<float>(kept)};
+  all_reduce_scalars(grid_.z(), sums, 3);     // over Z
+  all_reduce_scalars(grid_.data(), sums, 3);  // over data
+  last_loss_ = {sums[1], sums[2], sums[0], global_tokens};
+  return sums[2] > 0 ? static_cast<float>(sums[1] / sums[2]) : 0.0f;
 }
 
 void Gpt::backward(const BackwardOptions& options) {
@@ -452,11 +487,13 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   E* dln = S(kDLn);
 
   // d logits, in place over the probabilities: the loss is loss_scale * the mean over the global
-  // batch (micro-batches: the mean over the whole step)
-  const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
+  // batch (micro-batches: the mean over the whole step); masked, the mean over its kept targets, whose
+  // per-token weights (0 for a dropped target) the kernel applies
+  const double counted = last_loss_.kept;  // every target's count without a mask
+  const float dloss = counted > 0 ? static_cast<float>(options.loss_scale / counted) : 0.0f;
   E* dlogits = ptr<E>(A(kLogits));
   AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
-           static_cast<float>(options.loss_scale / global_tokens), N, vocab_valid_, Vr, vocab_begin_);
+           masked_ ? A(kLossWeights).f32() : nullptr, dloss, N, vocab_valid_, Vr, vocab_begin_);
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
   // all-reduced over X*Y, then this rank keeps its X channels
   const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));

@@ -80,10 +80,12 @@ struct Ops {
   // rank of the reducer's group.
   void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const int* targets,
                                        int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
-  // dlogits[N,Vs] += (probs - onehot(target)) * dloss over the valid columns (may alias probs: then it
-  // is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N.
-  void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, float dloss,
-                                        int64_t N, int Vvalid, int Vs, int vocab_begin);
+  // dlogits[N,Vs] += (probs - onehot(target)) * dloss * weights[n] over the valid columns (may alias
+  // probs: then it is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N; weights
+  // [N] (the model's memory) weigh each token's loss, e.g. the Goldfish mask (model/goldfish.hpp: 0 for
+  // a dropped target, 1 for a kept one); null: every token weighs 1.
+  void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                        float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW (Loshchilov & Hutter), as llm.c: g = grad * grad_scale; m = b1 m + (1-b1) g;
   // v = b2 v + (1-b2) g^2; p -= lr (m_hat / (sqrt(v_hat) + eps) + weight_decay p), with
   // m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), t >= 1.
@@ -157,8 +159,9 @@ void register_cuda_ops(const Ops* ops);
   void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
   void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,     \
                                     int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);\
-  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,     \
-                                     int64_t N, int Vvalid, int Vs, int vocab_begin);                         \
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,                  \
+                                     const float* weights, float dloss, int64_t N, int Vvalid, int Vs,        \
+                                     int vocab_begin);                                                        \
   void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,  \
                     float beta2, float eps, float weight_decay, float grad_scale, int t);                     \
   double sum_squares(const float* x, int64_t n);                                                              \

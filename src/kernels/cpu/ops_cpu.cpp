@@ -384,24 +384,25 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   bool in_place = dlogits == probs;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (in_place) {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * d;
     }
     int t = targets[n] - vocab_begin;
-    if (t >= 0 && t < Vvalid) dz[t] -= dloss;
+    if (t >= 0 && t < Vvalid) dz[t] -= d;
   }
 }
 

@@ -262,18 +262,19 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
     int t = targets[n] - vocab_begin;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (dz == p) {  // in place: overwrite
-      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
-      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * d;
     }
   }
 }
