@@ -10,6 +10,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
+#include "axonn/core/random.hpp"
 #include "axonn/model/shard_map.hpp"
 #include "block.hpp"
 #include "grad_sync.hpp"
@@ -21,15 +22,8 @@ using detail::ptr;
 namespace {
 
 // --- counter-based normal samples: splitmix64 of (seed, tensor, index) -> Box-Muller ----------
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
-  uint64_t r = mix64(mix64(seed ^ mix64(tensor + 0x1234567ull)) + index);
+  uint64_t r = splitmix64(splitmix64(seed ^ splitmix64(tensor + 0x1234567ull)) + index);
   // two 24-bit uniforms in (0, 1]
   double u1 = (static_cast<double>(r >> 40) + 1.0) / 16777216.0;
   double u2 = static_cast<double>((r >> 16) & 0xFFFFFF) / 16777216.0;
@@ -257,9 +251,13 @@ void Gpt::init_random(uint64_t seed) {
 // `scratch` ([N, C]) receives the all-gather's rank-major blocks. With Gx = 1, x_slice itself.
 template <class E>
 const E* Gpt::full_channels(const E* x_slice, E* full, E* scratch) {
+  return full_channels<E>(x_slice, full, scratch, static_cast<int64_t>(B_) * T_);
+}
+
+template <class E>
+const E* Gpt::full_channels(const E* x_slice, E* full, E* scratch, int64_t N) {
   comm::Communicator& xg = grid_.x();
   if (xg.size() == 1) return x_slice;
-  const int64_t N = static_cast<int64_t>(B_) * T_;
   const int C = spec_.config.channels;
   tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_, kernels::Precision<E>::kDType);  // over X
   auto copy = tl_.compute("gather_channels");
@@ -293,13 +291,39 @@ std::vector<parallel::WeightGather::Use> Gpt::backward_uses() const {
 }
 
 template <class E>
-void Gpt::block_forward(int l) {
+void Gpt::block_forward(int l, const detail::CachedChunk* chunk) {
   const E* in = l == 0 ? ptr<E>(acts_.tensor(kEncoded)) : ptr<E>(acts_.tensor(kStream)[l - 1]);
   E* out = ptr<E>(acts_.tensor(kStream)[l]);
   if (gpt2_)
-    gpt2_->forward<E>(l, in, out);
+    gpt2_->forward<E>(l, in, out, chunk);
   else
-    llama_->forward<E>(l, in, out);
+    llama_->forward<E>(l, in, out, chunk);
+}
+
+template <class E>
+void Gpt::embed(const int* in, int B, int T, int pos) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  constexpr DType dt = kernels::Precision<E>::kDType;
+  const int C = spec_.config.channels, Vr = vocab_rows_;
+  const int64_t N = static_cast<int64_t>(B) * T;
+  auto P = [&](int t) { return ctx_->weight<E>(t); };
+  // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
+  // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
+  const E* wte = ptr<E>(P(spec_.token_embedding));
+  E* encoded = ptr<E>(acts_.tensor(kEncoded));
+  if (grid_.xy().size() == 1) {
+    AXONN_OP(embedding_forward, encoded, in, wte, vocab_begin_, Vr, N, C);
+  } else {
+    E* emb = ptr<E>(scratch_.tensor(kFullA));
+    AXONN_OP(embedding_forward, emb, in, wte, vocab_begin_, Vr, N, C);
+    tl.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C, dt);  // over X*Y (one non-zero term: exact)
+    auto copy = tl.compute("copy_columns");
+    copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
+  }
+  if (spec_.position_embedding >= 0)
+    AXONN_OP(position_forward, encoded, ptr<E>(P(spec_.position_embedding)) + static_cast<int64_t>(pos) * Cx_, B, T,
+             Cx_);
 }
 
 template <class E>
@@ -332,7 +356,6 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   auto& tl = tl_;
   auto scope = tl.group("forward");
   const auto& k = ctx_->kernels<E>();
-  constexpr DType dt = kernels::Precision<E>::kDType;
   const GptConfig& c = spec_.config;
   const int B = B_, T = T_, C = c.channels, L = c.num_layers, V = c.vocab_size;
   const int Vr = vocab_rows_;
@@ -372,22 +395,7 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   }
   gather_->begin(forward_uses());
 
-  // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
-  // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
-  const E* wte = ptr<E>(P(spec_.token_embedding));
-  E* encoded = ptr<E>(A(kEncoded));
-  if (grid_.xy().size() == 1) {
-    AXONN_OP(embedding_forward, encoded, in, wte, vocab_begin_, Vr, N, C);
-  } else {
-    E* emb = S(kFullA);
-    AXONN_OP(embedding_forward, emb, in, wte, vocab_begin_, Vr, N, C);
-    tl.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C, dt);  // over X*Y (one non-zero term: exact)
-    auto copy = tl.compute("copy_columns");
-    copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
-  }
-  if (spec_.position_embedding >= 0)
-    AXONN_OP(position_forward, encoded, ptr<E>(P(spec_.position_embedding)), B, T, Cx_);
-
+  embed<E>(in, B, T, 0);
   for (int l = 0; l < L; l++) block_forward<E>(l);
 
   // the final norm: LayerNorm (statistics over X inside the kernel) or RMSNorm (over X here)
@@ -607,6 +615,71 @@ double Gpt::flops_per_step() const {
   for (const LinearSpec& l : spec_.linears) linear_weights += static_cast<double>(l.in) * l.out;
   double fwd_per_token = 2.0 * (linear_weights * L + C * Vp) + 2.0 * 2.0 * T * A * L;
   return 3.0 * fwd_per_token * tokens;
+}
+
+// --- inference with a KV cache --------------------------------------------------------------------
+
+void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions) {
+  AXONN_CHECK_ARG(run_.precision == DType::kF32, "generation with a KV cache runs in fp32 only for now: use --dtype fp32");
+  AXONN_CHECK_ARG(ops_->attention_cached_forward != nullptr,
+                  "generation with a KV cache has no CUDA kernels yet: use --kernels cpu");
+  AXONN_CHECK_ARG(n > 0 && pos >= 0 && pos + n <= T_, "a chunk of ", n, " tokens at position ", pos,
+                  " does not fit the context of ", T_, " positions");
+  auto& tl = tl_;
+  auto scope = tl.group("forward_cached");
+  const auto& k = *ops_;
+  const GptConfig& c = spec_.config;
+  const int B = B_, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size, Vr = vocab_rows_;
+  const int64_t N = static_cast<int64_t>(B) * n;
+  auto P = [&](int t) { return ctx_->weight<float>(t); };
+  auto A = [&](Act a) { return acts_.tensor(a); };
+
+  int* in = static_cast<int*>(A(kInputs).data());
+  for (int64_t i = 0; i < N; i++)
+    AXONN_CHECK_ARG(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
+                    " is outside the vocabulary [0, ", V, ")");
+  mem_->upload(in, tokens, sizeof(int) * static_cast<size_t>(N));
+  if (!step_open_) {  // weights loaded or changed since: gather them afresh
+    gather_->invalidate();
+    step_open_ = true;
+  }
+  gather_->begin(forward_uses());
+
+  embed<float>(in, B, n, pos);
+  const detail::CachedChunk chunk{pos, n};
+  for (int l = 0; l < L; l++) block_forward<float>(l, &chunk);
+
+  // the rows whose logits are wanted: every position, or each sequence's last (picked out)
+  const float* last = A(kStream)[L - 1].f32();
+  const int64_t rows = all_positions ? N : B;
+  if (!all_positions && n > 1) {
+    auto pick = tl.compute("pick_last_positions");
+    float* picked = scratch_.tensor(kDResidual).f32();
+    const size_t w = sizeof(float) * static_cast<size_t>(Cx_);
+    mem_->copy_2d(picked, w, last + static_cast<int64_t>(n - 1) * Cx_, w * static_cast<size_t>(n), w,
+                  static_cast<size_t>(B));
+    last = picked;
+  }
+  // the final norm (statistics over X), and the LM head: all channels against this rank's vocabulary rows
+  float* lnf = A(kLnf).f32();
+  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
+  if (spec_.norm == Norm::kLayerNorm)
+    AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(),
+             P(spec_.final_norm_bias).f32(), rows, Cx_, C, over_x);
+  else
+    detail::rmsnorm_forward<float>(*ctx_, lnf, A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(), c.norm_eps, rows);
+  const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);
+  float* local = A(kLogits).f32();
+  AXONN_OP(matmul_forward, local, lnf_full, P(spec_.lm_head).f32(), nullptr, rows, C, Vr);
+  // every rank's vocabulary rows into one [rows, Vp] block, zero elsewhere, summed over X*Y (one
+  // non-zero term per element: exact); the first V columns are the logits
+  vocab_rows_full_.assign(static_cast<size_t>(rows) * Vp, 0.0f);
+  mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
+                sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
+                static_cast<size_t>(rows));
+  tl.all_reduce(grid_.xy(), vocab_rows_full_.data(), vocab_rows_full_.size());  // over X*Y
+  for (int64_t r = 0; r < rows; r++)
+    std::memcpy(logits + r * V, vocab_rows_full_.data() + r * Vp, sizeof(float) * static_cast<size_t>(V));
 }
 
 }  // namespace axonn::model

@@ -125,6 +125,19 @@ struct Ops {
   void (*repeat_kv_forward)(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);
   // dinp += dout folded back: q's gradient, and each KV head's the sum of its G copies'
   void (*repeat_kv_backward)(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);
+
+  // --- inference with a KV cache (docs/generate.md) ---
+  // n new positions [pos, pos + n) of each of B sequences; row b*n + i of qkv [B*n, (NH + 2 NKV) HS]
+  // holds q | k | v (NKV heads in k and v; NKV = NH without grouping). The cache kcache, vcache
+  // [B, Tc, NKV*HS] holds the keys and values of positions [0, Tc) of each sequence.
+  // kcache, vcache at positions [pos, pos + n) <- the rows' k and v (pos + n <= Tc)
+  void (*kv_cache_append)(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH,
+                          int NKV, int HS);
+  // Causal attention of the new positions over the cache: out[B*n, NH*HS]; query head h of row b*n + i
+  // attends to KV head h / (NH / NKV) at cache positions [0, pos + i]; scale 1/sqrt(HS). With pos = 0
+  // and n = T, attention_forward's output (on the repeated heads of repeat_kv_forward).
+  void (*attention_cached_forward)(float* out, const float* qkv, const float* kcache, const float* vcache, int B,
+                                   int n, int pos, int Tc, int NH, int NKV, int HS);
 };
 
 // The table of a backend. kCuda is the table registered by kernels::cuda_setup() (kernels/cuda.hpp);
@@ -178,7 +191,11 @@ void register_cuda_ops(const Ops* ops);
   void swiglu_forward(float* out, const float* inp, int64_t N, int F);                                        \
   void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F);                   \
   void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);                   \
-  void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);
+  void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);                  \
+  void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH,  \
+                       int NKV, int HS);                                                                      \
+  void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, \
+                                int n, int pos, int Tc, int NH, int NKV, int HS);
 
 namespace ref {
 AXONN_DECLARE_OPS

@@ -59,6 +59,7 @@ namespace axonn::model {
 class ShardMap;  // model/shard_map.hpp: which elements of the full tensors this rank holds
 namespace detail {
 struct PassContext;
+struct CachedChunk;
 class GradientSync;
 class Gpt2Block;
 class LlamaBlock;
@@ -162,6 +163,16 @@ class Gpt {
   // Sums a value of this rank's tokens (host memory; e.g. a count) over the ranks that hold the global
   // batch's other tokens (Z, then data). Collective over Z and data; exact for integers below 2^24.
   double sum_over_batch(double local) const;
+  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
+  // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
+  // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
+  // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
+  // KV heads) to its cache and attending over positions [0, pos + n) of it. Writes to `logits` (host
+  // memory) the logits of all V tokens (gathered over X*Y: the same on every rank of the group), of
+  // each sequence's last position [B_local, V], or with all_positions of every position
+  // [B_local, n, V]. Collective over X*Y*Z; the weights are gathered over Z as in forward() (once per
+  // generation with cache_gathered_weights). No gradients: backward() needs a forward().
+  void forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions = false);
   // Zeroes the gradients (after completing any weight-gradient reduce-scatter still in flight, whose
   // late accumulation would otherwise land in the new step's gradients).
   void zero_grad();
@@ -222,12 +233,17 @@ class Gpt {
   template <class E>
   void backward_pass(const BackwardOptions& options);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
+  // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>
-  void block_forward(int l);
+  void embed(const int* in, int B, int T, int pos);
+  template <class E>
+  void block_forward(int l, const detail::CachedChunk* chunk = nullptr);
   template <class E>
   void block_backward(int l, bool last);
   template <class E>
   const E* full_channels(const E* x_slice, E* full, E* scratch);
+  template <class E>
+  const E* full_channels(const E* x_slice, E* full, E* scratch, int64_t rows);
   // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
   void refresh_bf16_copies();
   // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
@@ -266,6 +282,7 @@ class Gpt {
   std::vector<float> host_weights_;  // the mask as the backward's per-token weights, before the upload
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)
   std::vector<float> host_losses_;  // on the GPU: the per-token losses, downloaded to be summed
+  std::vector<float> vocab_rows_full_;  // forward_cached: logits rows of the padded vocabulary, summed over X*Y
 };
 
 }  // namespace axonn::model

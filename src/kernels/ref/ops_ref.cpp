@@ -427,4 +427,53 @@ void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int N
   }
 }
 
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]
+  const int Q = NH * HS, K = NKV * HS;
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      float* kc = kcache + ((int64_t)b * Tc + pos + i) * K;
+      float* vc = vcache + ((int64_t)b * Tc + pos + i) * K;
+      for (int j = 0; j < K; j++) {
+        kc[j] = row[Q + j];
+        vc[j] = row[Q + K + j];
+      }
+    }
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  std::vector<float> a(static_cast<size_t>(Tc));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < n; i++) {
+        const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
+        const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+        float maxv = -1e30f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* k = kcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          float dot = 0.0f;
+          for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+          a[t2] = dot * scale;
+          if (a[t2] > maxv) maxv = a[t2];
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          a[t2] = std::exp(a[t2] - maxv);
+          sum += a[t2];
+        }
+        float* o = out + ((int64_t)b * n + i) * Q + h * HS;
+        for (int j = 0; j < HS; j++) o[j] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* v = vcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          for (int j = 0; j < HS; j++) o[j] += a[t2] / sum * v[j];
+        }
+      }
+}
+
 }  // namespace axonn::kernels::ref
