@@ -24,28 +24,10 @@ gen() {
   [ "$rc" -eq 0 ] || fail "exit code $rc (want 0) for: generate $*"
 }
 
-# a byte-level BPE tokenizer.json with exactly the model's 500 ids: the 256 bytes, <|endoftext|> (256),
-# and 243 merges of two lowercase letters
+# a byte-level BPE tokenizer.json with exactly the model's 500 ids (tests/common/byte_tokenizer_500.py)
 tokenizer() {
-  python3 - "$tmp/tok.json" <<'PY'
-import json, os, sys
-sys.path.insert(0, os.path.join(os.environ["TESTS_COMMON"]))
-from gpt2_alphabet import byte_of_character
-alphabet = {b: c for c, b in byte_of_character().items()}
-vocab = {alphabet[b]: b for b in range(256)}
-letters = "abcdefghijklmnopqrstuvwxyz"
-pairs = [a + b for a in letters for b in letters][:243]
-merges = []
-for i, p in enumerate(pairs):
-    vocab[p] = 257 + i
-    merges.append(p[0] + " " + p[1])
-json.dump({"version": "1.0", "added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": True}],
-           "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
-           "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": vocab, "merges": merges}},
-          open(sys.argv[1], "w"))
-PY
+  python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/tok.json"
 }
-export TESTS_COMMON=$here/../../common
 
 # the reference model trained for 60 steps on its Markov-chain tokens: its continuations follow the
 # chain (the random model's greedy output repeats one token)
