@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/random.hpp"
 #include "axonn/data/token_dataset.hpp"
 
 namespace axonn::data {
@@ -11,13 +12,6 @@ namespace axonn::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // A pseudo-random bijection of [0, n), keyed by (seed, epoch): a 4-round Feistel network on the
 // smallest even number of bits that covers n, with cycle walking (apply again until the value is

@@ -108,15 +108,61 @@ struct PassContext {
 //   out = x * rstd * w, rstd = 1 / sqrt(sum(x^2) / C + eps)
 // The row statistics are computed by one kernel, completed by an all-reduce over X here, and applied
 // by the next (the call sites of the collectives are these two functions).
+// On N rows (inference's chunks); the passes' ctx.N rows below.
 template <class E>
-void rmsnorm_forward(const PassContext& ctx, E* out, float* rstd, const E* inp, const E* weight, float eps) {
+void rmsnorm_forward(const PassContext& ctx, E* out, float* rstd, const E* inp, const E* weight, float eps, int64_t N) {
   auto& tl = ctx.tl;
   const auto& k = ctx.kernels<E>();
   const int C = ctx.spec.config.channels;
-  AXONN_OP(rmsnorm_sumsq, rstd, inp, ctx.N, ctx.Cx);                   // rstd <- sum of x^2 of this rank's channels
-  tl.all_reduce(ctx.grid.x(), rstd, static_cast<size_t>(ctx.N));      // over X
-  AXONN_OP(rmsnorm_forward, out, rstd, inp, weight, ctx.N, ctx.Cx, C, eps);  // rstd <- 1 / rms; out
+  AXONN_OP(rmsnorm_sumsq, rstd, inp, N, ctx.Cx);                   // rstd <- sum of x^2 of this rank's channels
+  tl.all_reduce(ctx.grid.x(), rstd, static_cast<size_t>(N));      // over X
+  AXONN_OP(rmsnorm_forward, out, rstd, inp, weight, N, ctx.Cx, C, eps);  // rstd <- 1 / rms; out
 }
+template <class E>
+void rmsnorm_forward(const PassContext& ctx, E* out, float* rstd, const E* inp, const E* weight, float eps) {
+  rmsnorm_forward<E>(ctx, out, rstd, inp, weight, eps, ctx.N);
+}
+
+// Inference (Gpt::forward_cached): a chunk of n new tokens at positions [pos, pos + n) of each of the
+// B sequences (rows [B, n]; pos + n <= T).
+struct CachedChunk {
+  int pos, n;
+};
+
+// The keys and values of every layer's past positions, this rank's KV heads: [L, B, T, NKV*HS] each
+// (fp32), allocated at the first chunk. Each chunk appends its keys and values, then its queries
+// attend over positions [0, pos + n).
+class KvCache {
+ public:
+  KvCache(const PassContext& ctx, int NH, int NKV, int HS) : ctx_(ctx), NH_(NH), NKV_(NKV), HS_(HS),
+        cache_("KV cache", ctx.mem.device) {}
+  // out [B*n, NH*HS] from qkv [B*n, (NH + 2 NKV) HS] (q|k|v, q and k at their positions: rotated for RoPE)
+  template <class E>
+  void attend(int l, const CachedChunk& chunk, E* out, const E* qkv) {
+    AXONN_CHECK((std::is_same_v<E, float>), "the KV cache is fp32 only");
+    if constexpr (std::is_same_v<E, float>) {
+      auto& tl = ctx_.tl;
+      const auto& k = ctx_.kernels<E>();
+      const int B = ctx_.B, T = ctx_.T;
+      if (!cache_.allocated()) {
+        const int64_t L = ctx_.spec.config.num_layers, width = static_cast<int64_t>(NKV_) * HS_;
+        cache_.reserve("keys", {L, B, T, width});
+        cache_.reserve("values", {L, B, T, width});
+        cache_.allocate();
+      }
+      float* keys = cache_.tensor(0)[l].f32();
+      float* values = cache_.tensor(1)[l].f32();
+      AXONN_OP(kv_cache_append, keys, values, qkv, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
+      AXONN_OP(attention_cached_forward, out, qkv, keys, values, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
+    }
+  }
+  size_t bytes() const { return cache_.bytes(); }
+
+ private:
+  const PassContext& ctx_;
+  int NH_, NKV_, HS_;
+  Arena cache_;
+};
 // dinp += d out / d inp . dout, dweight += ...; `dot` [N] fp32 scratch receives sum(dout * w * x) over
 // all channels (partial, then all-reduced over X).
 template <class E>
@@ -133,13 +179,14 @@ void rmsnorm_backward(const PassContext& ctx, E* dinp, float* dweight, float* do
 class Gpt2Block {
  public:
   explicit Gpt2Block(const PassContext& ctx);
-  // in, out: the residual stream [N, C/Gx] before and after the block.
+  // in, out: the residual stream [N, C/Gx] before and after the block. With a chunk (inference):
+  // [B*n, C/Gx], attention over the KV cache, which the chunk's keys and values join.
   template <class E>
-  void forward(int l, const E* in, E* out);
+  void forward(int l, const E* in, E* out, const CachedChunk* chunk = nullptr);
   // dresidual [N, C/Gx]: the gradient of the block's output on entry, of its input on return.
   template <class E>
   void backward(int l, const E* in, E* dresidual, bool last);
-  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
+  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes() + cache_.bytes(); }
   void zero_scratch() { scratch_.zero(); }
 
  private:
@@ -148,16 +195,18 @@ class Gpt2Block {
   int ln1w_, ln1b_, ln2w_, ln2b_;  // parameter indices
   parallel::TpLinear qkv_, attproj_, fc_, fcproj_;
   Arena acts_, scratch_;
+  KvCache cache_;
 };
 
 class LlamaBlock {
  public:
   explicit LlamaBlock(const PassContext& ctx);
+  // As Gpt2Block::forward (with a chunk: RoPE at the chunk's positions).
   template <class E>
-  void forward(int l, const E* in, E* out);
+  void forward(int l, const E* in, E* out, const CachedChunk* chunk = nullptr);
   template <class E>
   void backward(int l, const E* in, E* dresidual, bool last);
-  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes() + rope_.bytes(); }
+  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes() + rope_.bytes() + cache_.bytes(); }
   void zero_scratch() { scratch_.zero(); }
 
  private:
@@ -169,6 +218,7 @@ class LlamaBlock {
   parallel::TpLinear qkv_, o_proj_, gate_up_, down_;
   Arena acts_, scratch_;
   Arena rope_;                           // cos, sin [T, HS/2] (fp32): the rotation of position t
+  KvCache cache_;
 };
 
 }  // namespace axonn::model::detail

@@ -10,6 +10,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
+#include "axonn/core/random.hpp"
 #include "axonn/model/shard_map.hpp"
 #include "block.hpp"
 #include "grad_sync.hpp"
@@ -21,15 +22,8 @@ using detail::ptr;
 namespace {
 
 // --- counter-based normal samples: splitmix64 of (seed, tensor, index) -> Box-Muller ----------
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
-  uint64_t r = mix64(mix64(seed ^ mix64(tensor + 0x1234567ull)) + index);
+  uint64_t r = splitmix64(splitmix64(seed ^ splitmix64(tensor + 0x1234567ull)) + index);
   // two 24-bit uniforms in (0, 1]
   double u1 = (static_cast<double>(r >> 40) + 1.0) / 16777216.0;
   double u2 = static_cast<double>((r >> 16) & 0xFFFFFF) / 16777216.0;
@@ -40,6 +34,7 @@ float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
 // after each block (the next block's input; kept under recompute too), the final norm, the logits.
 enum Act : size_t {
   kEncoded, kStream, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets, kScalars,
+  kLossWeights,  // a masked loss's per-token weights (1 kept, 0 dropped), read by the cross-entropy's backward
 };
 // Scalars all-reduced by the model (the loss sum, the gradient norm's parts): in device memory they
 // need a device word for the communicator; on the host the collectives take the host variables.
@@ -149,6 +144,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kInputs, "inputs", {N}, DType::kI32);
   add(kTargets, "targets", {N}, DType::kI32);
   add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
+  add(kLossWeights, "loss_weights", {N}, f32);
   acts_.allocate();
   if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
@@ -255,9 +251,13 @@ void Gpt::init_random(uint64_t seed) {
 // `scratch` ([N, C]) receives the all-gather's rank-major blocks. With Gx = 1, x_slice itself.
 template <class E>
 const E* Gpt::full_channels(const E* x_slice, E* full, E* scratch) {
+  return full_channels<E>(x_slice, full, scratch, static_cast<int64_t>(B_) * T_);
+}
+
+template <class E>
+const E* Gpt::full_channels(const E* x_slice, E* full, E* scratch, int64_t N) {
   comm::Communicator& xg = grid_.x();
   if (xg.size() == 1) return x_slice;
-  const int64_t N = static_cast<int64_t>(B_) * T_;
   const int C = spec_.config.channels;
   tl_.all_gather(xg, x_slice, scratch, static_cast<size_t>(N) * Cx_, kernels::Precision<E>::kDType);  // over X
   auto copy = tl_.compute("gather_channels");
@@ -291,13 +291,39 @@ std::vector<parallel::WeightGather::Use> Gpt::backward_uses() const {
 }
 
 template <class E>
-void Gpt::block_forward(int l) {
+void Gpt::block_forward(int l, const detail::CachedChunk* chunk) {
   const E* in = l == 0 ? ptr<E>(acts_.tensor(kEncoded)) : ptr<E>(acts_.tensor(kStream)[l - 1]);
   E* out = ptr<E>(acts_.tensor(kStream)[l]);
   if (gpt2_)
-    gpt2_->forward<E>(l, in, out);
+    gpt2_->forward<E>(l, in, out, chunk);
   else
-    llama_->forward<E>(l, in, out);
+    llama_->forward<E>(l, in, out, chunk);
+}
+
+template <class E>
+void Gpt::embed(const int* in, int B, int T, int pos) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  constexpr DType dt = kernels::Precision<E>::kDType;
+  const int C = spec_.config.channels, Vr = vocab_rows_;
+  const int64_t N = static_cast<int64_t>(B) * T;
+  auto P = [&](int t) { return ctx_->weight<E>(t); };
+  // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
+  // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
+  const E* wte = ptr<E>(P(spec_.token_embedding));
+  E* encoded = ptr<E>(acts_.tensor(kEncoded));
+  if (grid_.xy().size() == 1) {
+    AXONN_OP(embedding_forward, encoded, in, wte, vocab_begin_, Vr, N, C);
+  } else {
+    E* emb = ptr<E>(scratch_.tensor(kFullA));
+    AXONN_OP(embedding_forward, emb, in, wte, vocab_begin_, Vr, N, C);
+    tl.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C, dt);  // over X*Y (one non-zero term: exact)
+    auto copy = tl.compute("copy_columns");
+    copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
+  }
+  if (spec_.position_embedding >= 0)
+    AXONN_OP(position_forward, encoded, ptr<E>(P(spec_.position_embedding)) + static_cast<int64_t>(pos) * Cx_, B, T,
+             Cx_);
 }
 
 template <class E>
@@ -310,17 +336,26 @@ void Gpt::block_backward(int l, bool last) {
     llama_->backward<E>(l, in, dresidual, last);
 }
 
-float Gpt::forward(const int* inputs, const int* targets) {
-  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets)
-                                        : forward_pass<float>(inputs, targets);
+float Gpt::forward(const int* inputs, const int* targets) { return forward(inputs, targets, nullptr); }
+
+float Gpt::forward(const int* inputs, const int* targets, const uint8_t* keep) {
+  AXONN_CHECK_ARG(keep == nullptr || targets != nullptr, "a loss mask needs the targets");
+  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets, keep)
+                                        : forward_pass<float>(inputs, targets, keep);
+}
+
+double Gpt::sum_over_batch(double local) const {
+  float value = static_cast<float>(local);
+  all_reduce_scalars(grid_.z(), &value, 1);     // over Z
+  all_reduce_scalars(grid_.data(), &value, 1);  // over data
+  return value;
 }
 
 template <class E>
-float Gpt::forward_pass(const int* inputs, const int* targets) {
+float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* keep) {
   auto& tl = tl_;
   auto scope = tl.group("forward");
   const auto& k = ctx_->kernels<E>();
-  constexpr DType dt = kernels::Precision<E>::kDType;
   const GptConfig& c = spec_.config;
   const int B = B_, T = T_, C = c.channels, L = c.num_layers, V = c.vocab_size;
   const int Vr = vocab_rows_;
@@ -345,6 +380,12 @@ float Gpt::forward_pass(const int* inputs, const int* targets) {
                       " is outside the vocabulary [0, ", V, ")");
     mem_->upload(tg, targets, sizeof(int) * static_cast<size_t>(N));
   }
+  masked_ = keep != nullptr;
+  if (masked_) {
+    host_weights_.resize(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; i++) host_weights_[static_cast<size_t>(i)] = keep[i] ? 1.0f : 0.0f;
+    mem_->upload(A(kLossWeights).f32(), host_weights_.data(), sizeof(float) * static_cast<size_t>(N));
+  }
   // A new step (the optimizer may have changed the weights since the last backward of the last
   // one): no gathered weight block of before may be reused.
   if (!step_open_) {
@@ -354,22 +395,7 @@ float Gpt::forward_pass(const int* inputs, const int* targets) {
   }
   gather_->begin(forward_uses());
 
-  // token embedding, vocabulary-parallel: each rank of X*Y looks up the tokens among its rows
-  // (zeros for the others); the all-reduce completes every row; this rank keeps its X channels
-  const E* wte = ptr<E>(P(spec_.token_embedding));
-  E* encoded = ptr<E>(A(kEncoded));
-  if (grid_.xy().size() == 1) {
-    AXONN_OP(embedding_forward, encoded, in, wte, vocab_begin_, Vr, N, C);
-  } else {
-    E* emb = S(kFullA);
-    AXONN_OP(embedding_forward, emb, in, wte, vocab_begin_, Vr, N, C);
-    tl.all_reduce(grid_.xy(), emb, static_cast<size_t>(N) * C, dt);  // over X*Y (one non-zero term: exact)
-    auto copy = tl.compute("copy_columns");
-    copy_columns(*mem_, encoded, emb, N, C, grid_.coords().x * Cx_, Cx_);
-  }
-  if (spec_.position_embedding >= 0)
-    AXONN_OP(position_forward, encoded, ptr<E>(P(spec_.position_embedding)), B, T, Cx_);
-
+  embed<E>(in, B, T, 0);
   for (int l = 0; l < L; l++) block_forward<E>(l);
 
   // the final norm: LayerNorm (statistics over X inside the kernel) or RMSNorm (over X here)
@@ -399,11 +425,28 @@ float Gpt::forward_pass(const int* inputs, const int* targets) {
   }
   double local = 0.0;
   for (int64_t i = 0; i < N; i++) local += host_losses[i];
-  float sum = static_cast<float>(local);
-  all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
-  all_reduce_scalars(grid_.data(), &sum, 1);  // over data
   const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
-  return static_cast<float>(sum / global_tokens);
+  if (!masked_) {
+    float sum = static_cast<float>(local);
+    all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
+    all_reduce_scalars(grid_.data(), &sum, 1);  // over data
+    last_loss_ = {sum, global_tokens, sum, global_tokens};
+    return static_cast<float>(sum / global_tokens);
+  }
+  // masked: every target's sum, the kept targets' sum and their count, over Z and data
+  double kept_sum = 0.0, kept = 0.0;
+  for (int64_t i = 0; i < N; i++)
+    if (keep[i]) {
+      kept_sum += host_losses[i];
+      kept += 1.0;
+    }
+  AXONN_CHECK_ARG(global_tokens < 16777216.0, "a masked loss counts its targets in fp32: the global batch's ",
+                  global_tokens, " tokens must stay below 2^24; use micro-batches");
+  float sums[3] = {static_cast<float>(local), static_cast<float>(kept_sum), static_cast<float>(kept)};
+  all_reduce_scalars(grid_.z(), sums, 3);     // over Z
+  all_reduce_scalars(grid_.data(), sums, 3);  // over data
+  last_loss_ = {sums[1], sums[2], sums[0], global_tokens};
+  return sums[2] > 0 ? static_cast<float>(sums[1] / sums[2]) : 0.0f;
 }
 
 void Gpt::backward(const BackwardOptions& options) {
@@ -452,11 +495,13 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   E* dln = S(kDLn);
 
   // d logits, in place over the probabilities: the loss is loss_scale * the mean over the global
-  // batch (micro-batches: the mean over the whole step)
-  const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
+  // batch (micro-batches: the mean over the whole step); masked, the mean over its kept targets, whose
+  // per-token weights (0 for a dropped target) the kernel applies
+  const double counted = last_loss_.kept;  // every target's count without a mask
+  const float dloss = counted > 0 ? static_cast<float>(options.loss_scale / counted) : 0.0f;
   E* dlogits = ptr<E>(A(kLogits));
   AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
-           static_cast<float>(options.loss_scale / global_tokens), N, vocab_valid_, Vr, vocab_begin_);
+           masked_ ? A(kLossWeights).f32() : nullptr, dloss, N, vocab_valid_, Vr, vocab_begin_);
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
   // all-reduced over X*Y, then this rank keeps its X channels
   const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
@@ -570,6 +615,71 @@ double Gpt::flops_per_step() const {
   for (const LinearSpec& l : spec_.linears) linear_weights += static_cast<double>(l.in) * l.out;
   double fwd_per_token = 2.0 * (linear_weights * L + C * Vp) + 2.0 * 2.0 * T * A * L;
   return 3.0 * fwd_per_token * tokens;
+}
+
+// --- inference with a KV cache --------------------------------------------------------------------
+
+void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions) {
+  AXONN_CHECK_ARG(run_.precision == DType::kF32, "generation with a KV cache runs in fp32 only for now: use --dtype fp32");
+  AXONN_CHECK_ARG(ops_->attention_cached_forward != nullptr,
+                  "generation with a KV cache has no CUDA kernels yet: use --kernels cpu");
+  AXONN_CHECK_ARG(n > 0 && pos >= 0 && pos + n <= T_, "a chunk of ", n, " tokens at position ", pos,
+                  " does not fit the context of ", T_, " positions");
+  auto& tl = tl_;
+  auto scope = tl.group("forward_cached");
+  const auto& k = *ops_;
+  const GptConfig& c = spec_.config;
+  const int B = B_, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size, Vr = vocab_rows_;
+  const int64_t N = static_cast<int64_t>(B) * n;
+  auto P = [&](int t) { return ctx_->weight<float>(t); };
+  auto A = [&](Act a) { return acts_.tensor(a); };
+
+  int* in = static_cast<int*>(A(kInputs).data());
+  for (int64_t i = 0; i < N; i++)
+    AXONN_CHECK_ARG(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
+                    " is outside the vocabulary [0, ", V, ")");
+  mem_->upload(in, tokens, sizeof(int) * static_cast<size_t>(N));
+  if (!step_open_) {  // weights loaded or changed since: gather them afresh
+    gather_->invalidate();
+    step_open_ = true;
+  }
+  gather_->begin(forward_uses());
+
+  embed<float>(in, B, n, pos);
+  const detail::CachedChunk chunk{pos, n};
+  for (int l = 0; l < L; l++) block_forward<float>(l, &chunk);
+
+  // the rows whose logits are wanted: every position, or each sequence's last (picked out)
+  const float* last = A(kStream)[L - 1].f32();
+  const int64_t rows = all_positions ? N : B;
+  if (!all_positions && n > 1) {
+    auto pick = tl.compute("pick_last_positions");
+    float* picked = scratch_.tensor(kDResidual).f32();
+    const size_t w = sizeof(float) * static_cast<size_t>(Cx_);
+    mem_->copy_2d(picked, w, last + static_cast<int64_t>(n - 1) * Cx_, w * static_cast<size_t>(n), w,
+                  static_cast<size_t>(B));
+    last = picked;
+  }
+  // the final norm (statistics over X), and the LM head: all channels against this rank's vocabulary rows
+  float* lnf = A(kLnf).f32();
+  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
+  if (spec_.norm == Norm::kLayerNorm)
+    AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(),
+             P(spec_.final_norm_bias).f32(), rows, Cx_, C, over_x);
+  else
+    detail::rmsnorm_forward<float>(*ctx_, lnf, A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(), c.norm_eps, rows);
+  const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);
+  float* local = A(kLogits).f32();
+  AXONN_OP(matmul_forward, local, lnf_full, P(spec_.lm_head).f32(), nullptr, rows, C, Vr);
+  // every rank's vocabulary rows into one [rows, Vp] block, zero elsewhere, summed over X*Y (one
+  // non-zero term per element: exact); the first V columns are the logits
+  vocab_rows_full_.assign(static_cast<size_t>(rows) * Vp, 0.0f);
+  mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
+                sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
+                static_cast<size_t>(rows));
+  tl.all_reduce(grid_.xy(), vocab_rows_full_.data(), vocab_rows_full_.size());  // over X*Y
+  for (int64_t r = 0; r < rows; r++)
+    std::memcpy(logits + r * V, vocab_rows_full_.data() + r * Vp, sizeof(float) * static_cast<size_t>(V));
 }
 
 }  // namespace axonn::model

@@ -29,7 +29,8 @@ Gpt2Block::Gpt2Block(const PassContext& ctx)
       attproj_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinAttproj]), "attproj"),
       fc_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinFc]), "fc"),
       fcproj_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinFcproj]), "fcproj"),
-      acts_("activations (GPT-2 blocks)", ctx.mem.device), scratch_("backward scratch (GPT-2 block)", ctx.mem.device) {
+      acts_("activations (GPT-2 blocks)", ctx.mem.device), scratch_("backward scratch (GPT-2 block)", ctx.mem.device),
+      cache_(ctx, NHy_, NHy_, ctx.spec.config.head_size()) {
   // every block's activations, or under recompute one block's; of the model's precision (`act`),
   // but the row statistics and the attention's probabilities (fp32) or log-sum-exp (bf16, flash-style)
   const bool bf16 = ctx.ops_bf16 != nullptr;
@@ -70,13 +71,14 @@ Gpt2Block::Gpt2Block(const PassContext& ctx)
 
 // Forward: from the block's input to its output; the intermediate activations go to slot(l). Run by
 // the forward and, under recompute, again by the backward (with the same collectives: the same results).
+// With a chunk (inference), on its B*n rows, the attention over the KV cache.
 template <class E>
-void Gpt2Block::forward(int l, const E* residual, E* out) {
+void Gpt2Block::forward(int l, const E* residual, E* out, const CachedChunk* chunk) {
   auto& tl = ctx_.tl;
   auto scope = tl.group("block forward");
   const auto& k = ctx_.kernels<E>();
   const int B = ctx_.B, T = ctx_.T, C = ctx_.spec.config.channels, Cx = ctx_.Cx;
-  const int64_t N = ctx_.N;
+  const int64_t N = chunk ? static_cast<int64_t>(B) * chunk->n : ctx_.N;
   const kernels::RowReducer* over_x = ctx_.over_x;
   auto P = [&](int t) { return ctx_.weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
@@ -99,7 +101,10 @@ void Gpt2Block::forward(int l, const E* residual, E* out) {
            ptr<E>(P(ln1b_)[l]), N, Cx, C, over_x);
   AXONN_LINEAR(qkv_, forward, qkv, ln1, W(kLinQkv), bias(kLinQkv), N);
   // fp32: keeps the probabilities att [B, NH, T, T]; bf16 (flash): keeps their log-sum-exp [B, NH, T]
-  AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv, B, T, Cy_, NHy_);
+  if (chunk)
+    cache_.attend<E>(l, *chunk, atty, qkv);
+  else
+    AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv, B, T, Cy_, NHy_);
   AXONN_LINEAR(attproj_, forward, attproj, atty, W(kLinAttproj), bias(kLinAttproj), N);
   AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx);
   // MLP block: LayerNorm -> FC (A) -> GELU on this rank's 4C/Gy -> FC2 (B)
@@ -173,8 +178,8 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   sync.issue_stage(Stage::kBlock, l);  // over Z*data: the block's norms and biases are complete
 }
 
-template void Gpt2Block::forward<float>(int, const float*, float*);
-template void Gpt2Block::forward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*);
+template void Gpt2Block::forward<float>(int, const float*, float*, const CachedChunk*);
+template void Gpt2Block::forward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*, const CachedChunk*);
 template void Gpt2Block::backward<float>(int, const float*, float*, bool);
 template void Gpt2Block::backward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*, bool);
 

@@ -56,7 +56,7 @@ LlamaBlock::LlamaBlock(const PassContext& ctx)
       gate_up_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinGateUp]), "gate_up"),
       down_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinDown]), "down"),
       acts_("activations (Llama blocks)", ctx.mem.device), scratch_("backward scratch (Llama block)", ctx.mem.device),
-      rope_("RoPE cos/sin", ctx.mem.device) {
+      rope_("RoPE cos/sin", ctx.mem.device), cache_(ctx, NHy_, KVy_, HS_) {
   const bool bf16 = ctx.ops_bf16 != nullptr;
   const DType act = bf16 ? DType::kBF16 : DType::kF32, f32 = DType::kF32;
   const int64_t N = ctx.N, Lk = ctx.recompute ? 1 : ctx.spec.config.num_layers, Cx = ctx.Cx;
@@ -113,13 +113,14 @@ LlamaBlock::LlamaBlock(const PassContext& ctx)
 
 // Forward: from the block's input to its output; the intermediate activations go to slot(l). Run by
 // the forward and, under recompute, again by the backward (with the same collectives: the same results).
+// With a chunk (inference), on its B*n rows: RoPE at its positions, the attention over the KV cache.
 template <class E>
-void LlamaBlock::forward(int l, const E* residual, E* out) {
+void LlamaBlock::forward(int l, const E* residual, E* out, const CachedChunk* chunk) {
   auto& tl = ctx_.tl;
   auto scope = tl.group("block forward");
   const auto& k = ctx_.kernels<E>();
   const int B = ctx_.B, T = ctx_.T, Cx = ctx_.Cx;
-  const int64_t N = ctx_.N;
+  const int64_t N = chunk ? static_cast<int64_t>(B) * chunk->n : ctx_.N;
   auto P = [&](int t) { return ctx_.weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto W = [&](int kind) { return ctx_.gathered<E>(kind, l); };
@@ -138,16 +139,23 @@ void LlamaBlock::forward(int l, const E* residual, E* out) {
   E* fcproj = ptr<E>(A(kFcproj)[a]);
   // attention block: RMSNorm (statistics over X) -> q|k|v (A) -> RoPE on q and k -> attention on this
   // rank's heads (each KV head repeated for its query heads) -> o_proj (B)
-  rmsnorm_forward<E>(ctx_, ln1, A(kLn1Rstd)[a].f32(), residual, ptr<E>(P(ln1_)[l]), eps_);
+  rmsnorm_forward<E>(ctx_, ln1, A(kLn1Rstd)[a].f32(), residual, ptr<E>(P(ln1_)[l]), eps_, N);
   AXONN_LINEAR(qkv_, forward, qkv, ln1, W(kLinQkv), nullptr, N);
-  AXONN_OP(rope_forward, qkv, cos, sin, B, T, NHy_ + KVy_, HS_, Ay_ + 2 * KVWy_);  // q and k are adjacent
-  if (grouped_) AXONN_OP(repeat_kv_forward, qkv_rep, qkv, N, NHy_, KVy_, HS_);
-  // fp32: keeps the probabilities att [B, NH, T, T]; bf16 (flash): keeps their log-sum-exp [B, NH, T]
-  AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv_rep, B, T, Ay_, NHy_);
+  if (chunk) {
+    // the chunk's rows [B, n] are positions [pos, pos + n): the rotation tables from row pos on
+    const int64_t at = static_cast<int64_t>(chunk->pos) * (HS_ / 2);
+    AXONN_OP(rope_forward, qkv, cos + at, sin + at, B, chunk->n, NHy_ + KVy_, HS_, Ay_ + 2 * KVWy_);
+    cache_.attend<E>(l, *chunk, atty, qkv);  // the KV heads as they are: the cache keeps NKV heads
+  } else {
+    AXONN_OP(rope_forward, qkv, cos, sin, B, T, NHy_ + KVy_, HS_, Ay_ + 2 * KVWy_);  // q and k are adjacent
+    if (grouped_) AXONN_OP(repeat_kv_forward, qkv_rep, qkv, N, NHy_, KVy_, HS_);
+    // fp32: keeps the probabilities att [B, NH, T, T]; bf16 (flash): keeps their log-sum-exp [B, NH, T]
+    AXONN_OP(attention_forward, atty, A(kAtt)[a].f32(), qkv_rep, B, T, Ay_, NHy_);
+  }
   AXONN_LINEAR(o_proj_, forward, attproj, atty, W(kLinO), nullptr, N);
   AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx);
   // MLP block: RMSNorm -> gate|up (A) -> SwiGLU on this rank's F/Gy -> down (B)
-  rmsnorm_forward<E>(ctx_, ln2, A(kLn2Rstd)[a].f32(), residual2, ptr<E>(P(ln2_)[l]), eps_);
+  rmsnorm_forward<E>(ctx_, ln2, A(kLn2Rstd)[a].f32(), residual2, ptr<E>(P(ln2_)[l]), eps_, N);
   AXONN_LINEAR(gate_up_, forward, fch, ln2, W(kLinGateUp), nullptr, N);
   AXONN_OP(swiglu_forward, fch_act, fch, N, Fy_);
   AXONN_LINEAR(down_, forward, fcproj, fch_act, W(kLinDown), nullptr, N);
@@ -220,8 +228,8 @@ void LlamaBlock::backward(int l, const E* residual, E* dresidual, bool last) {
   sync.issue_stage(Stage::kBlock, l);  // over Z*data: the block's norms are complete
 }
 
-template void LlamaBlock::forward<float>(int, const float*, float*);
-template void LlamaBlock::forward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*);
+template void LlamaBlock::forward<float>(int, const float*, float*, const CachedChunk*);
+template void LlamaBlock::forward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*, const CachedChunk*);
 template void LlamaBlock::backward<float>(int, const float*, float*, bool);
 template void LlamaBlock::backward<kernels::bf16>(int, const kernels::bf16*, kernels::bf16*, bool);
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "axonn/core/error.hpp"
 #include "axonn/text/bpe.hpp"
@@ -64,6 +65,25 @@ std::optional<std::string> find_gpt2_files() {
   for (const auto& d : gpt2_search_path())
     if (is_file(fs::path(d) / "encoder.json") && is_file(fs::path(d) / "vocab.bpe")) return d;
   return std::nullopt;
+}
+
+std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> ids;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    AXONN_CHECK_ARG(used > 0 && item.find_first_not_of(" ", used) == std::string::npos, "'", item,
+                    "' is not a token id; give ids as 1,2,3");
+    ids.push_back(v);
+  }
+  return ids;
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {

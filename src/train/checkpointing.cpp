@@ -4,19 +4,13 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
-#include <filesystem>
 
-#include "axonn/checkpoint/hf.hpp"
-#include "axonn/checkpoint/llmc.hpp"
-#include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "resume.hpp"
 
 namespace axonn::train::detail {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -41,22 +35,8 @@ void validate_checkpoint_flags(const TrainConfig& c) {
 StartPlan plan_start(const TrainConfig& c) {
   StartPlan s;
   if (!c.init.empty()) {
-    s.init_path = c.init;
-    std::error_code ec;
-    if (checkpoint::is_hf_model_dir(c.init)) {
-      s.init = StartPlan::Init::kHuggingFace;
-      s.model = checkpoint::HfCheckpoint(c.init).config();
-    } else if (fs::is_directory(c.init, ec)) {
-      s.init = StartPlan::Init::kCheckpoint;
-      s.init_path = checkpoint::resolve_checkpoint(c.init);
-      s.model = checkpoint::read_manifest(s.init_path).model;
-    } else if (checkpoint::looks_like_safetensors(c.init)) {
-      s.init = StartPlan::Init::kHuggingFace;
-      s.model = checkpoint::HfCheckpoint(c.init).config();
-    } else {
-      s.init = StartPlan::Init::kLlmc;
-      s.model = checkpoint::read_llmc_config(c.init);
-    }
+    s.init = find_model_source(c.init);
+    s.model = s.init->config;
   }
   if (c.resume) {
     if (auto latest = checkpoint::find_latest(c.checkpoint_dir)) {
@@ -137,40 +117,10 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
                static_cast<long long>(got.step), c.steps);
     return static_cast<int>(got.step);
   }
-  switch (plan.init) {
-    case StartPlan::Init::kRandom: gpt.init_random(c.seed); break;
-    case StartPlan::Init::kLlmc:
-      checkpoint::read_llmc_tensors(plan.init_path, mc, [&](int t, int layer, const float* full) {
-        gpt.load_full_layer(t, layer, full);
-      });
-      break;
-    case StartPlan::Init::kHuggingFace: {
-      // the whole model on every rank for a moment; each keeps its shard
-      Arena full("init");
-      model::reserve_params(full, gpt.spec());
-      full.allocate();
-      checkpoint::HfCheckpoint(plan.init_path).load(full);
-      for (int i = 0; i < static_cast<int>(gpt.spec().params.size()); i++) {
-        const bool per_layer = gpt.spec().params[static_cast<size_t>(i)].per_layer;
-        Tensor t = full.tensor(static_cast<size_t>(i));
-        for (int l = 0; l < (per_layer ? mc.num_layers : 1); l++) gpt.load_full_layer(i, l, per_layer ? t[l].f32() : t.f32());
-      }
-      break;
-    }
-    case StartPlan::Init::kCheckpoint: {
-      checkpoint::LoadResult r;
-      if (gpt.device() == Device::kCpu) {
-        r = checkpoint::load_sharded(plan.init_path, grid, mc, gpt.params());
-      } else {
-        HostState h(gpt, opt, false);
-        r = checkpoint::load_sharded(plan.init_path, grid, mc, h.params);
-        gpt.params().copy_from(h.params);  // upload
-      }
-      log_info("init      weights of %s (step %lld, grid %s), fresh optimizer", r.dir.c_str(),
-               static_cast<long long>(r.manifest.step), r.manifest.grid.str().c_str());
-      break;
-    }
-  }
+  if (plan.init)
+    log_info("init      %s, fresh optimizer", load_weights(*plan.init, grid, gpt).c_str());
+  else
+    gpt.init_random(c.seed);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/config.hpp"
+#include "axonn/train/model_source.hpp"
 
 namespace axonn::train::detail {
 
@@ -26,9 +27,7 @@ void validate_checkpoint_flags(const TrainConfig& c);
 // What the run starts from, decided before anything is built; the same on every rank (it reads only
 // headers and manifests).
 struct StartPlan {
-  enum class Init { kRandom, kLlmc, kHuggingFace, kCheckpoint };
-  Init init = Init::kRandom;
-  std::string init_path;                     // --init (kCheckpoint: the step directory it resolves to)
+  std::optional<ModelSource> init;           // --init (none: random weights)
   std::string resume_dir;                    // the step directory to continue; empty: start at step 0
   std::optional<checkpoint::Manifest> resume_manifest;
   std::optional<model::GptConfig> model;     // the model --init or the resumed checkpoint dictates

@@ -41,6 +41,41 @@ std::set<int> fault_steps(const TrainConfig& c) {
   return steps;
 }
 
+model::GoldfishConfig goldfish_config(const TrainConfig& c) {
+  model::GoldfishConfig g;
+  g.k = c.goldfish_k;
+  g.h = c.goldfish_h;
+  g.strategy = model::parse_goldfish_strategy(c.goldfish_strategy);
+  g.start = c.goldfish_start;
+  g.table = c.goldfish_table;
+  return g;
+}
+
+namespace {
+
+void validate_goldfish(const TrainConfig& c) {
+  const bool k_given = c.given && c.given->count("--goldfish-k") > 0;
+  AXONN_CHECK_ARG(c.goldfish_k >= 2 || (c.goldfish_k == 0 && !k_given), "--goldfish-k must be >= 2 (about 1/K of "
+                  "the targets leave the loss; leave the flag out for the standard loss), got ", c.goldfish_k);
+  const model::GoldfishStrategy s = model::parse_goldfish_strategy(c.goldfish_strategy);
+  AXONN_CHECK_ARG(c.goldfish_h >= 1, "--goldfish-h must be >= 1 (the hashed context width), got ", c.goldfish_h);
+  AXONN_CHECK_ARG(c.goldfish_start >= 0, "--goldfish-start must be >= 0, got ", c.goldfish_start);
+  const bool tuned = c.goldfish_h != 13 || s != model::GoldfishStrategy::kHashAvalanche || c.goldfish_start != 0 ||
+                     !c.goldfish_table.empty();
+  AXONN_CHECK_ARG(c.goldfish_k != 0 || !tuned, "--goldfish-h, --goldfish-strategy, --goldfish-start and "
+                  "--goldfish-table set up the Goldfish loss; turn it on with --goldfish-k K (K >= 2)");
+  AXONN_CHECK_ARG(c.goldfish_start == 0 || s == model::GoldfishStrategy::kStatic,
+                  "--goldfish-start is the first dropped position of --goldfish-strategy static; add that strategy "
+                  "or drop the flag");
+  const bool table = s == model::GoldfishStrategy::kHashTable;
+  AXONN_CHECK_ARG(!table || !c.goldfish_table.empty(),
+                  "--goldfish-strategy hash-table needs --goldfish-table FILE (the table's format: docs/goldfish.md)");
+  AXONN_CHECK_ARG(table || c.goldfish_table.empty(), "--goldfish-table is the table of --goldfish-strategy "
+                  "hash-table; add that strategy or drop the table");
+}
+
+}  // namespace
+
 void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.batch_size > 0, "--batch-size must be positive, got ", c.batch_size);
   AXONN_CHECK_ARG(c.seq_len > 0, "--seq-len must be positive, got ", c.seq_len);
@@ -69,6 +104,7 @@ void validate_config(const TrainConfig& c) {
                   c.skip_grad_z);
   AXONN_CHECK_ARG(c.max_bad_steps >= 0, "--max-bad-steps must be >= 0 (0: never stop), got ", c.max_bad_steps);
   (void)fault_steps(c);
+  validate_goldfish(c);
   detail::validate_checkpoint_flags(c);
   (void)detail::parse_stop_signal(c.stop_signal);
   AXONN_CHECK_ARG(c.comm_timeout >= 0 && std::isfinite(c.comm_timeout),

@@ -199,14 +199,24 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
     char val[64] = "";
     if (m.val_loss) std::snprintf(val, sizeof val, " | val %.6f", static_cast<double>(*m.val_loss));
     if (m.verdict != Verdict::kUpdate) std::snprintf(val, sizeof val, " | SKIPPED (%s)", verdict_name(m.verdict));
-    log_info("step %5d/%d | loss %.6f%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
-             s.config().steps, m.loss, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+    char goldfish[96] = "";  // the masked loss is `loss`; the mean over every and over the dropped targets
+    if (m.goldfish)
+      std::snprintf(goldfish, sizeof goldfish, " | all %.6f dropped %.6f (%.1f%%)",
+                    static_cast<double>(m.goldfish->loss_all_tokens), static_cast<double>(m.goldfish->loss_dropped_tokens),
+                    100.0 * m.goldfish->dropped_fraction);
+    log_info("step %5d/%d | loss %.6f%s%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
+             s.config().steps, m.loss, goldfish, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
   }
   if (metrics_) {
     nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},
                         {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
                         {"mfu", m.mfu}};
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    if (m.goldfish) {
+      j["loss_all_tokens"] = m.goldfish->loss_all_tokens;
+      j["loss_dropped_tokens"] = m.goldfish->loss_dropped_tokens;  // null when no target was dropped
+      j["goldfish_dropped_fraction"] = m.goldfish->dropped_fraction;
+    }
     if (m.verdict != Verdict::kUpdate) j["skipped"] = verdict_name(m.verdict);
     if (m.skipped_steps) j["skipped_steps"] = m.skipped_steps;
     *metrics_ << j.dump() << '\n';

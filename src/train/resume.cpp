@@ -135,6 +135,12 @@ const std::vector<Setting>& settings() {
       float_setting("eps", "--eps", kTrajectory, &TrainConfig::eps),
       float_setting("grad_clip", "--grad-clip", kTrajectory, &TrainConfig::grad_clip),
       text_setting("dtype", "--dtype", kTrajectory, &TrainConfig::dtype),
+      // the Goldfish loss (docs/goldfish.md)
+      int_setting("goldfish_k", "--goldfish-k", kTrajectory, &TrainConfig::goldfish_k, 0),
+      int_setting("goldfish_h", "--goldfish-h", kTrajectory, &TrainConfig::goldfish_h, 1),
+      text_setting("goldfish_strategy", "--goldfish-strategy", kTrajectory, &TrainConfig::goldfish_strategy),
+      int_setting("goldfish_start", "--goldfish-start", kTrajectory, &TrainConfig::goldfish_start, 0),
+      path_setting("goldfish_table", "--goldfish-table", kTrajectory, &TrainConfig::goldfish_table),
       float_setting("skip_loss_z", "--skip-loss-z", kTrajectory, &TrainConfig::skip_loss_z),
       float_setting("skip_grad_z", "--skip-grad-z", kTrajectory, &TrainConfig::skip_grad_z),
       int_setting("max_bad_steps", "--max-bad-steps", kSafe, &TrainConfig::max_bad_steps, 0),

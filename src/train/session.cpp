@@ -211,6 +211,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   B_local_ = c.batch_size / token_groups;
   validate_on_grid(c, shape_, B_local_);
   check_memory(c, mc_, shape_);
+  if (c.goldfish_k) goldfish_.emplace(goldfish_config(c));  // loads --goldfish-table on every rank
   micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
   micro_batches_ = B_local_ / micro_;
   model::GptRunOptions run;
@@ -369,6 +370,14 @@ void Session::log_setup() const {
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
            c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
+  if (goldfish_) {
+    const model::GoldfishConfig& g = goldfish_->config();
+    const std::string how = g.strategy == model::GoldfishStrategy::kStatic
+                                ? "every " + std::to_string(g.k) + "th position from " + std::to_string(g.start)
+                                : "h=" + std::to_string(g.h) + (g.table.empty() ? "" : ", table " + g.table);
+    log_info("loss      Goldfish k=%d, %s (%s): about 1/%d of the targets leave the loss", g.k,
+             model::goldfish_strategy_name(g.strategy), how.c_str(), g.k);
+  }
   log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank", shape_.gx, shape_.gy,
            shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "");
   log_info("overlap   %s; %d micro-batch%s of %d sequence%s per rank%s%s",

@@ -3,7 +3,7 @@
 
 #include <cmath>
 #include <limits>
-
+#include <vector>
 
 namespace axonn::train {
 
@@ -13,21 +13,47 @@ enum class Pass { kTrain, kEvaluate };
 
 // The micro-batches' forwards (and, training, their backwards); returns the mean of their losses.
 // `poison`: the first backward on world rank 0 scales its gradient by NaN (--fault-nonfinite-grad).
-float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass, bool poison = false) {
-  double loss_sum = 0.0;
+// `goldfish` (training only): the mean over the kept targets of the whole step, and its parts.
+float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass, bool poison = false,
+               const model::GoldfishMask* goldfish = nullptr, std::optional<GoldfishLosses>* report = nullptr) {
+  // Goldfish: every target of the step decided first, and the kept ones counted over the global batch,
+  // so that each micro-batch's backward gets its share of the step's normaliser
+  std::vector<uint8_t> keep;
+  double step_kept = 0.0;
+  if (goldfish) {
+    const int64_t tokens = b.micro_batches * b.micro_tokens;
+    keep.resize(static_cast<size_t>(tokens));
+    const int T = gpt.seq_len();
+    step_kept = gpt.sum_over_batch(static_cast<double>(goldfish->apply(b.targets, tokens / T, T, keep.data())));
+  }
+  double loss_sum = 0.0, kept_sum = 0.0, all_sum = 0.0, all = 0.0;
   for (int k = 0; k < b.micro_batches; k++) {
     const int64_t at = k * b.micro_tokens;
-    const float lk = gpt.forward(b.inputs + at, b.targets + at);
+    const float lk = gpt.forward(b.inputs + at, b.targets + at, goldfish ? keep.data() + at : nullptr);
+    double scale = 1.0 / b.micro_batches;
+    if (goldfish) {
+      const model::LossParts& parts = gpt.last_loss();
+      scale = step_kept > 0 ? parts.kept / step_kept : 0.0;  // this micro-batch's share of the kept targets
+      kept_sum += parts.kept_sum;
+      all_sum += parts.all_sum;
+      all += parts.all;
+    }
     // a non-finite loss goes on through the backward (the gradient sums must run on every rank); the
     // guard skips the update
     if (pass == Pass::kTrain) {
-      double scale = 1.0 / b.micro_batches;
       if (poison && k == 0 && gpt.grid().world().rank() == 0) scale = std::numeric_limits<double>::quiet_NaN();
       gpt.backward({scale, k == b.micro_batches - 1});
     }
     loss_sum += lk;
   }
-  return static_cast<float>(loss_sum / b.micro_batches);
+  if (!goldfish) return static_cast<float>(loss_sum / b.micro_batches);
+  const double dropped = all - step_kept;
+  *report = GoldfishLosses{
+      .loss_all_tokens = static_cast<float>(all_sum / all),
+      .loss_dropped_tokens = dropped > 0 ? static_cast<float>((all_sum - kept_sum) / dropped)
+                                         : std::numeric_limits<float>::quiet_NaN(),
+      .dropped_fraction = dropped / all};
+  return step_kept > 0 ? static_cast<float>(kept_sum / step_kept) : 0.0f;
 }
 
 }  // namespace
@@ -38,7 +64,7 @@ StepResult train_step(model::Gpt& gpt, optim::AdamW& opt, const LocalBatch& batc
     gpt.zero_grad();
   }
   StepResult r;
-  r.loss = forwards(gpt, batch, Pass::kTrain, o.inject_nonfinite_gradient);
+  r.loss = forwards(gpt, batch, Pass::kTrain, o.inject_nonfinite_gradient, o.goldfish, &r.goldfish);
   gpt.sync_gradients();
   ProfileScope update(o.profiler, "optimizer");
   r.grad_norm = gpt.grad_norm();

@@ -95,13 +95,15 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
                           .trace = c.trace.empty() ? nullptr : &trace,
                           .guard = &s.guard(),
                           .agreement = &s.world(),
-                          .inject_nonfinite_gradient = faults.count(step + 1) > 0};
+                          .inject_nonfinite_gradient = faults.count(step + 1) > 0,
+                          .goldfish = s.goldfish()};
       r = train_step(s.gpt(), s.opt(), batch, o);
     }
     const double seconds = timer.seconds();
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
     m.verdict = r.verdict;
+    m.goldfish = r.goldfish;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = static_cast<double>(s.tokens_per_step()) / seconds;
     m.mfu = flops / seconds / (s.peak_gflops() * 1e9 * s.world().size());

@@ -82,25 +82,6 @@ int run_train(const TrainFlags& f) {
   return 0;
 }
 
-std::vector<int> parse_ids(const std::string& s) {
-  std::vector<int> ids;
-  std::string item;
-  std::istringstream in(s);
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    AXONN_CHECK_ARG(used > 0 && item.find_first_not_of(" ", used) == std::string::npos, "'", item,
-                    "' is not a token id; give ids as 1,2,3");
-    ids.push_back(v);
-  }
-  return ids;
-}
-
 }  // namespace
 
 void add_tokenizer_command(CLI::App& app, Action* action) {
@@ -149,7 +130,7 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
   decode->callback([u, action] {
     *action = [u] {
       auto tok = text::load_tokenizer(u->tokenizer);
-      const std::string s = tok->decode(parse_ids(u->input));
+      const std::string s = tok->decode(text::parse_ids(u->input));
       if (comm::world()->rank() != 0) return 0;
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::printf("\n");

@@ -61,6 +61,17 @@ void add_train_command(CLI::App& app, Action* action) {
       ->check([](const std::string& v) {  // CLI11 would read -1 into the unsigned seed as 2^64-1
         return v.find('-') == std::string::npos ? std::string() : "must be >= 0 (an unsigned 64-bit number), got " + v;
       });
+  // the Goldfish loss (docs/goldfish.md)
+  sub->add_option("--goldfish-k", c->goldfish_k, "Goldfish loss: drop about 1/K of the targets from the loss, the "
+                  "same ones wherever a passage repeats (K >= 2; default: off, the standard loss)");
+  sub->add_option("--goldfish-h", c->goldfish_h, "Goldfish: the context width H, the targets hashed per decision "
+                  "(the H-1 before a target and itself; its first H-1 targets are never dropped)");
+  sub->add_option("--goldfish-strategy", c->goldfish_strategy, "Goldfish: hash-avalanche (integer hash of the "
+                  "H-gram)|static (every K-th position from --goldfish-start)|hash-table (the authors' table, "
+                  "--goldfish-table)");
+  sub->add_option("--goldfish-start", c->goldfish_start, "Goldfish static: the first dropped position");
+  sub->add_option("--goldfish-table", c->goldfish_table, "Goldfish hash-table: the table, a file of little-endian "
+                  "float32 values in [0, 1) (docs/goldfish.md)");
   sub->add_option("--metrics", c->metrics, "write one JSON object per step to this file (JSON Lines)");
   sub->add_option("--save", c->save, "write the final weights as an llm.c checkpoint (version 3)");
   sub->add_option("--checkpoint-dir", c->checkpoint_dir,

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   axonn::tools::add_prepare_command(app, &action);
   axonn::tools::add_tokenizer_command(app, &action);
   axonn::tools::add_report_command(app, &action);
+  axonn::tools::add_generate_command(app, &action);
+  axonn::tools::add_memorization_command(app, &action);
 
   try {
     app.parse(argc, argv);

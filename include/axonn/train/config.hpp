@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "axonn/model/goldfish.hpp"
+
 namespace axonn::train {
 
 struct TrainConfig {
@@ -49,6 +51,12 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float grad_clip = 1.0f;           // 0 = off
   uint64_t seed = 1337;
+  // the Goldfish loss (model/goldfish.hpp, docs/goldfish.md): about 1/k of the targets leave the loss
+  int goldfish_k = 0;                              // --goldfish-k K >= 2 (0: off, the standard loss)
+  int goldfish_h = 13;                             // --goldfish-h H: the hashed context width
+  std::string goldfish_strategy = "hash-avalanche";  // --goldfish-strategy hash-avalanche|static|hash-table
+  int goldfish_start = 0;                          // --goldfish-start P: static's first dropped position
+  std::string goldfish_table;                      // --goldfish-table FILE: hash-table's table
   // run
   std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
   std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
@@ -107,6 +115,9 @@ std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
 
 // The steps (1-based) of --fault-nonfinite-grad. InvalidArgument for a malformed list.
 std::set<int> fault_steps(const TrainConfig& c);
+
+// The Goldfish settings as the mask takes them (k = 0: off). The strategy must be valid (validate_config).
+model::GoldfishConfig goldfish_config(const TrainConfig& c);
 
 // Checks every value that needs neither the world nor a file (InvalidArgument saying what to
 // change). train::Session calls it; tools may call it before anything is built.

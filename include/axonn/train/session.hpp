@@ -15,6 +15,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,8 @@ class Session {
   // The numerical guard (its outlier windows are training state: checkpointed, restored) and the
   // steps it skipped since the run began (a resumed run counts on).
   StepGuard& guard() { return guard_; }
+  // The Goldfish loss's mask (--goldfish-k; docs/goldfish.md), or null for the standard loss.
+  const model::GoldfishMask* goldfish() const { return goldfish_ ? &*goldfish_ : nullptr; }
   int64_t skipped_steps() const { return skipped_steps_; }
   void count_skipped() { skipped_steps_++; }
   // What a checkpoint records of that state (manifest extra).
@@ -116,6 +119,7 @@ class Session {
   std::vector<int> inputs_, targets_;
   StepGuard guard_{0, 0};
   std::exception_ptr deferred_;
+  std::optional<model::GoldfishMask> goldfish_;
   int64_t skipped_steps_ = 0;
 };
 

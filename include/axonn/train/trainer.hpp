@@ -30,6 +30,7 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double mfu = 0.0;       // model FLOPs / step time / peak
   std::optional<float> val_loss;  // after this step's update, on the steps that validate (--val-data)
+  std::optional<GoldfishLosses> goldfish;  // --goldfish-k: `loss` is over the kept targets; these the rest
   Verdict verdict = Verdict::kUpdate;  // else the guard skipped the update (guard.hpp)
   int64_t skipped_steps = 0;           // skipped since the run began, this one included
 };

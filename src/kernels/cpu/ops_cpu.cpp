@@ -384,24 +384,25 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   bool in_place = dlogits == probs;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (in_place) {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * d;
     }
     int t = targets[n] - vocab_begin;
-    if (t >= 0 && t < Vvalid) dz[t] -= dloss;
+    if (t >= 0 && t < Vvalid) dz[t] -= d;
   }
 }
 
@@ -594,6 +595,65 @@ void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int N
         dv[i] += ov[i];
       }
     }
+  }
+}
+
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]: each row's k and v copied whole
+  const int Q = NH * HS, K = NKV * HS;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(K);
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      std::memcpy(kcache + ((int64_t)b * Tc + pos + i) * K, row + Q, bytes);
+      std::memcpy(vcache + ((int64_t)b * Tc + pos + i) * K, row + Q + K, bytes);
+    }
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]. One (b, h, i) per
+  // task: scores against the cache's keys, softmax, then the weighted sum of its values (decode has
+  // n = 1: a matrix-vector product per head, too small for a GEMM to pay).
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const float scale = 1.0f / std::sqrt((float)HS);
+#pragma omp parallel
+  {
+    std::vector<float> a(static_cast<size_t>(Tc));
+#pragma omp for schedule(static) collapse(3)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < n; i++) {
+          const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
+          const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+          const float* kc = kcache + (int64_t)b * Tc * K + (h / G) * HS;
+          const float* vc = vcache + (int64_t)b * Tc * K + (h / G) * HS;
+          float maxv = -1e30f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = kc + (int64_t)t2 * K;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+            a[t2] = dot * scale;
+            maxv = std::max(maxv, a[t2]);
+          }
+          float sum = 0.0f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            a[t2] = std::exp(a[t2] - maxv);
+            sum += a[t2];
+          }
+          const float inv = 1.0f / sum;
+          float* o = out + ((int64_t)b * n + i) * Q + h * HS;
+          for (int j = 0; j < HS; j++) o[j] = 0.0f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* v = vc + (int64_t)t2 * K;
+            const float w = a[t2] * inv;
+#pragma omp simd
+            for (int j = 0; j < HS; j++) o[j] += w * v[j];
+          }
+        }
   }
 }
 

@@ -42,8 +42,8 @@ void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
 void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
                                   int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
-void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                   int Vvalid, int Vs, int vocab_begin);
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void cast_to_bf16(bf16* out, const float* in, int64_t n);

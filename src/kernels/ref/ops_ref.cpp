@@ -262,18 +262,19 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
     int t = targets[n] - vocab_begin;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (dz == p) {  // in place: overwrite
-      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
-      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * d;
     }
   }
 }
@@ -424,6 +425,55 @@ void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int N
         d[Q + K + (h / G) * HS + i] += o[2 * Q + h * HS + i];
       }
   }
+}
+
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]
+  const int Q = NH * HS, K = NKV * HS;
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      float* kc = kcache + ((int64_t)b * Tc + pos + i) * K;
+      float* vc = vcache + ((int64_t)b * Tc + pos + i) * K;
+      for (int j = 0; j < K; j++) {
+        kc[j] = row[Q + j];
+        vc[j] = row[Q + K + j];
+      }
+    }
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  std::vector<float> a(static_cast<size_t>(Tc));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < n; i++) {
+        const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
+        const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+        float maxv = -1e30f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* k = kcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          float dot = 0.0f;
+          for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+          a[t2] = dot * scale;
+          if (a[t2] > maxv) maxv = a[t2];
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          a[t2] = std::exp(a[t2] - maxv);
+          sum += a[t2];
+        }
+        float* o = out + ((int64_t)b * n + i) * Q + h * HS;
+        for (int j = 0; j < HS; j++) o[j] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* v = vcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          for (int j = 0; j < HS; j++) o[j] += a[t2] / sum * v[j];
+        }
+      }
 }
 
 }  // namespace axonn::kernels::ref

@@ -247,15 +247,15 @@ struct Widened {
     round_into(probs, p);
   }
 
-  static void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                     int Vvalid, int Vs, int vocab_begin) {
+  static void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                            float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
     // dlogits [N,Vs] (added to; overwritten when it aliases probs, as ref), probs [N,Vs], targets [N]
     Vec dz = widen(dlogits, N * Vs);
     if (static_cast<const bf16*>(dlogits) == probs) {
-      fp32().softmax_crossentropy_backward(dz.data(), dz.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+      fp32().softmax_crossentropy_backward(dz.data(), dz.data(), targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
     } else {
       Vec p = widen(probs, N * Vs);
-      fp32().softmax_crossentropy_backward(dz.data(), p.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+      fp32().softmax_crossentropy_backward(dz.data(), p.data(), targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
     }
     round_into(dlogits, dz);
   }

@@ -539,15 +539,22 @@ TEST_P(CudaBf16, SoftmaxCrossEntropy) {
   EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-5f));
   EXPECT_TRUE(close_bf16(d_z.host(), probs));
   const float dloss = 1.0f / static_cast<float>(N);
-  Bf d0 = rand_bf(N * Vp, 3), dz = d0;
-  BDev d_dz(d0), d_probs(probs);
-  cpu().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vp, 0);
-  gpu().softmax_crossentropy_backward(d_dz.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
-  EXPECT_TRUE(close_bf16(d_dz.host(), dz)) << "accumulating";
-  Bf inplace = probs;
-  cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), dloss, N, V, Vp, 0);
-  gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
-  EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place";
+  Vec mask(N, 1.0f);  // per-token weights (the Goldfish mask): every third token dropped
+  for (int64_t n = 0; n < N; n += 3) mask[n] = 0.0f;
+  FDev d_mask(mask);
+  for (bool weighted : {false, true}) {
+    const float* w = weighted ? mask.data() : nullptr;
+    const float* d_w = weighted ? d_mask.get() : nullptr;
+    Bf d0 = rand_bf(N * Vp, 3), dz = d0;
+    BDev d_dz(d0), d_probs(probs);
+    cpu().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), w, dloss, N, V, Vp, 0);
+    gpu().softmax_crossentropy_backward(d_dz.get(), d_probs.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
+    EXPECT_TRUE(close_bf16(d_dz.host(), dz)) << "accumulating" << (weighted ? ", weighted" : "");
+    Bf inplace = probs;
+    cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), w, dloss, N, V, Vp, 0);
+    gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
+    EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place" << (weighted ? ", weighted" : "");
+  }
 }
 
 TEST_P(CudaBf16, AdamW) {

@@ -294,16 +294,25 @@ TEST_P(CudaKernels, SoftmaxCrossEntropyOverTheWholeVocabularyAndASlice) {
                                           nullptr);
     EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "in place, slice at " << begin;
     EXPECT_TRUE(allclose(d_z.host(), probs, 1e-7f, 1e-5f)) << "in place, slice at " << begin;
-    // backward: accumulating, then in place
-    Vec d(N * width, 0.5f);
-    Dev d_d(d);
-    k::ref::softmax_crossentropy_backward(d.data(), probs.data(), tg.data(), 0.25f, N, valid, width, begin);
-    k::cuda::softmax_crossentropy_backward(d_d.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
-    EXPECT_TRUE(allclose(d_d.host(), d, 1e-6f, 1e-6f)) << "slice at " << begin;
-    Vec q = probs;
-    k::ref::softmax_crossentropy_backward(q.data(), q.data(), tg.data(), 0.25f, N, valid, width, begin);
-    k::cuda::softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
-    EXPECT_TRUE(allclose(d_probs.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin;
+    // backward: accumulating, then in place; unweighted, then with per-token weights (the Goldfish mask)
+    Vec mask(N, 1.0f);
+    for (int64_t n = 1; n < N; n += 4) mask[n] = 0.0f;
+    Dev d_mask(mask), d_probs_kept(probs);
+    for (bool weighted : {false, true}) {
+      const float* w = weighted ? mask.data() : nullptr;
+      const float* d_w = weighted ? d_mask.get() : nullptr;
+      Vec d(N * width, 0.5f);
+      Dev d_d(d), d_q(probs);
+      k::ref::softmax_crossentropy_backward(d.data(), probs.data(), tg.data(), w, 0.25f, N, valid, width, begin);
+      k::cuda::softmax_crossentropy_backward(d_d.get(), d_probs_kept.get(), d_tg.get(), d_w, 0.25f, N, valid, width,
+                                             begin);
+      EXPECT_TRUE(allclose(d_d.host(), d, 1e-6f, 1e-6f)) << "slice at " << begin << (weighted ? ", weighted" : "");
+      Vec q = probs;
+      k::ref::softmax_crossentropy_backward(q.data(), q.data(), tg.data(), w, 0.25f, N, valid, width, begin);
+      k::cuda::softmax_crossentropy_backward(d_q.get(), d_q.get(), d_tg.get(), d_w, 0.25f, N, valid, width, begin);
+      EXPECT_TRUE(allclose(d_q.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin
+                                                          << (weighted ? ", weighted" : "");
+    }
   }
 }
 

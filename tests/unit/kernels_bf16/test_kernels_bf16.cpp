@@ -364,16 +364,24 @@ TEST_P(Bf16Table, SoftmaxCrossEntropy) {
   EXPECT_EQ(zz, probs);
 
   const float dloss = 1.0f / N;
-  Bf d0 = rand_bf(N * Vs, 3), dz = d0;
-  Vec fdz = widen(d0), fprobs = widen(probs);
-  ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vs, 0);
-  fp32().softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), dloss, N, V, Vs, 0);
-  EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating";
-  // dlogits aliasing probs: overwritten, padding zeroed.
-  Vec fin = fprobs;
-  ops().softmax_crossentropy_backward(zz.data(), zz.data(), targets.data(), dloss, N, V, Vs, 0);
-  fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), dloss, N, V, Vs, 0);
-  EXPECT_TRUE(rounded_once(zz, fin)) << "in place";
+  Vec mask(N, 1.0f);  // per-token weights (the Goldfish mask): 0 for the dropped tokens
+  mask[2] = mask[5] = 0.0f;
+  for (const float* w : {static_cast<const float*>(nullptr), static_cast<const float*>(mask.data())}) {
+    Bf d0 = rand_bf(N * Vs, 3), dz = d0;
+    Vec fdz = widen(d0), fprobs = widen(probs);
+    ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    fp32().softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating" << (w ? ", weighted" : "");
+    // dlogits aliasing probs: overwritten, padding zeroed.
+    Vec fin = fprobs;
+    Bf in_place = probs;
+    ops().softmax_crossentropy_backward(in_place.data(), in_place.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(in_place, fin)) << "in place" << (w ? ", weighted" : "");
+    if (w) {
+      EXPECT_EQ(widen(in_place)[2 * Vs + 1], 0.0f) << "a dropped token has no gradient";
+    }
+  }
 }
 
 TEST_P(Bf16Table, AdamWUpdatesMasterAndRoundsTheCopy) {
