@@ -639,6 +639,7 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
     AXONN_CHECK_ARG(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
                     " is outside the vocabulary [0, ", V, ")");
   mem_->upload(in, tokens, sizeof(int) * static_cast<size_t>(N));
+  have_targets_ = false;  // the activations are this chunk's now: no backward until a forward
   if (!step_open_) {  // weights loaded or changed since: gather them afresh
     gather_->invalidate();
     step_open_ = true;

@@ -163,16 +163,6 @@ class Gpt {
   // Sums a value of this rank's tokens (host memory; e.g. a count) over the ranks that hold the global
   // batch's other tokens (Z, then data). Collective over Z and data; exact for integers below 2^24.
   double sum_over_batch(double local) const;
-  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
-  // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
-  // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
-  // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
-  // KV heads) to its cache and attending over positions [0, pos + n) of it. Writes to `logits` (host
-  // memory) the logits of all V tokens (gathered over X*Y: the same on every rank of the group), of
-  // each sequence's last position [B_local, V], or with all_positions of every position
-  // [B_local, n, V]. Collective over X*Y*Z; the weights are gathered over Z as in forward() (once per
-  // generation with cache_gathered_weights). No gradients: backward() needs a forward().
-  void forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions = false);
   // Zeroes the gradients (after completing any weight-gradient reduce-scatter still in flight, whose
   // late accumulation would otherwise land in the new step's gradients).
   void zero_grad();
@@ -191,6 +181,17 @@ class Gpt {
   // The parameters were changed other than by the optimizer after a last backward: forget the
   // gathered weight blocks.
   void weights_updated();
+
+  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
+  // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
+  // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
+  // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
+  // KV heads) to its cache and attending over positions [0, pos + n) of it. Writes to `logits` (host
+  // memory) the logits of all V tokens (gathered over X*Y: the same on every rank of the group), of
+  // each sequence's last position [B_local, V], or with all_positions of every position
+  // [B_local, n, V]. Collective over X*Y*Z; the weights are gathered over Z as in forward() (once per
+  // generation with cache_gathered_weights). No gradients: backward() needs a forward().
+  void forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions = false);
 
   // This rank's softmax probabilities [B_local, T, its vocabulary rows] after a forward with
   // targets, logits without; vocab_begin() is the id of the first column. In the model's memory
