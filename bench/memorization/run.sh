@@ -11,6 +11,9 @@
 #   bash bench/memorization/run.sh                  # after building (cmake --build --preset cpu-release)
 #   SIZES="2x128 4x256" EPOCHS=2 bash bench/memorization/run.sh
 #
+# A run whose results are in OUT already is kept (delete OUT/runs/SIZE-LOSS to measure it again), so an
+# interrupted study continues where it stopped.
+#
 # Knobs (environment): SIZES (LAYERSxCHANNELS, heads = channels/64), EPOCHS, REPEATS, CANARIES,
 # CONTROLS, BASE_DOCS, VOCAB, SEQ_LEN, BATCH, LR, GOLDFISH_K, GOLDFISH_H, SUFFIX_LEN, NP (ranks), OUT.
 set -euo pipefail
@@ -55,6 +58,10 @@ for size in $SIZES; do
   layers=${size%x*}; channels=${size#*x}
   for loss in standard goldfish; do
     run=$OUT/runs/$size-$loss
+    if [[ -f $run/controls.json && -f $run/train_seconds ]]; then
+      echo "study: $size $loss was measured before ($run): kept"
+      continue
+    fi
     mkdir -p "$run"
     flags=()
     [[ $loss == goldfish ]] && flags=(--goldfish-k "$GOLDFISH_K" --goldfish-h "$GOLDFISH_H")
