@@ -43,11 +43,15 @@ launch() { if [[ $NP == 1 ]]; then "$@"; else mpirun -n "$NP" --oversubscribe "$
 mkdir -p "$OUT"
 DATA=$OUT/corpus
 start=$(date +%s)
-/usr/bin/python3 bench/memorization/make_corpus.py --out "$DATA" --canaries "$CANARIES" --controls "$CONTROLS" \
-    --repeats "$REPEATS" --base-docs "$BASE_DOCS"
-"$AXONN" tokenizer train --vocab-size "$VOCAB" --output "$DATA/tokenizer.model" "$DATA/base.jsonl"
-"$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/train" --val-fraction 0 "$DATA/train.jsonl"
-"$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/val" --val-fraction 0 "$DATA/val.jsonl"
+if [[ -f $DATA/train/prepare.json && -f $DATA/val/prepare.json ]]; then
+  echo "study: the corpus in $DATA was made before: kept"
+else
+  /usr/bin/python3 bench/memorization/make_corpus.py --out "$DATA" --canaries "$CANARIES" --controls "$CONTROLS" \
+      --repeats "$REPEATS" --base-docs "$BASE_DOCS"
+  "$AXONN" tokenizer train --vocab-size "$VOCAB" --output "$DATA/tokenizer.model" "$DATA/base.jsonl"
+  "$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/train" --val-fraction 0 "$DATA/train.jsonl"
+  "$AXONN" prepare --quiet --overwrite --tokenizer "$DATA/tokenizer.model" --output "$DATA/val" --val-fraction 0 "$DATA/val.jsonl"
+fi
 train_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$DATA/train/prepare.json")
 val_tokens=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_tokens"])' "$DATA/val/prepare.json")
 steps=$(( EPOCHS * train_tokens / (BATCH * SEQ_LEN) ))
