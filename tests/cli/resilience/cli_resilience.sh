@@ -145,7 +145,7 @@ case $case_name in
     run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2 --quiet
     back_to 3 "$tmp/ck"
     run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
-    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
   watchdog_sigstop)
     # a rank stopped mid-run (SIGSTOP): the others' watchdogs report the collective they wait in and
     # the rank that does not answer, and the job ends within 40 s

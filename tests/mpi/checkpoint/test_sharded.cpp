@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
@@ -470,10 +471,12 @@ TEST(Resume, BitIdenticalToTheUninterruptedRun) {
     }
     if (world->rank() == 0) expect_same_tensors(tmp / "straight/step-00000008", tmp / "resumed/step-00000008");
 
-    // --resume: the latest step of --checkpoint-dir (here step 4, as if the run died before step 8)
+    // --resume: the latest step of --checkpoint-dir (here step 4, as if the run died before step 8's
+    // save: its directory and the pointer to it never were)
     on_rank0([&] {
       fs::copy(tmp / "straight", tmp / "auto", fs::copy_options::recursive);
       fs::remove_all(tmp / "auto/step-00000008");
+      checkpoint::write_file_atomic((tmp / "auto/latest").string(), "step-00000004\n");
     });
     train::TrainConfig a = c;
     a.checkpoint_dir = tmp / "auto";
