@@ -476,7 +476,7 @@ TEST(Resume, BitIdenticalToTheUninterruptedRun) {
     on_rank0([&] {
       fs::copy(tmp / "straight", tmp / "auto", fs::copy_options::recursive);
       fs::remove_all(tmp / "auto/step-00000008");
-      checkpoint::write_file_atomic((tmp / "auto/latest").string(), "step-00000004\n");
+      checkpoint::write_file_atomic(tmp / "auto/latest", "step-00000004\n");
     });
     train::TrainConfig a = c;
     a.checkpoint_dir = tmp / "auto";
