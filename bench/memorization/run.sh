@@ -14,19 +14,19 @@
 # A run whose results are in OUT already is kept (delete OUT/runs/SIZE-LOSS to measure it again), so an
 # interrupted study continues where it stopped.
 #
-# Knobs (environment): SIZES (LAYERSxCHANNELS, heads = channels/64), EPOCHS, REPEATS, CANARIES,
+# Knobs (environment): SIZES (LAYERSxCHANNELS, heads = max(1, channels/64)), EPOCHS, REPEATS, CANARIES,
 # CONTROLS, BASE_DOCS, VOCAB, SEQ_LEN, BATCH, LR, GOLDFISH_K, GOLDFISH_H, SUFFIX_LEN, NP (ranks), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 AXONN=${AXONN:-build/bin/axonn}
 PLOT=${PLOT:-build/bin/bench_memorization_plot}
 OUT=${OUT:-bench/results/memorization}
-SIZES=${SIZES:-"2x128 4x256 6x384"}
-EPOCHS=${EPOCHS:-1}
-REPEATS=${REPEATS:-16}
-CANARIES=${CANARIES:-32}
-CONTROLS=${CONTROLS:-32}
-BASE_DOCS=${BASE_DOCS:-4000}
+SIZES=${SIZES:-"1x64 2x128 4x256"}
+EPOCHS=${EPOCHS:-3}
+REPEATS=${REPEATS:-32}
+CANARIES=${CANARIES:-16}
+CONTROLS=${CONTROLS:-16}
+BASE_DOCS=${BASE_DOCS:-1000}
 VOCAB=${VOCAB:-4096}
 SEQ_LEN=${SEQ_LEN:-128}
 BATCH=${BATCH:-16}
@@ -70,7 +70,7 @@ for size in $SIZES; do
     flags=()
     [[ $loss == goldfish ]] && flags=(--goldfish-k "$GOLDFISH_K" --goldfish-h "$GOLDFISH_H")
     t0=$(date +%s)
-    launch "$AXONN" train --model gpt2-tiny --layers "$layers" --channels "$channels" --heads $(( channels / 64 )) \
+    launch "$AXONN" train --model gpt2-tiny --layers "$layers" --channels "$channels" --heads $(( channels >= 128 ? channels / 64 : 1 )) \
         --vocab "$VOCAB" --max-seq-len "$SEQ_LEN" --seq-len "$SEQ_LEN" --batch-size "$BATCH" \
         --data "$DATA/train" --val-data "$DATA/val/train_000000.bin" --val-batches "$val_batches" --shuffle --data-seed 1 \
         --steps "$steps" --lr "$LR" --warmup-steps $(( steps / 10 )) --min-lr-frac 0.1 --weight-decay 0.1 \
