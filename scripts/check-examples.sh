@@ -37,7 +37,10 @@ mkdir -p "$work"
 mpiexec=$(command -v mpiexec || true)
 [ -n "$mpiexec" ] || { echo "check-examples: mpiexec not found (apt-get install openmpi-bin)" >&2; exit 1; }
 mpi_flags=()
-"$mpiexec" --version 2>/dev/null | grep -q "Open MPI" && mpi_flags=(--oversubscribe)
+# Open MPI (4.1 names itself OpenRTE) needs --oversubscribe above the core count; MPICH does not take it
+case $("$mpiexec" --version 2>&1 || true) in
+  *"Open MPI"* | *OpenRTE* | *open-mpi*) mpi_flags=(--oversubscribe) ;;
+esac
 
 fail() {
   echo "check-examples: FAIL: $*" >&2
