@@ -9,9 +9,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot
+# chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot;
+# file and dpkg-dev: cpack's Debian packages (CPackDeb runs `file` and dpkg-shlibdeps; cmake/axonn_cpack.cmake)
 apt-get install -y -qq --no-install-recommends \
-  build-essential cmake git ca-certificates python3 \
+  build-essential cmake git ca-certificates python3 file dpkg-dev \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
   libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \

@@ -13,10 +13,7 @@
 #include <set>
 
 #include "axonn/core/error.hpp"
-
-#ifndef AXONN_VERSION_STRING
-#define AXONN_VERSION_STRING "unknown"
-#endif
+#include "axonn/core/version.hpp"
 
 namespace axonn::checkpoint {
 
@@ -226,7 +223,7 @@ model::GptConfig model_from_json(const nlohmann::json& j, const std::string& whe
 
 }  // namespace
 
-std::string library_version() { return std::string("axonn ") + AXONN_VERSION_STRING; }
+std::string library_version() { return std::string("axonn ") + version(); }
 
 std::string GridExtent::str() const {
   return std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz) + "x" + std::to_string(gdata);

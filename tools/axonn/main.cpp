@@ -1,10 +1,12 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank.
 #include <exception>
 #include <new>
+#include <string>
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/version.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
   Runtime mpi(&argc, &argv);
   CLI::App app{"axonn: 4D hybrid-parallel (AxoNN) training of GPT models, in C++ on MPI"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "axonn 0.1.0");
+  app.set_version_flag("--version", std::string("axonn ") + axonn::version() + " (git " + axonn::git_commit() + ")");
   axonn::tools::Action action;
   axonn::tools::add_train_command(app, &action);
   axonn::tools::add_plan_command(app, &action);
