@@ -67,13 +67,11 @@ MemorizationReport measure_memorization(infer::Generator& gen, const text::Token
   std::vector<ExtractionScore> scores;
   const size_t B = static_cast<size_t>(gen.sequences());
   for (size_t first = 0; first < cases.size(); first += B) {
-    // a batch of B prompts; the last one is filled up with copies of its first, whose results are dropped
+    // up to B prompts at once (the generator runs a short last batch with copies of its first prompt)
     std::vector<std::vector<int>> prompts;
-    for (size_t b = 0; b < B; b++) prompts.push_back(cases[std::min(first + b, cases.size() - 1)].prefix);
-    if (first + B > cases.size())
-      for (size_t b = cases.size() - first; b < B; b++) prompts[b] = cases[first].prefix;
+    for (size_t b = first; b < std::min(first + B, cases.size()); b++) prompts.push_back(cases[b].prefix);
     const std::vector<std::vector<int>> out = gen.generate(prompts, o);
-    for (size_t b = 0; b < B && first + b < cases.size(); b++) {
+    for (size_t b = 0; b < prompts.size(); b++) {
       const ExtractionCase& c = cases[first + b];
       std::vector<int> generated = out[b];
       // a stop id ends the continuation and is no part of the text
