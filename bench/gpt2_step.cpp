@@ -40,6 +40,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/train/compute.hpp"
+#include "axonn/train/peak.hpp"
 #include "axonn/train/step.hpp"
 
 using namespace axonn;
@@ -98,12 +99,12 @@ int main(int argc, char** argv) {
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     const bool bf16 = precision == DType::kBF16;
     auto measure_peak = [&] {
-      float p = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
-                                   : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
-                                   : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
-                                                   : kernels::measure_sgemm_gflops(2048, 5));
-      world->all_reduce(&p, 1, DType::kF32);
-      return p;
+      if (peak_tflops > 0) return static_cast<float>(1e3 * peak_tflops * world->size());
+      float p = static_cast<float>(gpu ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+                                       : train::measure_cpu_peak_gflops(*world, bf16, train::kThoroughPeakSizes,
+                                                                        train::kThoroughPeakTrials));
+      if (gpu) world->all_reduce(&p, 1, DType::kF32, comm::ReduceOp::kMax);  // over world
+      return p * static_cast<float>(world->size());  // every rank's
     };
     const float peak = measure_peak();
     float best_peak = peak;  // with --rounds: the highest of the peaks measured before each round
@@ -124,10 +125,12 @@ int main(int argc, char** argv) {
         std::printf("# peak: dense bf16 GEMM 8192^3 (cuBLAS, fp32 accumulation) on every rank's GPU = %.1f TFLOP/s "
                     "(measured now)\n", peak / 1e3);
       else if (bf16)
-        std::printf("# peak: bf16 GEMM 2048^3 (%s, fp32 accumulation) on every rank at once = %.1f GFLOP/s "
-                    "(measured now)\n", kernels::gemm_bf16_kernel().c_str(), peak);
+        std::printf("# peak: bf16 GEMM (%s, fp32 accumulation), best of %d timings at 1024/1536/2048 on every rank "
+                    "at once, the fastest rank's x ranks = %.1f GFLOP/s (measured now)\n",
+                    kernels::gemm_bf16_kernel().c_str(), train::kThoroughPeakTrials, peak);
       else
-        std::printf("# peak: sgemm 2048^3 on every rank at once = %.1f GFLOP/s (measured now)\n", peak);
+        std::printf("# peak: sgemm, best of %d timings at 1024/1536/2048 on every rank at once, the fastest rank's x "
+                    "ranks = %.1f GFLOP/s (measured now)\n", train::kThoroughPeakTrials, peak);
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
     }

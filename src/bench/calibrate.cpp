@@ -7,36 +7,22 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "axonn/bench/timing.hpp"
+#include "axonn/core/cpu_info.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/train/peak.hpp"
 
 namespace axonn::bench {
 namespace {
 
 using comm::Communicator;
 using planner::CollectiveKind;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        auto s = line.substr(colon + 1);
-        s.erase(0, s.find_first_not_of(' '));
-        return s;
-      }
-    }
-  return "";
-}
 
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -95,7 +81,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   c.ranks = w.size();
   c.threads_per_rank = kernels::cpu_threads();
   c.gemm_backend = std::string(kernels::gemm_backend_name(kernels::gemm_backend()));
-  c.cpu = cpu_model();
+  c.cpu = cpu_model_name();
   const auto hosts = host_names(w);
   c.host = hosts.front();
   std::vector<std::string> distinct = hosts;
@@ -205,6 +191,13 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
                                               : burst_point;
   rr.run(quick ? 3 : 7, quick ? 0.004 : 0.02);
 
+  // MFU's peaks for axonn train (train/peak.hpp): the best of several timings and sizes, every rank at once
+  c.mfu_peak_fp32_gflops = train::measure_cpu_peak_gflops(w, false, train::kThoroughPeakSizes,
+                                                          quick ? train::kRunPeakTrials : train::kThoroughPeakTrials);
+  c.mfu_peak_bf16_gflops = train::measure_cpu_peak_gflops(w, true, train::kThoroughPeakSizes,
+                                                          quick ? train::kRunPeakTrials : train::kThoroughPeakTrials);
+  c.bf16_gemm = kernels::gemm_bf16_kernel();
+
   for (size_t i = 0; i < c.gemm.size(); ++i) c.gemm[i].seconds = rr.seconds(gemm_points[i]);
   c.gemm_fit = planner::fit_gemm(c.gemm);
   c.stream_gbs = 28.0 * static_cast<double>(stream_n) / rr.seconds(stream_point) * 1e-9;
@@ -213,6 +206,8 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
                 100 * c.gemm_fit.max_rel_error);
     for (const auto& g : c.gemm) std::printf(" %ldx%ldx%ld %.1f", g.m, g.n, g.k, g.flops() / g.seconds * 1e-9);
     std::printf(" GFLOP/s\nmemory   %.2f GB/s per rank (AdamW kernel)\n", c.stream_gbs);
+    std::printf("mfu peak %.1f GFLOP/s sgemm, %.1f GFLOP/s bf16 GEMM (%s) per rank, every rank at once\n",
+                c.mfu_peak_fp32_gflops, c.mfu_peak_bf16_gflops, c.bf16_gemm.c_str());
     std::printf("%-15s %4s %4s %6s %10s %12s %8s\n", "collective", "ip", "p", "node", "busbw_GB/s", "alpha_us",
                 "fit_err");
   }

@@ -158,6 +158,7 @@ std::string calibration_profile_json(const Calibration& c) {
                     "beyond its own time");
   sources.push_back(inter ? "inter_node_gbs: the narrowest inter-node all-reduce measured"
                           : "inter_node_gbs: not measured (one node): a copy of intra_node_gbs");
+  sources.push_back("calibration.mfu_peak: the peak axonn train reports MFU against (not the planner's rate)");
   if (!intra && !inter)
     sources.push_back("intra_node_gbs: no collective measured (one rank): the stream bandwidth stands in");
 
@@ -205,10 +206,19 @@ std::string calibration_profile_json(const Calibration& c) {
         {"gemm_backend", c.gemm_backend},
         {"quick", c.quick},
         {"stream_gbs", rounded(c.stream_gbs)},
+        {"cpu", c.cpu},
         {"gemm_fit_max_rel_error", rounded(c.gemm_fit.max_rel_error, 3)},
         {"gemm", gemm},
         {"collectives", colls}}},
   };
+  if (c.mfu_peak_fp32_gflops > 0 && c.mfu_peak_bf16_gflops > 0)
+    doc["calibration"]["mfu_peak"] = {
+        {"fp32_gflops_per_rank", rounded(c.mfu_peak_fp32_gflops)},
+        {"bf16_gflops_per_rank", rounded(c.mfu_peak_bf16_gflops)},
+        {"bf16_gemm", c.bf16_gemm},
+        {"method", "best of several timings of several square sizes (sgemm; the bf16 GEMM), every rank at once, "
+                   "the fastest rank's; axonn train reports MFU against it on the same CPU, ranks per node and "
+                   "threads per rank"}};
   return doc.dump(2) + "\n";
 }
 

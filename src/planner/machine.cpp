@@ -224,8 +224,19 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
       p.fail(detail::concat("field 'implementation' must be \"megatron-axonn\" or \"axonn-cpp\", got '", impl, "'"));
     }
   }
-  if (auto it = doc.find("calibration"); it != doc.end() && it->is_object() && it->contains("ranks"))
-    m.calibrated_ranks = p.integer(*it, "ranks", "calibration");
+  if (auto it = doc.find("calibration"); it != doc.end() && it->is_object() && it->contains("ranks")) {
+    const json& cal = *it;
+    m.calibrated_ranks = p.integer(cal, "ranks", "calibration");
+    if (auto peak = cal.find("mfu_peak"); peak != cal.end()) {
+      MachineProfile::CalibratedPeak& cp = m.calibrated_peak;
+      cp.fp32_gflops = p.number(*peak, "fp32_gflops_per_rank", "calibration.mfu_peak");
+      cp.bf16_gflops = p.number(*peak, "bf16_gflops_per_rank", "calibration.mfu_peak");
+      cp.cpu = p.text(cal, "cpu", "calibration");
+      cp.date = p.text(cal, "date", "calibration");
+      cp.ranks_per_node = p.integer(cal, "ranks_per_node", "calibration");
+      cp.threads_per_rank = p.integer(cal, "threads_per_rank", "calibration");
+    }
+  }
 
   const json& net = p.field(doc, "network", "");
   if (net.contains("latency_us")) m.latency_us = p.number(net, "latency_us", "network", false);

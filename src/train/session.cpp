@@ -249,13 +249,8 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   guard_ = StepGuard(c.skip_loss_z, c.skip_grad_z);
   if (start_->resume_manifest) restore_guard(*start_->resume_manifest);
 
-  // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
-  // in bf16; a bf16 GEMM on the GPU)
-  const bool bf16 = run.precision == DType::kBF16;
-  peak_ = c.peak_gflops > 0 ? c.peak_gflops
-          : gpu            ? 1e3 * measure_gpu_bf16_tflops(8192, 3)
-          : bf16           ? kernels::measure_bf16_gemm_gflops(1536, 3)
-                           : kernels::measure_sgemm_gflops(1536, 3);
+  // MFU's denominator (train/peak.hpp): given, the local profile's, or measured now on every rank at once
+  peak_ = resolve_mfu_peak(c.peak_gflops, run.precision == DType::kBF16, gpu, *world_);
   log_setup();
 
   // this rank's sequences of each global batch: block d*Gz + z, cut into its micro-batches
@@ -392,21 +387,18 @@ void Session::log_setup() const {
                gpt.comm_buffer_bytes()));
   if (gpu)
     log_info("compute   kernels cuda on %s, comm %s, precision %s, peak %.1f TFLOP/s (%s)",
-             compute_.device_name.c_str(), compute_.comm.c_str(), c.dtype.c_str(), peak_ / 1e3,
-             c.peak_gflops > 0 ? "given" : "dense bf16 GEMM measured now");
+             compute_.device_name.c_str(), compute_.comm.c_str(), c.dtype.c_str(), peak_.gflops_per_rank / 1e3,
+             peak_.source.c_str());
   else {
     const std::string bf16_gemm = bf16 ? kernels::gemm_bf16_kernel() : "";
     const std::string how = !bf16 ? ""
                             : backend == kernels::Backend::kCpu
                                 ? " (matmuls: bf16 GEMM " + bf16_gemm + "; other ops widened to fp32)"
                                 : " (fp32 kernels on widened inputs)";
-    const std::string source = c.peak_gflops > 0 ? "given"
-                               : bf16            ? "bf16 GEMM " + bf16_gemm + " measured now"
-                                                 : "sgemm measured now";
     log_info("compute   kernels %s, GEMM %s, %d threads, precision %s%s, peak %.1f GFLOP/s (%s)",
              std::string(kernels::backend_name(backend)).c_str(),
              std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(),
-             c.dtype.c_str(), how.c_str(), peak_, source.c_str());
+             c.dtype.c_str(), how.c_str(), peak_.gflops_per_rank, peak_.source.c_str());
   }
   if (kernels::gemm_tuning())
     log_info("gemm      layout tuning on: the first call of each GEMM shape times its %zu variants (step 1 is "

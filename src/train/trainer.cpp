@@ -106,7 +106,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     m.goldfish = r.goldfish;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = static_cast<double>(s.tokens_per_step()) / seconds;
-    m.mfu = flops / seconds / (s.peak_gflops() * 1e9 * s.world().size());
+    m.mfu = s.mfu_peak().observe(flops, seconds, s.world().size(), step);
     for (auto& h : hooks) h->after_step(s, m);
     result.history.push_back(m);
     done = step + 1;

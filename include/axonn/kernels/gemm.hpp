@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace axonn::kernels {
@@ -52,6 +54,19 @@ double measure_sgemm_gflops(int n = 1024, int reps = 5);
 // The same for gemm_bf16 (bf16 inputs, fp32 output): the peak of bf16 runs (gemm_bf16_kernel() says what
 // ran; without a native bf16 GEMM it is the rate of the widened sgemm).
 double measure_bf16_gemm_gflops(int n = 1024, int reps = 5);
+
+// The MFU peak of this rank: the best rate of the GEMM of the precision (sgemm, or gemm_bf16 when bf16)
+// over `trials` timings of every square size in `sizes` (each after a warm-up). A rate can only be lowered
+// by a disturbance, never raised, so the best of many short timings is the least disturbed one; the
+// sizes cover where the backend's blocking is at its best. `n` is the size that gave the best rate.
+// `before_each_timing` (may be empty) runs before each warm-up and each timed product: with a barrier
+// there (train/peak.cpp), every rank times the same product at the same moment, as they compute in a run.
+struct GemmPeak {
+  double gflops = 0;
+  int n = 0;
+};
+GemmPeak measure_gemm_peak(bool bf16, const std::vector<int>& sizes, int trials,
+                           const std::function<void()>& before_each_timing = {});
 
 // Number of threads the CPU kernels use (OpenMP).
 int cpu_threads();

@@ -68,6 +68,10 @@ struct Calibration {
   double stream_gbs = 0;  // memory-bound kernels' bandwidth per rank (AdamW), every rank at once
   std::vector<GemmSample> gemm;
   GemmFit gemm_fit;
+  // MFU's peaks per rank (train/peak.hpp: the best GEMM rate over trials and sizes, every rank at once,
+  // the fastest rank's), GFLOP/s, and the bf16 GEMM that ran
+  double mfu_peak_fp32_gflops = 0, mfu_peak_bf16_gflops = 0;
+  std::string bf16_gemm;
   std::vector<CollectiveFit> collectives;
 };
 

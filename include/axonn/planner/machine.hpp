@@ -75,6 +75,14 @@ struct MachineProfile {
 
   Implementation implementation = Implementation::kMegatronAxonn;  // "implementation"
   long calibrated_ranks = 0;  // "calibration.ranks": job size `axonn calibrate` measured (0: not calibrated)
+  // "calibration.mfu_peak": the MFU peak per rank that `axonn calibrate` measured (GFLOP/s; 0: not
+  // measured), and on what: a run takes it only on the same CPU with the same ranks per node and threads
+  // per rank (train/peak.hpp).
+  struct CalibratedPeak {
+    double fp32_gflops = 0, bf16_gflops = 0;
+    std::string cpu, date;
+    long ranks_per_node = 0, threads_per_rank = 0;
+  } calibrated_peak;
 
   double latency_us = 0;                       // α per ring step (0: no latency term)
   // Extra cost of one blocking collective inside a training step beyond what it costs in a tight loop

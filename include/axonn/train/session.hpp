@@ -28,6 +28,7 @@
 #include "axonn/train/compute.hpp"
 #include "axonn/train/config.hpp"
 #include "axonn/train/guard.hpp"
+#include "axonn/train/peak.hpp"
 #include "axonn/train/step.hpp"
 
 namespace axonn::train {
@@ -91,7 +92,9 @@ class Session {
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
   int64_t tokens_per_step() const;               // global: batch_size * seq_len
-  double peak_gflops() const { return peak_; }   // MFU denominator, per rank
+  // MFU's denominator per rank, and where it came from (train/peak.hpp); a step faster than it raises it
+  MfuPeak& mfu_peak() { return peak_; }
+  const MfuPeak& mfu_peak() const { return peak_; }
 
  private:
   void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
@@ -115,7 +118,7 @@ class Session {
   int first_step_ = 0;
   int B_local_ = 0, micro_ = 0, micro_batches_ = 0;
   int64_t block_offset_ = 0;
-  double peak_ = 0.0;
+  MfuPeak peak_;
   std::vector<int> inputs_, targets_;
   StepGuard guard_{0, 0};
   std::exception_ptr deferred_;

@@ -294,9 +294,10 @@ std::string gemm_bf16_kernel() { return bf16_support().kernel; }
 bool gemm_bf16_native() { return bf16_support().native; }
 
 namespace {
-// The best of `reps` timed n^3 products after a warm-up, in GFLOP/s.
+// The best of `reps` timed n^3 products after a warm-up, in GFLOP/s; `before` (if any) runs before the
+// warm-up and before each timed product.
 template <class T, class Gemm>
-double measure_gflops(int n, int reps, T (*from_float)(float), Gemm gemm) {
+double measure_gflops(int n, int reps, T (*from_float)(float), Gemm gemm, const std::function<void()>& before = {}) {
   AXONN_CHECK(n > 0 && reps > 0, "bad GEMM measurement size");
   size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
   std::vector<T> a(nn), b(nn);
@@ -305,9 +306,11 @@ double measure_gflops(int n, int reps, T (*from_float)(float), Gemm gemm) {
     a[i] = from_float(static_cast<float>(i % 7) * 0.1f);
     b[i] = from_float(static_cast<float>(i % 5) * 0.1f);
   }
+  if (before) before();
   gemm(a.data(), b.data(), c.data());  // warm-up
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
+    if (before) before();
     Timer t;
     gemm(a.data(), b.data(), c.data());
     best = std::min(best, t.seconds());
@@ -327,6 +330,27 @@ double measure_bf16_gemm_gflops(int n, int reps) {
   return measure_gflops(n, reps, f32_to_bf16, [n](const uint16_t* a, const uint16_t* b, float* c) {
     gemm_bf16(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
   });
+}
+
+GemmPeak measure_gemm_peak(bool bf16, const std::vector<int>& sizes, int trials,
+                           const std::function<void()>& before_each_timing) {
+  AXONN_CHECK(!sizes.empty() && trials > 0, "measure_gemm_peak needs sizes and trials");
+  GemmPeak best;
+  for (int n : sizes) {
+    const double g =
+        bf16 ? measure_gflops(n, trials, f32_to_bf16,
+                              [n](const uint16_t* a, const uint16_t* b, float* c) {
+                                gemm_bf16(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+                              },
+                              before_each_timing)
+             : measure_gflops(n, trials, identity,
+                              [n](const float* a, const float* b, float* c) {
+                                sgemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+                              },
+                              before_each_timing);
+    if (g > best.gflops) best = {g, n};
+  }
+  return best;
 }
 
 int cpu_threads() { return omp_get_max_threads(); }

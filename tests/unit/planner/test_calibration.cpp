@@ -155,6 +155,34 @@ TEST(PlannerCalibration, ProfileRoundTrip) {
   EXPECT_EQ(doc["network"]["bandwidth_gbs"][0]["samples"].size(), 5u);
 }
 
+// MFU's peak (train/peak.hpp) travels in the profile with what it was measured on, and is absent from
+// a calibration that did not measure it (the run then measures its own).
+TEST(PlannerCalibration, MfuPeakRoundTrip) {
+  ap::Calibration c = four_rank_calibration();
+  EXPECT_EQ(ap::parse_machine_profile(ap::calibration_profile_json(c), "local.json").calibrated_peak.fp32_gflops, 0);
+  c.mfu_peak_fp32_gflops = 41.25;
+  c.mfu_peak_bf16_gflops = 97.5;
+  c.bf16_gemm = "oneDNN matmul brg:avx512_core_amx_bf16";
+  const ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(c), "local.json");
+  const ap::MachineProfile::CalibratedPeak& p = m.calibrated_peak;
+  EXPECT_DOUBLE_EQ(p.fp32_gflops, 41.25);
+  EXPECT_DOUBLE_EQ(p.bf16_gflops, 97.5);
+  EXPECT_EQ(p.cpu, "Test CPU");
+  EXPECT_EQ(p.date, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(p.ranks_per_node, 4);
+  EXPECT_EQ(p.threads_per_rank, 1);
+  // a peak that is not a positive rate is refused, naming the field
+  auto doc = nlohmann::json::parse(ap::calibration_profile_json(c));
+  doc["calibration"]["mfu_peak"]["bf16_gflops_per_rank"] = -1;
+  try {
+    ap::parse_machine_profile(doc.dump(), "local.json");
+    FAIL() << "a negative peak was accepted";
+  } catch (const axonn::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("calibration.mfu_peak"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bf16_gflops_per_rank"), std::string::npos) << e.what();
+  }
+}
+
 // The profile, written where `axonn calibrate` writes it, is found by name (`--machine local`).
 TEST(PlannerCalibration, LocalProfileFoundByName) {
   const auto dir = std::filesystem::temp_directory_path() / ("axonn_calib_" + std::to_string(::getpid()));
