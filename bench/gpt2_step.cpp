@@ -6,7 +6,7 @@
 //   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
 //                             [--model NAME[,NAME...]] [--rounds R] [--grid GX,GY,GZ,GD] [--profile 0|1]
-//                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16]
+//                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16] [--lm-head-chunk ROWS]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
 //   build/bin/bench_gpt2_step --model gpt2-124m,llama-124m --shapes 8x256 --rounds 3   (interleaved)
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   int steps = 3, rounds = 1;
   bool profile = false;
   double peak_tflops = 0.0;
+  int lm_head_chunk = 0;  // --lm-head-chunk ROWS (model::GptRunOptions::lm_head_chunk)
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--gemm")) gemm = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--peak-tflops")) peak_tflops = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--lm-head-chunk")) lm_head_chunk = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
       const model::GptConfig cfg = model::gpt_preset(models[job.model]);
       model::GptRunOptions run;
       run.precision = precision;
+      run.lm_head_chunk = lm_head_chunk;
       model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(compute.backend);

@@ -139,7 +139,10 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kLnfMean, "lnf_mean", {layernorm ? N : 0}, f32);
   add(kLnfRstd, "lnf_rstd", {N}, f32);
   add(kLnfFull, "lnf_full", {g.gx > 1 ? N : 0, C}, act);  // the LM head's input, all channels
-  add(kLogits, "logits", {N, vocab_rows_}, act);
+  AXONN_CHECK_ARG(run_.lm_head_chunk >= 0, "the LM head's chunk must be >= 0 rows (0: all at once), got ",
+                  run_.lm_head_chunk);
+  head_rows_ = run_.lm_head_chunk > 0 ? std::min<int64_t>(N, run_.lm_head_chunk) : N;
+  add(kLogits, "logits", {head_rows_, vocab_rows_}, act);  // one chunk of rows' (all rows without chunks)
   add(kLosses, "losses", {N}, f32);
   add(kInputs, "inputs", {N}, DType::kI32);
   add(kTargets, "targets", {N}, DType::kI32);
@@ -410,12 +413,23 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   // vocabulary rows
   const E* lnf_full = full_channels<E>(lnf, ptr<E>(A(kLnfFull)), S(kFullB));
   E* logits = ptr<E>(A(kLogits));
-  AXONN_OP(matmul_forward, logits, lnf_full, ptr<E>(P(spec_.lm_head)), nullptr, N, C, Vr);
-  if (!have_targets_) return std::numeric_limits<float>::quiet_NaN();
-  // vocabulary-parallel softmax + cross-entropy over X*Y; probabilities overwrite the logits
+  const E* head = ptr<E>(P(spec_.lm_head));
+  if (!have_targets_) {
+    AXONN_CHECK_ARG(head_rows_ == N, "the logits of a forward without targets need the whole LM head at once; "
+                    "build the model with lm_head_chunk 0 (it is ", run_.lm_head_chunk, ")");
+    AXONN_OP(matmul_forward, logits, lnf_full, head, nullptr, N, C, Vr);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  // by chunks of rows: the chunk's logits, then its vocabulary-parallel softmax + cross-entropy over X*Y
+  // (probabilities overwrite the logits; the last chunk's are kept for the backward)
   float* losses = A(kLosses).f32();
-  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, static_cast<int*>(A(kTargets).data()), N,
-           vocab_valid_, Vr, vocab_begin_, over_xy);
+  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
+  for (int64_t r = 0; r < N; r += head_rows_) {
+    const int64_t n = std::min(head_rows_, N - r);
+    AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
+    AXONN_OP(softmax_crossentropy_forward, losses + r, logits, logits, targets_dev + r, n, vocab_valid_, Vr,
+             vocab_begin_, over_xy);
+  }
   // the mean over the global batch: this rank's tokens are summed (on the host, in order: the same
   // sum on every backend), then over Z and data
   const float* host_losses = losses;
@@ -494,23 +508,37 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   E* dresidual = S(kDResidual);
   E* dln = S(kDLn);
 
-  // d logits, in place over the probabilities: the loss is loss_scale * the mean over the global
+  // d logits: the loss is loss_scale * the mean over the global
   // batch (micro-batches: the mean over the whole step); masked, the mean over its kept targets, whose
   // per-token weights (0 for a dropped target) the kernel applies
   const double counted = last_loss_.kept;  // every target's count without a mask
   const float dloss = counted > 0 ? static_cast<float>(options.loss_scale / counted) : 0.0f;
-  E* dlogits = ptr<E>(A(kLogits));
-  AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, static_cast<const int*>(A(kTargets).data()),
-           masked_ ? A(kLossWeights).f32() : nullptr, dloss, N, vocab_valid_, Vr, vocab_begin_);
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
-  // all-reduced over X*Y, then this rank keeps its X channels
+  // all-reduced over X*Y, then this rank keeps its X channels. By chunks of rows, the last first: its
+  // probabilities are still there; each earlier chunk's are recomputed (logits, softmax over X*Y).
+  E* dlogits = ptr<E>(A(kLogits));
   const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
   const int head = spec_.lm_head;
-  if (grid_.xy().size() == 1) {
-    AXONN_OP(matmul_backward, dln, G(head).f32(), nullptr, dlogits, lnf_full, ptr<E>(P(head)), N, C, Vr);
-  } else {
-    E* dfull = S(kFullA);
-    AXONN_OP(matmul_backward, dfull, G(head).f32(), nullptr, dlogits, lnf_full, ptr<E>(P(head)), N, C, Vr);
+  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
+  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
+  const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
+  E* dhead_in = grid_.xy().size() == 1 ? dln : S(kFullA);  // d lnf over all channels
+  const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
+  for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
+    const int64_t n = std::min(head_rows_, N - r);
+    if (r != last_chunk) {
+      AXONN_OP(matmul_forward, dlogits, lnf_full + r * C, ptr<E>(P(head)), nullptr, n, C, Vr);
+      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, dlogits, dlogits, targets_dev + r, n, vocab_valid_,
+               Vr, vocab_begin_, over_xy);
+    }
+    // d logits, in place over the probabilities
+    AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights ? weights + r : nullptr, dloss,
+             n, vocab_valid_, Vr, vocab_begin_);
+    AXONN_OP(matmul_backward, dhead_in + r * C, G(head).f32(), nullptr, dlogits, lnf_full + r * C, ptr<E>(P(head)),
+             n, C, Vr);
+  }
+  if (grid_.xy().size() > 1) {
+    E* dfull = dhead_in;
     tl.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C, dt);  // over X*Y
     auto copy = tl.compute("copy_columns");
     copy_columns(*mem_, dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);

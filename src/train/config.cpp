@@ -116,6 +116,8 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
                   c.micro_batch_size);
   AXONN_CHECK_ARG(c.reduce_scatter_slots >= 1, "--reduce-scatter-slots must be >= 1, got ", c.reduce_scatter_slots);
+  AXONN_CHECK_ARG(c.lm_head_chunk >= 0, "--lm-head-chunk must be >= 0 rows (0: the whole local batch at once), got ",
+                  c.lm_head_chunk);
   AXONN_CHECK_ARG(c.trace_steps.empty() || !c.trace.empty(),
                   "--trace-steps chooses the steps written by --trace; give --trace FILE too");
   if (!c.trace.empty()) (void)parse_trace_steps(c.trace_steps, c.steps);

@@ -153,6 +153,7 @@ const std::vector<Setting>& settings() {
       bool_setting("recompute", "--recompute", kSafe, &TrainConfig::recompute),
       bool_setting("cache_gathered_weights", "--cache-gathered-weights", kSafe, &TrainConfig::cache_gathered_weights),
       int_setting("reduce_scatter_slots", "--reduce-scatter-slots", kSafe, &TrainConfig::reduce_scatter_slots, 1),
+      int_setting("lm_head_chunk", "--lm-head-chunk", kSafe, &TrainConfig::lm_head_chunk, 0),
       // where its outputs go
       path_setting("checkpoint_dir", "--checkpoint-dir", kSafe, &TrainConfig::checkpoint_dir),
       int_setting("checkpoint_every", "--checkpoint-every", kSafe, &TrainConfig::checkpoint_every, 0),

@@ -219,6 +219,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   run.recompute = c.recompute;
   run.cache_gathered_weights = c.cache_gathered_weights;
   run.reduce_scatter_slots = c.reduce_scatter_slots;
+  run.lm_head_chunk = c.lm_head_chunk;
   // bf16: mixed precision (docs/precision.md): bf16 weight copies and activations, fp32 master weights,
   // gradients and optimizer state
   run.precision = c.dtype == "bf16" ? DType::kBF16 : DType::kF32;

@@ -111,6 +111,9 @@ void add_train_command(CLI::App& app, Action* action) {
                 "(with its collectives) in the backward");
   sub->add_option("--reduce-scatter-slots", c->reduce_scatter_slots, "weight-gradient reduce-scatters in "
                   "flight at once under ORS");
+  sub->add_option("--lm-head-chunk", c->lm_head_chunk, "run the LM head, softmax and cross-entropy on this many "
+                  "tokens of the local batch at a time, never holding all their logits (0: all at once; "
+                  "docs/performance.md)");
   sub->add_option("--trace", c->trace, "write a Chrome trace-event JSON timeline (Perfetto, chrome://tracing) "
                   "of the --trace-steps to this file; rank 0 writes every rank's spans (pid = rank)");
   sub->add_option("--trace-steps", c->trace_steps, "steps to trace, A:B or A, 1-based (default: 2:4 within "

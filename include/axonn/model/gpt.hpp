@@ -95,6 +95,13 @@ struct GptRunOptions {
   bool cache_gathered_weights = false;  // keep every weight block gathered over Z for the whole step
                                         // (all micro-batches), instead of two buffers
   int reduce_scatter_slots = 4;         // ORS: dW blocks in flight at once (a transformer block's four)
+  // The LM head, softmax and cross-entropy by chunks of this many rows (tokens) of the local batch (0:
+  // all rows at once): only [chunk, V/(X·Y)] logits are ever held instead of [B·T, V/(X·Y)]. The
+  // forward takes each chunk's loss and drops its probabilities; the backward recomputes each chunk's
+  // logits and softmax (one more head GEMM per chunk, the last chunk's are still there) and takes its
+  // gradient. Unlike the settings above it changes the bits: the head's weight gradient is summed chunk
+  // by chunk (equal to rounding). A forward without targets (output(): the logits) needs 0.
+  int lm_head_chunk = 0;
 };
 
 // The last forward's loss over the global batch (every rank's tokens; the same on every rank).
@@ -265,6 +272,7 @@ class Gpt {
   std::unique_ptr<ShardMap> shards_;
   // this rank's share of the dimensions
   int Cx_, vocab_begin_, vocab_rows_, vocab_valid_;
+  int64_t head_rows_ = 0;  // rows of the LM head at a time (GptRunOptions::lm_head_chunk; all: B·T)
   Arena params_, grads_, acts_, scratch_;
   Arena params_bf16_;  // mixed precision: the bf16 copies of params_ that the kernels read (else empty)
   mutable parallel::Timeline tl_;  // kernels and collectives, timed and traced

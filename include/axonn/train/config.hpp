@@ -105,6 +105,7 @@ struct TrainConfig {
   bool cache_gathered_weights = false;  // keep the Z-gathered weights for the whole step (needs Gz > 1)
   bool recompute = false;           // activation recompute per transformer block
   int reduce_scatter_slots = 4;     // ORS: weight-gradient blocks in flight at once
+  int lm_head_chunk = 0;            // --lm-head-chunk ROWS: the LM head + cross-entropy by chunks (0: at once)
   std::string trace;                // Chrome trace-event JSON of the traced steps, written by rank 0
   std::string trace_steps;          // "A:B" (1-based, inclusive) or "A"; default 2:4, within --steps
 };

@@ -247,6 +247,26 @@ PY
   gemm_tuning_unwritable)
     expect_error "cannot write --gemm-tuning-report file '/nonexistent-dir/g.json'" \
       "$axonn" train --gemm-tuning on --gemm-tuning-report /nonexistent-dir/g.json ;;
+  lm_head_chunk_negative) expect_error "--lm-head-chunk must be >= 0 rows" "$axonn" train --lm-head-chunk -3 ;;
+  lm_head_chunk_same_losses)
+    # the reference run with the LM head by chunks of 50 tokens (of 128 per step: 50, 50, 28), on one rank and
+    # on X*Y = 2 (the vocabulary-parallel softmax per chunk): llm.c's losses within its tolerance
+    CLI_TIMEOUT=200 run "$axonn" train --init "$model" --data "$tokens" "${ref_flags[@]}" --metrics "$tmp/chunked.jsonl" \
+      --peak-gflops 100 --lm-head-chunk 50
+    CLI_TIMEOUT=200 run "$mpiexec" -n 2 --oversubscribe "$axonn" train --grid 1,2,1,1 --init "$model" --data "$tokens" \
+      "${ref_flags[@]}" --metrics "$tmp/chunked-y2.jsonl" --peak-gflops 100 --lm-head-chunk 50
+    python3 - "$tmp/chunked.jsonl" "$tmp/chunked-y2.jsonl" "$ref/gpt2-tiny/losses.txt" <<'PY'
+import json, sys
+one = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+y2 = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+want = [float(l.split()[1]) for l in open(sys.argv[3])]
+assert len(one) == len(y2) == len(want) == 30, (len(one), len(y2))
+for name, got in (("one rank", one), ("Y=2", y2)):
+    d = max(abs(a - w) for a, w in zip(got, want))
+    assert d <= 2e-5, (name, "chunked-head losses differ from llm.c's by", d)  # kLlmcLossBound
+print("ok: chunked LM head, llm.c's losses on one rank and on Y=2")
+PY
+    ;;
   gemm_tuning_same_losses)
     # the reference run with the GEMM layout tuner off and on: the same losses to fp32 rounding (the
     # variants may sum in another order), both within llm.c's tolerance; the report names every site
