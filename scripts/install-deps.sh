@@ -16,4 +16,14 @@ apt-get install -y -qq --no-install-recommends \
   libcli11-dev nlohmann-json3-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   >/dev/null
+# For the multi-host tests (tests/multihost: namespace hosts, Slurm; they skip without these): iproute2,
+# and Slurm with munge. Their packages would start daemons on installation (a chroot has no systemd, so
+# the init scripts run); a policy-rc.d that refuses keeps them stopped, the tests start their own.
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made_policy=1
+  trap '[ "$made_policy" -eq 0 ] || rm -f "$policy"' EXIT
+fi
+apt-get install -y -qq --no-install-recommends iproute2 slurmd slurmctld slurm-client munge >/dev/null
 echo "install-deps: done"
