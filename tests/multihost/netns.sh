@@ -9,8 +9,10 @@
 #   --slots S     MPI slots per host (default 2): ranks fill host0 first, as Slurm's block distribution
 #   --rate RATE   every host's link is limited to RATE each way (tc units: 1gbit, 100mbit; tbf), so a
 #                 host's ranks share one "NIC"; default: unshaped (veth, as fast as the CPU copies)
-#   --delay TIME  one-way latency added to every packet a host sends (tc netem: 0.5ms); refused when
-#                 the kernel has no sch_netem (CONFIG_NET_SCH_NETEM)
+#   --delay TIME  one-way latency added to every packet a host sends (0.5ms, 500us): tc netem where the
+#                 kernel has it, else tests/multihost/netdelay (iptables NFQUEUE; the binary from
+#                 --netdelay PATH or $AXONN_NETDELAY, built as target axonn_netdelay)
+#   --netdelay PATH  the netdelay binary for --delay without netem
 #   --slurm       start munged, slurmctld (on host0) and one slurmd per host (NodeName=hostI) from a
 #                 generated slurm.conf; SLURM_CONF is set for CMD. Jobs may span hosts (sbatch -N 2).
 #   --keep        keep the work directory (configuration and logs) and print where it is
@@ -34,7 +36,7 @@
 # the links, the shaping or the Slurm cluster cannot be made here; 2 on bad arguments.
 set -euo pipefail
 
-hosts=2 slots=2 rate= delay= slurm=0 keep=0
+hosts=2 slots=2 rate= delay= slurm=0 keep=0 netdelay=${AXONN_NETDELAY:-}
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --slots) slots=$2; shift ;;
     --rate) rate=$2; shift ;;
     --delay) delay=$2; shift ;;
+    --netdelay) netdelay=$2; shift ;;
     --slurm) slurm=1 ;;
     --keep) keep=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -67,6 +70,20 @@ rate_bits() {
     *) echo bad ;;
   esac
 }
+# delay_us TIME: 0.5ms, 500us or 1s in microseconds, or "bad"
+delay_us() {
+  local v=${1,,} n u
+  n=${v%%[a-z]*} u=${v#"$n"}
+  [[ $n =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo bad; return; }
+  case $u in
+    us) awk -v n="$n" 'BEGIN { printf "%g", n }' ;;
+    ms) awk -v n="$n" 'BEGIN { printf "%g", n * 1e3 }' ;;
+    s) awk -v n="$n" 'BEGIN { printf "%g", n * 1e6 }' ;;
+    *) echo bad ;;
+  esac
+}
+[ -z "$delay" ] || [ "$(delay_us "$delay")" != bad ] ||
+  { echo "netns.sh: --delay wants a number and us, ms or s (e.g. 0.5ms), got '$delay'" >&2; exit 2; }
 [ -z "$rate" ] || [ "$(rate_bits "$rate")" != bad ] ||
   { echo "netns.sh: --rate wants a number and bit, kbit, mbit or gbit (e.g. 1gbit), got '$rate'" >&2; exit 2; }
 
@@ -109,6 +126,7 @@ if [ "${AXONN_NETNS_INSIDE:-}" != 1 ]; then
   inner=(--hosts "$hosts" --slots "$slots")
   [ -z "$rate" ] || inner+=(--rate "$rate")
   [ -z "$delay" ] || inner+=(--delay "$delay")
+  [ -z "$netdelay" ] || inner+=(--netdelay "$(readlink -f "$netdelay")")
   [ "$slurm" -eq 0 ] || inner+=(--slurm)
   # if this shell is killed outright, pdeathsig kills unshare, whose --kill-child kills the sandbox's
   # init, and with it everything in the sandbox
@@ -175,10 +193,18 @@ ip netns add switch || skip "cannot create network namespaces (ip netns add)"
 ip -n switch link set lo up
 ip -n switch link add br0 type bridge 2>/dev/null || skip "the kernel has no bridge (CONFIG_BRIDGE)"
 ip -n switch link set br0 up
+# --delay: tc netem if the kernel has it, else netdelay on an NFQUEUE
+delay_with=
 if [ -n "$delay" ]; then
-  ip netns exec switch tc qdisc add dev br0 root netem delay 1ms 2>/dev/null ||
-    skip "--delay needs tc netem, and this kernel has no sch_netem (CONFIG_NET_SCH_NETEM is not set)"
-  ip netns exec switch tc qdisc del dev br0 root
+  if ip netns exec switch tc qdisc add dev br0 root netem delay 1ms 2>/dev/null; then
+    ip netns exec switch tc qdisc del dev br0 root
+    delay_with=netem
+  else
+    [ -n "$netdelay" ] && [ -x "$netdelay" ] ||
+      skip "--delay: this kernel has no tc netem (CONFIG_NET_SCH_NETEM), and no netdelay binary was given (--netdelay PATH or \$AXONN_NETDELAY; build target axonn_netdelay)"
+    command -v iptables >/dev/null || skip "--delay without tc netem needs iptables (Debian: iptables)"
+    delay_with=netdelay
+  fi
 fi
 for (( i=0; i<hosts; i++ )); do
   h=host$i
@@ -200,9 +226,17 @@ for (( i=0; i<hosts; i++ )); do
         2>/dev/null || skip "tc cannot shape '$dev' to $rate with tbf (CONFIG_NET_SCH_TBF)"
     done
   fi
-  if [ -n "$delay" ]; then
+  if [ "$delay_with" = netem ]; then
     if [ -n "$rate" ]; then parent="parent 1:1"; else parent=root; fi
     ip netns exec "$h" tc qdisc add dev eth0 $parent handle 10: netem delay "$delay" limit 100000
+  elif [ "$delay_with" = netdelay ]; then
+    # what the host sends out of eth0 waits in netdelay's queue (--queue-bypass: never stuck without it)
+    nsenter --net="/run/netns/$h" "$netdelay" 0 "$(delay_us "$delay")" >"$work/netdelay-$h.log" 2>&1 &
+    daemons+=($!)
+    for _ in $(seq 50); do grep -q ready "$work/netdelay-$h.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q ready "$work/netdelay-$h.log" || skip "netdelay did not start on $h: $(cat "$work/netdelay-$h.log")"
+    ip netns exec "$h" iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 --queue-bypass ||
+      skip "iptables cannot queue $h's packets to netdelay (NFQUEUE)"
   fi
 done
 
