@@ -57,31 +57,19 @@ done
 [[ $hosts =~ ^[1-9][0-9]?$ ]] && [ "$hosts" -le 64 ] || { echo "netns.sh: --hosts wants 1..64, got '$hosts'" >&2; exit 2; }
 [[ $slots =~ ^[1-9][0-9]*$ ]] || { echo "netns.sh: --slots wants a positive integer, got '$slots'" >&2; exit 2; }
 skip() { echo "SKIP: $*" >&2; exit 77; }
-# rate_bits RATE: tc's rate (100mbit, 1gbit, ...) in bits per second, or "bad"
-rate_bits() {
-  local v=${1,,} n u
+# scaled VALUE UNIT=FACTOR...: VALUE (a number and one of the units) times the unit's factor, or "bad"
+scaled() {
+  local v=${1,,} n u pair
   n=${v%%[a-z]*} u=${v#"$n"}
+  shift
   [[ $n =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo bad; return; }
-  case $u in
-    bit) awk -v n="$n" 'BEGIN { printf "%d", n }' ;;
-    kbit) awk -v n="$n" 'BEGIN { printf "%d", n * 1e3 }' ;;
-    mbit) awk -v n="$n" 'BEGIN { printf "%d", n * 1e6 }' ;;
-    gbit) awk -v n="$n" 'BEGIN { printf "%d", n * 1e9 }' ;;
-    *) echo bad ;;
-  esac
+  for pair in "$@"; do
+    [ "$u" = "${pair%=*}" ] && { awk -v n="$n" -v f="${pair#*=}" 'BEGIN { printf "%.0f", n * f }'; return; }
+  done
+  echo bad
 }
-# delay_us TIME: 0.5ms, 500us or 1s in microseconds, or "bad"
-delay_us() {
-  local v=${1,,} n u
-  n=${v%%[a-z]*} u=${v#"$n"}
-  [[ $n =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo bad; return; }
-  case $u in
-    us) awk -v n="$n" 'BEGIN { printf "%g", n }' ;;
-    ms) awk -v n="$n" 'BEGIN { printf "%g", n * 1e3 }' ;;
-    s) awk -v n="$n" 'BEGIN { printf "%g", n * 1e6 }' ;;
-    *) echo bad ;;
-  esac
-}
+rate_bits() { scaled "$1" bit=1 kbit=1e3 mbit=1e6 gbit=1e9; }  # tc's rate in bits per second
+delay_us() { scaled "$1" us=1 ms=1e3 s=1e6; }                     # 0.5ms, 500us in microseconds
 [ -z "$delay" ] || [ "$(delay_us "$delay")" != bad ] ||
   { echo "netns.sh: --delay wants a number and us, ms or s (e.g. 0.5ms), got '$delay'" >&2; exit 2; }
 [ -z "$rate" ] || [ "$(rate_bits "$rate")" != bad ] ||
