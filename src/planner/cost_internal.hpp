@@ -12,7 +12,8 @@ namespace axonn::planner::internal {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 inline double d(long v) { return static_cast<double>(v); }
 
-// Position of a group in the rank order (X fastest): ip = product of the faster axes; its size.
+// Position of a group in the grid's rank order: ip = its smallest stride (for one axis, the product
+// of the faster axes); its size.
 long group_ip(CommGroup grp, const GridShape& g);
 long group_size(CommGroup grp, const GridShape& g);
 

@@ -53,12 +53,25 @@ namespace {
 // Groups of `size` ranks spaced `ip` apart tile blocks of ip·size consecutive ranks; they stay
 // inside a node only when those blocks tile the nodes.
 double fallback_gbs(const MachineProfile& m, long ip, long size) {
-  const long span = ip * size;
-  if (span <= m.gpus_per_node && m.gpus_per_node % span == 0) return m.intra_node_gbs;
+  if (m.inside_node(ip, size)) return m.intra_node_gbs;
   return m.inter_node_gbs / static_cast<double>(std::min(ip, m.gpus_per_node));
 }
 
 }  // namespace
+
+bool MachineProfile::inside_node(long ip, long size) const {
+  const long span = ip * size;
+  return span <= gpus_per_node && gpus_per_node % span == 0;
+}
+
+double MachineProfile::spread_bandwidth_gbs(bool inside, long per_node) const {
+  if (inside) return intra_node_gbs;
+  return inter_node_gbs * static_cast<double>(std::max(1L, per_node)) / static_cast<double>(gpus_per_node);
+}
+
+double MachineProfile::spread_latency_s(bool inside) const {
+  return 1e-6 * (inside ? intra_node_latency_us : inter_node_latency_us).value_or(latency_us);
+}
 
 double MachineProfile::bandwidth_gbs(long ip, long size) const {
   AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
@@ -94,8 +107,8 @@ std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip
 
 double MachineProfile::latency_s(CollectiveKind k, long ip, long size) const {
   for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(k, ip, size)) return 1e-6 * r.latency_us.value_or(latency_us);
-  return 1e-6 * latency_us;
+    if (r.matches(k, ip, size)) return r.latency_us ? 1e-6 * *r.latency_us : spread_latency_s(inside_node(ip, size));
+  return spread_latency_s(inside_node(ip, size));
 }
 
 namespace {
@@ -228,6 +241,10 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
   const json& net = p.field(doc, "network", "");
   if (net.contains("latency_us")) m.latency_us = p.number(net, "latency_us", "network", false);
   if (net.contains("sync_us")) m.sync_us = p.number(net, "sync_us", "network", false);
+  if (net.contains("intra_node_latency_us"))
+    m.intra_node_latency_us = p.number(net, "intra_node_latency_us", "network", false);
+  if (net.contains("inter_node_latency_us"))
+    m.inter_node_latency_us = p.number(net, "inter_node_latency_us", "network", false);
   m.intra_node_gbs = p.number(net, "intra_node_gbs", "network");
   m.inter_node_gbs = p.number(net, "inter_node_gbs", "network");
   if (auto it = net.find("bandwidth_gbs"); it != net.end()) {

@@ -83,6 +83,9 @@ struct MachineProfile {
   double sync_us = 0;
   double intra_node_gbs = 0;                   // fallback: one ring inside a node
   double inter_node_gbs = 0;                   // fallback: one ring leaving a node; k such rings per node share it
+  // Fallback α per ring step inside a node and between nodes ("network.intra_node_latency_us",
+  // "network.inter_node_latency_us"; unset: latency_us for both).
+  std::optional<double> intra_node_latency_us, inter_node_latency_us;
   std::vector<BandwidthRule> bandwidth_table;  // first match wins
 
   // β(ip, size) in GB/s for a group of `size` ranks spaced `ip` apart (size >= 2). The first matching
@@ -93,8 +96,17 @@ struct MachineProfile {
   double bandwidth_gbs(long ip, long size) const;
   // β(ip, size) for collective `k`: the first rule that matches k (or has no "op"), else the fallback.
   double bandwidth_gbs(CollectiveKind k, long ip, long size) const;
-  // α in seconds per ring step for collective `k`: the matching rule's latency_us, else network.latency_us.
+  // α in seconds per ring step for collective `k`: the matching rule's latency_us, else the fallback
+  // (network.intra_node_latency_us or inter_node_latency_us by where the ring runs, else latency_us).
   double latency_s(CollectiveKind k, long ip, long size) const;
+  // True when groups of `size` ranks spaced `ip` apart lie inside nodes (ip·size divides gpus_per_node).
+  bool inside_node(long ip, long size) const;
+  // The fallback for a group that is not an (ip, size) ring (see CollectiveCost::ring): inside a node,
+  // intra_node_gbs; across nodes with `per_node` of its ranks on each node, the gpus_per_node/per_node
+  // groups with ranks on a node share its link: inter_node_gbs·per_node/gpus_per_node (for a ring,
+  // per_node = gpus_per_node/min(ip, gpus_per_node): the rule above).
+  double spread_bandwidth_gbs(bool inside, long per_node) const;
+  double spread_latency_s(bool inside) const;
   // Time per call of collective `k` with message `bytes` at (ip, size), interpolated in the first
   // matching rule's samples; nullopt when that rule has none (or no rule matches).
   std::optional<double> measured_seconds(CollectiveKind k, long ip, long size, double bytes) const;
