@@ -14,7 +14,8 @@
 // --peak-tflops per rank when given, else measured in the same run: on the CPU the sgemm rate, or with
 // --dtype bf16 the bf16 GEMM rate (kernels::gemm_bf16: oneDNN's AMX / AVX512-BF16 matmul), every rank at
 // once with its threads; on the GPU the dense bf16 GEMM rate (cublasGemmEx 8192^3, bf16 inputs, fp32
-// accumulation) of each rank's device. The step time is the slowest rank's.
+// accumulation) of each rank's device. The step is `axonn train`'s (train::train_step), its time the
+// slowest rank's (bench/step_bench.hpp).
 // With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
 // timed) and rank 0's choices are printed under each shape's line.
 #include <algorithm>
@@ -24,15 +25,16 @@
 #include <string>
 #include <vector>
 
+#include "axonn/bench/step_bench.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/profiler.hpp"
-#include "axonn/core/timer.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/train/compute.hpp"
+#include "axonn/train/step.hpp"
 
 using namespace axonn;
 
@@ -133,36 +135,16 @@ int main(int argc, char** argv) {
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(compute.backend);
       optim::AdamW opt(gpt.params(), {}, {}, ops);
-      std::vector<int> in(static_cast<size_t>(B_local) * T), tg(in.size());
-      const size_t offset = (static_cast<size_t>(grid.coords().d) * shape.gz + grid.coords().z) * in.size();
-      for (size_t i = 0; i < in.size(); i++) {
-        in[i] = static_cast<int>(((offset + i) * 7919) % static_cast<size_t>(cfg.vocab_size));
-        tg[i] = static_cast<int>(((offset + i) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
-      }
+      const bench::BenchTokens tokens = bench::bench_tokens(cfg, grid, B_local, T);
       Profiler prof;
       gpt.set_profiler(&prof);
-      auto step = [&] {
-        float loss = gpt.forward(in.data(), tg.data());
-        {
-          ProfileScope zs(&prof, "zero_grad");
-          gpt.zero_grad();
-        }
-        gpt.backward();
-        gpt.sync_gradients();
-        ProfileScope os(&prof, "optimizer (norm + adamw)");
-        opt.step(gpt.params(), gpt.grads(), 1e-4f, optim::clip_scale(gpt.grad_norm(), 1.0f));
-        gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
-        return loss;
-      };
+      // the step `axonn train` runs (train::train_step), lr 1e-4, gradients clipped to norm 1
+      const train::StepOptions step{1e-4f, 1.0f, nullptr, &prof};
       kernels::gemm_tuner().clear();  // this shape's choices only
-      step();  // warm-up: page faults, GEMM kernel selection, the layout tuner's timings
+      train::train_step(gpt, opt, tokens.batch(), step);  // warm-up: page faults, GEMM kernel selection, the tuner
       prof.enable(true);
-      world->barrier();
-      Timer t;
       float loss = 0;
-      for (int i = 0; i < steps; i++) loss = step();
-      float sec = static_cast<float>(t.seconds() / steps);
-      world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // the slowest rank
+      const float sec = static_cast<float>(bench::time_train_steps(*world, gpt, opt, tokens.batch(), steps, step, &loss));
       // memory: this rank's bytes, and the tensor-parallel weights against one rank's
       const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
                                                     gpt.activation_bytes());

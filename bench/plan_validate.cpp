@@ -27,16 +27,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/bench/step_bench.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
-#include "axonn/core/timer.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/train/step.hpp"
 
 using namespace axonn;
 
@@ -57,7 +58,7 @@ struct Run {
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<model::Gpt> gpt;
   std::unique_ptr<optim::AdamW> opt;
-  std::vector<int> in, tg;
+  bench::BenchTokens tokens;
   std::vector<double> seconds;  // mean step time of each round, slowest rank
   Profiler prof;
 };
@@ -242,36 +243,16 @@ int main(int argc, char** argv) {
       r.gpt->init_random(1);
       r.opt = std::make_unique<optim::AdamW>(r.gpt->params(), optim::AdamWConfig{},
                                              std::vector<bool>(model::kNumParamTensors, true), ops);
-      const size_t n = static_cast<size_t>(B_local) * static_cast<size_t>(o.seq_len);
-      r.in.resize(n);
-      r.tg.resize(n);
-      const size_t offset = (static_cast<size_t>(r.grid->coords().d) * r.shape.gz + r.grid->coords().z) * n;
-      for (size_t k = 0; k < n; k++) {
-        r.in[k] = static_cast<int>(((offset + k) * 7919) % static_cast<size_t>(cfg.vocab_size));
-        r.tg[k] = static_cast<int>(((offset + k) * 104729 + 1) % static_cast<size_t>(cfg.vocab_size));
-      }
+      r.tokens = bench::bench_tokens(cfg, *r.grid, B_local, o.seq_len);
       r.gpt->set_profiler(&r.prof);
     }
-    // One step of the trainer's loop (src/train/trainer.cpp), without data loading.
-    auto step = [&](Run& r) {
-      r.gpt->forward(r.in.data(), r.tg.data());
-      r.gpt->zero_grad();
-      r.gpt->backward();
-      r.gpt->sync_gradients();
-      const double norm = r.gpt->grad_norm();
-      ProfileScope os(&r.prof, "optimizer");
-      r.opt->step(r.gpt->params(), r.gpt->grads(), 1e-4f, optim::clip_scale(norm, 1.0f));
-    };
-    for (Run& r : runs) step(r);  // warm-up: page faults, GEMM kernel selection
+    // The trainer's step (train::train_step), without data loading.
+    auto options = [](Run& r) { return train::StepOptions{1e-4f, 1.0f, nullptr, &r.prof}; };
+    for (Run& r : runs) train::train_step(*r.gpt, *r.opt, r.tokens.batch(), options(r));  // warm-up
     for (int round = 0; round < o.rounds; ++round) {
       for (Run& r : runs) {
         r.prof.enable(o.profile);
-        world->barrier();
-        Timer t;
-        for (int s = 0; s < o.steps; ++s) step(r);
-        float sec = static_cast<float>(t.seconds() / o.steps);
-        world->all_reduce(&sec, 1, DType::kF32, comm::ReduceOp::kMax);  // over world: the slowest rank
-        r.seconds.push_back(sec);
+        r.seconds.push_back(bench::time_train_steps(*world, *r.gpt, *r.opt, r.tokens.batch(), o.steps, options(r)));
         r.prof.enable(false);
       }
     }

@@ -10,22 +10,13 @@
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "resume.hpp"
 
 namespace axonn::train::detail {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// The shortest text that reads back as the same float.
-std::string exact(float v) {
-  char buf[40];
-  for (int precision = 6; precision <= 9; precision++) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -43,24 +34,6 @@ void validate_checkpoint_flags(const TrainConfig& c) {
                   "--checkpoint-every, --keep and --resume need --checkpoint-dir DIR");
   AXONN_CHECK_ARG(!(c.resume && !c.resume_from.empty()),
                   "give either --resume (the latest checkpoint in --checkpoint-dir) or --resume-from DIR, not both");
-}
-
-std::map<std::string, std::string> run_settings(const TrainConfig& c) {
-  return {{"data", c.data.empty() ? "synthetic:" + std::to_string(c.synthetic_tokens) : c.data},
-          {"seed", std::to_string(c.seed)},
-          {"batch_size", std::to_string(c.batch_size)},
-          {"seq_len", std::to_string(c.seq_len)},
-          {"steps", std::to_string(c.steps)},
-          {"lr", exact(c.lr)},
-          {"lr_schedule", c.lr_schedule},
-          {"warmup_steps", std::to_string(c.warmup_steps)},
-          {"min_lr_frac", exact(c.min_lr_frac)},
-          {"weight_decay", exact(c.weight_decay)},
-          {"decay_all", c.decay_all ? "true" : "false"},
-          {"beta1", exact(c.beta1)},
-          {"beta2", exact(c.beta2)},
-          {"eps", exact(c.eps)},
-          {"grad_clip", exact(c.grad_clip)}};
 }
 
 StartPlan plan_start(const TrainConfig& c) {
@@ -136,20 +109,15 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
       opt.v().copy_from(h.v);
     }
     const checkpoint::Manifest& got = r.manifest;
-    int adam_steps = static_cast<int>(got.step);
-    if (auto it = got.extra.find("adam_steps"); it != got.extra.end()) adam_steps = std::stoi(it->second);
-    opt.set_steps(adam_steps);
+    // AdamW's t: the optimizer steps taken (fewer than the steps when some were skipped)
+    opt.set_steps(static_cast<int>(recorded_int(got, "adam_steps", 0, got.step, r.dir, got.step)));
     loader.set_position(got.loader.position);
     log_info("resume    %s: step %lld, %lld tokens seen, written on grid %s%s; %.1f MiB read by rank 0 in %.2f s",
              r.dir.c_str(), static_cast<long long>(got.step), static_cast<long long>(got.tokens_seen),
              got.grid.str().c_str(), r.resharded ? " (resharded to this grid)" : "", mib(r.bytes_read), r.seconds);
-    // settings that change the trajectory: a resumed run matches the uninterrupted one only if equal
-    for (const auto& [key, now] : run_settings(c)) {
-      auto it = got.extra.find(key);
-      if (it != got.extra.end() && it->second != now)
-        log_warn("resume    %s is %s, the checkpoint's run had %s: the run continues, but not as the original "
-                 "would have", key.c_str(), now.c_str(), it->second.c_str());
-    }
+    if (!c.init.empty())
+      log_warn("resume    --init %s is not used: the run continues from the checkpoint's weights (--init sets the "
+               "weights of a run that starts at step 0)", c.init.c_str());
     if (got.step >= c.steps)
       log_info("resume    the checkpoint is at step %lld and --steps is %d: nothing left to train",
                static_cast<long long>(got.step), c.steps);
@@ -201,14 +169,16 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     first_step_ = static_cast<int>(plan.resume_manifest->step);
     tokens_before_ = plan.resume_manifest->tokens_seen;
     resumed_from_ = plan.resume_dir;
+    last_saved_ = first_step_;
   }
 }
 
-void Checkpointer::after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                              const optim::AdamW& opt) {
-  if (c_.checkpoint_dir.empty()) return;
-  const bool due = (c_.checkpoint_every > 0 && done % c_.checkpoint_every == 0) || done == c_.steps;
-  if (!due) return;
+bool Checkpointer::due(int done) const {
+  return !c_.checkpoint_dir.empty() && c_.checkpoint_every > 0 && done % c_.checkpoint_every == 0;
+}
+
+checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
+                                          const optim::AdamW& opt) {
   checkpoint::Manifest m;
   m.model = mc_;
   m.step = done;
@@ -231,6 +201,8 @@ void Checkpointer::after_step(int done, const data::BatchLoader& loader, const m
   const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);
+  last_saved_ = done;
+  return r;
 }
 
 }  // namespace axonn::train::detail

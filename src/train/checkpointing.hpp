@@ -11,11 +11,12 @@
 #include <string>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "axonn/train/trainer.hpp"
+#include "axonn/train/config.hpp"
 
 namespace axonn::train::detail {
 
@@ -42,17 +43,18 @@ StartPlan plan_start(const TrainConfig& c);
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
                 model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
 
-// The settings a checkpoint records (manifest "extra") and a resumed run compares with its own.
-std::map<std::string, std::string> run_settings(const TrainConfig& c);
-
 class Checkpointer {
  public:
   // Counts steps and tokens on from the checkpoint the plan resumes (if any).
   Checkpointer(const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid, const StartPlan& plan);
-  // Called after each step with the number of steps done; collective. Saves when due: every
-  // --checkpoint-every steps and after the last step (a model in device memory is downloaded first).
-  // `grid` (constructor) takes host buffers, as for start_state.
-  void after_step(int done, const data::BatchLoader& loader, const model::Gpt& gpt, const optim::AdamW& opt);
+  // Whether a checkpoint falls due after `done` steps (every --checkpoint-every steps).
+  bool due(int done) const;
+  // Saves the state after `done` steps; collective (a model in device memory is downloaded first).
+  // `grid` (constructor) takes host buffers, as for start_state. Returns what was written.
+  checkpoint::SaveResult save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
+                              const optim::AdamW& opt);
+  // The step of the last checkpoint saved or resumed from (-1: none).
+  int last_saved() const { return last_saved_; }
 
  private:
   const TrainConfig& c_;
@@ -61,6 +63,7 @@ class Checkpointer {
   int first_step_ = 0;
   int64_t tokens_before_ = 0;
   std::string resumed_from_;
+  int last_saved_ = -1;
 };
 
 }  // namespace axonn::train::detail

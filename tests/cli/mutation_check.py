@@ -25,7 +25,7 @@ Prints Markdown tables and the survivors; exit status 1 when a test survives eve
 `exit@k` survives, or when a test fails with the real binary.
 
   python3 tests/cli/mutation_check.py [--build build] [--filter REGEX] [--mutants exit,garble,flip] [--jobs 2]
-                                      [--no-per-invocation]
+                                      [--no-per-invocation] [--garble-per-invocation] [--replace OLD=NEW]
 """
 import argparse
 import concurrent.futures
@@ -53,7 +53,7 @@ if [ -n "${{AXONN_MUTANT_DIR:-}}" ]; then
     if [ -z "$n" ]; then echo "$k" >>"$f"; n=$(wc -l <"$f"); fi
     echo "$n"' _ "$AXONN_MUTANT_DIR" "$key")
   if [ -n "${{AXONN_MUTANT_AT:-}}" ]; then
-    if [ "$index" = "$AXONN_MUTANT_AT" ]; then mutation=exit; else mutation=none; fi
+    if [ "$index" = "$AXONN_MUTANT_AT" ]; then mutation=${{AXONN_MUTANT_KIND:-exit}}; else mutation=none; fi
   fi
 fi
 case $mutation in
@@ -100,9 +100,9 @@ def cli_tests(build, real, pattern):
     return tests
 
 
-def run_test(test, real, binary, at=None):
+def run_test(test, real, binary, at=None, kind="exit"):
     """Runs the test with `binary` in place of the real one; returns (passed, seconds, output tail, number of
-    invocations of the binary). With `at`, only the at-th invocation is mutated (exit code inverted)."""
+    invocations of the binary). With `at`, only the at-th invocation is mutated, by mutant `kind`."""
     cmd = [part.replace(real, binary) for part in test["command"]]
     env = dict(os.environ)
     for kv in test["env"]:
@@ -113,6 +113,7 @@ def run_test(test, real, binary, at=None):
     env["AXONN_MUTANT_DIR"] = counter
     if at is not None:
         env["AXONN_MUTANT_AT"] = str(at)
+        env["AXONN_MUTANT_KIND"] = kind
     start = time.time()
     try:
         p = subprocess.run(cmd, cwd=test["cwd"], env=env, capture_output=True, text=True, errors="replace",
@@ -136,11 +137,20 @@ def main():
     ap.add_argument("--mutants", default="exit,garble,flip")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-per-invocation", action="store_true", help="skip the exit@k mutants")
+    ap.add_argument("--garble-per-invocation", action="store_true",
+                    help="also garble each invocation's output alone (garble@k; reported, not required: a set-up "
+                         "run's output need not be checked)")
+    ap.add_argument("--replace", action="append", default=[], metavar="OLD=NEW",
+                    help="replace OLD by NEW in every test command (e.g. to run other copies of the scripts)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     real = os.path.join(build, "bin", "axonn")
     mutants = ["none"] + [m for m in a.mutants.split(",") if m]
     tests = cli_tests(build, real, a.filter)
+    for r in a.replace:
+        old, _, new = r.partition("=")
+        for t in tests:
+            t["command"] = [part.replace(old, new) for part in t["command"]]
     if not tests:
         sys.exit("no CLI test runs %s (build it, or check --filter)" % real)
     tmp = tempfile.mkdtemp(prefix="axonn-mutants-")
@@ -162,7 +172,7 @@ def main():
     bad = []
     for t in sorted(tests, key=lambda t: t["name"]):
         n = t["name"]
-        ok, secs, tail = results[(n, "none")]
+        ok, secs, tail, _ = results[(n, "none")]
         row = ["pass" if ok else "**FAIL**"]
         if not ok:
             bad.append("%s fails with the real binary: %s" % (n, tail.strip().splitlines()[-1:] or ""))
@@ -206,6 +216,22 @@ def main():
             for k in survivors:
                 bad.append("%s: inverting the exit code of invocation %d of %d goes unnoticed" % (n, k, n_inv))
         print("\nexit@k: %d of %d invocations' exit codes checked" % (all_killed, all_k))
+
+    if a.garble_per_invocation:
+        jobs = {}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            for t in tests:
+                for k in range(1, results[(t["name"], "none")][3] + 1):
+                    jobs[pool.submit(run_test, t, real, binaries["none"], k, "garble")] = (t["name"], k)
+            garbled = {jobs[f]: f.result() for f in concurrent.futures.as_completed(jobs)}
+        print("\n| test | invocations | garble@k killed |")
+        print("|---|---|---|")
+        for t in sorted(tests, key=lambda t: t["name"]):
+            n = t["name"]
+            n_inv = results[(n, "none")][3]
+            survivors = [k for k in range(1, n_inv + 1) if garbled[(n, k)][0]]
+            print("| %s | %d | %d of %d%s |" % (n, n_inv, n_inv - len(survivors), n_inv,
+                                               "" if not survivors else " (survived: %s)" % survivors))
     for line in bad:
         print("PROBLEM:", line)
     subprocess.run(["rm", "-rf", tmp])

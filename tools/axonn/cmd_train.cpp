@@ -26,6 +26,11 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
   sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
+  sub->add_option("--val-data", c->val_data, "llm.c token shard to validate on: val_loss in the progress line and "
+                  "the metrics, forwards only");
+  sub->add_option("--val-every", c->val_every, "validate every N steps (0: after the last step only)");
+  sub->add_option("--val-batches", c->val_batches, "batches of --batch-size x --seq-len tokens per validation, "
+                  "from the start of --val-data");
   sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
                   "and weight shards, D: data); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts "
                   "with --machine");
@@ -92,10 +97,24 @@ void add_train_command(CLI::App& app, Action* action) {
                   "of the --trace-steps to this file; rank 0 writes every rank's spans (pid = rank)");
   sub->add_option("--trace-steps", c->trace_steps, "steps to trace, A:B or A, 1-based (default: 2:4 within "
                   "--steps)");
-  sub->callback([c, action] {
+  sub->add_option("--stop-signal", c->stop_signal, "USR1|USR2|HUP|none: besides SIGTERM and SIGINT, the signal that "
+                  "stops the run after the current step with a checkpoint (Slurm: sbatch --signal=USR1@120)");
+  sub->add_option("--exit-after-steps", c->exit_after_steps, "stop after N steps of this run, with a checkpoint "
+                  "(0: never)");
+  sub->add_option("--exit-after-minutes", c->exit_after_minutes, "stop after the step that ends M minutes after the "
+                  "start, with a checkpoint (0: never)");
+  sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
+                "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
+  sub->callback([c, action, sub] {
+    // the flags on the command line: resuming restores the checkpoint's settings for all others
+    c->given.emplace();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0) c->given->insert(o->get_name());
     *action = [c] {
-      train::train(*c, comm::world());
-      return 0;
+      const train::TrainResult r = train::run(*c, comm::world());
+      // stopped by a signal with nothing saved: the conventional exit code of that signal, so that a
+      // scheduler does not take the job for done
+      return r.stop == train::Stop::kSignal && r.checkpoint.empty() ? 128 + r.signal : 0;
     };
   });
 }

@@ -1,7 +1,6 @@
-// axonn bench comm    — nccl-tests-style size sweep of the grid's collectives, values checked.
-// axonn bench overlap — how much of a non-blocking all-reduce hides behind a long computation.
-//
-// `bench` is a family: other benchmarks add their own sub-subcommand next to these.
+// bench/comm_bench.cpp — `axonn bench comm` and `axonn bench overlap` (comm_bench.hpp).
+#include "axonn/bench/comm_bench.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,14 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "axonn/bench/timing.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
-#include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "commands.hpp"
 
-namespace axonn::tools {
+namespace axonn::bench {
 namespace {
 
 using comm::Communicator;
@@ -29,24 +27,6 @@ using parallel::GridGroup;
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
-
-// Max over every rank of a per-rank duration (seconds), at nanosecond resolution.
-double max_over(Communicator& world, double seconds) {
-  auto ns = static_cast<int64_t>(seconds * 1e9);
-  world.all_reduce(&ns, 1, DType::kI64, ReduceOp::kMax);  // over world
-  return static_cast<double>(ns) * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-int64_t sum_over(Communicator& world, int64_t v) {
-  world.all_reduce(&v, 1, DType::kI64);  // over world
-  return v;
-}
 
 // A typed buffer the checks write and read through float (exact for the small integers used).
 class Values {
@@ -81,17 +61,6 @@ class Values {
 // ---------------------------------------------------------------------------------------------
 // axonn bench comm
 
-struct CommBenchOptions {
-  std::string grid;
-  int64_t min_bytes = 4096;
-  int64_t max_bytes = 32 << 20;
-  int step_factor = 2;
-  std::string dtype = "f32";
-  int warmup = 3;
-  int iters = 10;
-  int rounds = 1;
-  bool async = false;
-};
 
 enum class Op { kAllReduce, kAllGather, kReduceScatter };
 const char* op_name(Op op) {
@@ -217,7 +186,9 @@ class CommBench {
   Values a_, b_;
 };
 
-int run_bench_comm(const CommBenchOptions& o) {
+}  // namespace
+
+int run_comm_bench(const CommBenchOptions& o) {
   auto world = comm::world();
   // bad flags throw InvalidArgument alike on every rank; main prints it once and exits quietly
   const parallel::GridShape shape = parallel::parse_grid(o.grid, world->size());
@@ -265,17 +236,11 @@ int run_bench_comm(const CommBenchOptions& o) {
   return wrong == 0 ? 0 : 1;
 }
 
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 // axonn bench overlap
 
-struct OverlapOptions {
-  std::string op = "all_reduce";
-  int64_t bytes = 32 << 20;
-  int gemm_n = 1024;
-  int threads = 1;
-  int reps = 9;
-  std::string modes = "none,thread:0,thread:50,thread:1000";
-};
 
 // C[n,n] += A[n,n] @ B[n,n], rows split over `threads` std::threads. A tiled loop nest that the
 // compiler vectorises, working on cache-resident tiles so that it is bound by arithmetic, not by
@@ -334,7 +299,9 @@ std::vector<Mode> parse_modes(const std::string& text) {
   return modes;
 }
 
-int run_bench_overlap(const OverlapOptions& o) {
+}  // namespace
+
+int run_overlap_bench(const OverlapOptions& o) {
   std::vector<Mode> modes;
   const bool flags_ok = o.bytes >= 4 && o.gemm_n >= 1 && o.threads >= 1 && o.reps >= 1 &&
                         (o.op == "all_reduce" || o.op == "all_gather" || o.op == "reduce_scatter");
@@ -451,39 +418,5 @@ int run_bench_overlap(const OverlapOptions& o) {
   return wrong == 0 ? 0 : 1;
 }
 
-}  // namespace
 
-void add_bench_command(CLI::App& app, Action* action) {
-  auto* bench = app.add_subcommand("bench", "benchmarks (comm, overlap)");
-  bench->require_subcommand(1);
-
-  auto co = std::make_shared<CommBenchOptions>();
-  auto* c = bench->add_subcommand("comm", "size sweep of all-reduce, all-gather and reduce-scatter "
-                                          "over every group of the grid (nccl-tests style)");
-  c->add_option("--grid", co->grid, "GX,GY,GZ,GD (default 1,1,1,<number of ranks>)");
-  c->add_option("--min-bytes", co->min_bytes, "smallest size in bytes")->capture_default_str();
-  c->add_option("--max-bytes", co->max_bytes, "largest size in bytes")->capture_default_str();
-  c->add_option("--step-factor", co->step_factor, "size multiplier between rows")->capture_default_str();
-  c->add_option("--dtype", co->dtype, "f32 or bf16")->capture_default_str();
-  c->add_option("--warmup", co->warmup, "untimed calls per size")->capture_default_str();
-  c->add_option("--iters", co->iters, "timed calls per size and round")->capture_default_str();
-  c->add_option("--rounds", co->rounds, "timed rounds per size; the fastest is reported")
-      ->capture_default_str();
-  c->add_flag("--async", co->async, "time the non-blocking form (issue + wait)");
-  c->callback([action, co] { *action = [co] { return run_bench_comm(*co); }; });
-
-  auto oo = std::make_shared<OverlapOptions>();
-  auto* ov = bench->add_subcommand("overlap", "a non-blocking collective over the world issued "
-                                              "before a long matmul: how much of it is hidden");
-  ov->add_option("--op", oo->op, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
-  ov->add_option("--bytes", oo->bytes, "size in bytes (f32; per rank, gathered or scattered)")
-      ->capture_default_str();
-  ov->add_option("--gemm-n", oo->gemm_n, "matmul size n (n x n x n)")->capture_default_str();
-  ov->add_option("--threads", oo->threads, "compute threads per rank")->capture_default_str();
-  ov->add_option("--reps", oo->reps, "repetitions per mode")->capture_default_str();
-  ov->add_option("--modes", oo->modes, "progress modes: none | thread:<poll interval us>, "
-                                       "comma-separated")->capture_default_str();
-  ov->callback([action, oo] { *action = [oo] { return run_bench_overlap(*oo); }; });
-}
-
-}  // namespace axonn::tools
+}  // namespace axonn::bench

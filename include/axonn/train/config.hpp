@@ -1,0 +1,96 @@
+// train/config.hpp — what a training run is: every setting of `axonn train`, with its default.
+//
+//   train::TrainConfig cfg;           // every field has the default `axonn train --help` shows
+//   cfg.init = "model.bin"; cfg.data = "tokens.bin";
+//   train::validate_config(cfg);      // InvalidArgument naming the flag and what to change
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace axonn::train {
+
+struct TrainConfig {
+  // model: an llm.c checkpoint, HF GPT-2 safetensors or a checkpoint directory's weights, or a named
+  // shape (random init) with optional overrides
+  std::string init;                 // --init FILE|DIR
+  std::string model;                // --model NAME (default gpt2-tiny when no --init)
+  int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
+  // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
+  std::string data;                 // --data FILE
+  int64_t synthetic_tokens = 200000;
+  // validation: the mean loss of the first --val-batches batches of --val-data (forwards only) every
+  // --val-every steps and after the last step
+  std::string val_data;             // --val-data FILE (empty: no validation)
+  int val_every = 0;                // --val-every N (0: after the last step only)
+  int val_batches = 10;             // --val-batches M: batches of --batch-size x --seq-len tokens
+  // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size;
+  // "auto": the planner's choice for this model, batch and job size
+  std::string grid;
+  std::string machine;  // --machine for --grid auto: profile name or file; empty = the calibrated `local`
+  int gx = 0, gy = 0, gz = 0, gdata = 0;
+  // batch
+  int batch_size = 4;               // --batch-size B: global, in sequences (split over Z and data)
+  int seq_len = 64;                 // --seq-len T
+  int steps = 50;                   // --steps N
+  // optimizer
+  float lr = 3e-4f;
+  std::string lr_schedule = "cosine";
+  int warmup_steps = 0;
+  float min_lr_frac = 0.0f;
+  float weight_decay = 0.0f;
+  bool decay_all = false;           // decay every tensor (llm.c's CPU trainer), not only matrices
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float grad_clip = 1.0f;           // 0 = off
+  uint64_t seed = 1337;
+  // run
+  std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
+  std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
+  std::string dtype = "fp32";       // fp32 | bf16 (mixed precision, docs/precision.md)
+  std::string gemm = "onednn";      // onednn | openblas
+  std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)
+  std::string gemm_tuning_report;   // JSON file of the tuner's choices, written by rank 0 (needs tuning on)
+  double peak_gflops = 0.0;         // MFU denominator; 0 = measure at start (sgemm; GPU: bf16 GEMM)
+  std::string metrics;              // JSON Lines file, one object per step
+  std::string save;                 // llm.c checkpoint written at the end (empty: none)
+  // sharded checkpoints (docs/checkpoints.md)
+  std::string checkpoint_dir;       // --checkpoint-dir DIR: where checkpoints are written
+  int checkpoint_every = 0;         // --checkpoint-every N: every N steps (0: only at the end)
+  int keep = 0;                     // --keep N: the newest N checkpoints (0: all)
+  bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
+  std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
+  // Resuming restores the checkpoint's recorded configuration (train/resume.hpp) except the flags in
+  // `given` (the ones on the command line, e.g. "--steps"); nullopt: every field counts as given (a
+  // library caller's whole config). A given flag that would change the run's trajectory (--data, --lr,
+  // --batch-size, ...) is refused unless allow_config_change; safe ones (--steps, --grid, ...) are reported.
+  std::optional<std::set<std::string>> given;
+  bool allow_config_change = false;  // --allow-config-change
+  bool quiet = false;               // no per-step progress lines
+  // stopping early (docs/resilience.md): on SIGTERM, SIGINT or --stop-signal every rank stops after the
+  // current step and checkpoints; a second signal stops at once. Also after N steps of this run or M
+  // minutes since it started (0: never), as Megatron's exit interval and duration.
+  std::string stop_signal = "USR1";  // --stop-signal USR1|USR2|HUP|none
+  int exit_after_steps = 0;          // --exit-after-steps N
+  double exit_after_minutes = 0.0;   // --exit-after-minutes M
+  // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
+  std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
+  int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all
+  bool cache_gathered_weights = false;  // keep the Z-gathered weights for the whole step (needs Gz > 1)
+  bool recompute = false;           // activation recompute per transformer block
+  int reduce_scatter_slots = 4;     // ORS: weight-gradient blocks in flight at once
+  std::string trace;                // Chrome trace-event JSON of the traced steps, written by rank 0
+  std::string trace_steps;          // "A:B" (1-based, inclusive) or "A"; default 2:4, within --steps
+};
+
+// The traced steps of --trace-steps: [first, last], 1-based. An empty text gives 2..min(4, steps)
+// (step 1 warms up), or step 1 when there is only one. Throws InvalidArgument outside [1, steps].
+std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
+
+// Checks every value that needs neither the world nor a file (InvalidArgument saying what to
+// change). train::Session calls it; tools may call it before anything is built.
+void validate_config(const TrainConfig& c);
+
+}  // namespace axonn::train

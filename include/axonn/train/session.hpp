@@ -1,0 +1,95 @@
+// train/session.hpp — everything a training run holds: the grid, the model's shards on it, the
+// optimizer, the data, and where the run starts.
+//
+// Built from a TrainConfig over the world (collective): validates the configuration, resolves the
+// grid (--grid auto asks the planner), sets the kernels and the communicators up, opens the data,
+// builds the model and the optimizer, and sets the starting state (random, --init, or a resumed
+// checkpoint). The loop (trainer.hpp) then alternates next_batch() and train::train_step().
+//
+//   train::Session s(config, comm::world());
+//   for (int step = s.first_step(); step < config.steps; step++) {
+//     train::StepResult r = train::train_step(s.gpt(), s.opt(), s.next_batch(), {s.lr(step), c.grad_clip});
+//   }
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "axonn/comm/communicator.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "axonn/parallel/grid.hpp"
+#include "axonn/train/compute.hpp"
+#include "axonn/train/config.hpp"
+#include "axonn/train/step.hpp"
+
+namespace axonn::train {
+
+namespace detail {
+struct StartPlan;
+}
+
+class Session {
+ public:
+  // Collective over world. Throws InvalidArgument / IoError (alike on every rank) for bad input.
+  Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> world);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const TrainConfig& config() const { return c_; }
+  comm::Communicator& world() const { return *world_; }
+  const parallel::Grid& grid() const { return *grid_; }
+  // The grid whose communicators take host buffers (the checkpoints' collectives): grid() itself,
+  // or, when the model's communicators take device buffers (NCCL, MPI-staged), a twin over the world.
+  const parallel::Grid& host_grid() const { return host_grid_ ? *host_grid_ : *grid_; }
+  const Compute& compute() const { return compute_; }
+  const model::GptConfig& model_config() const { return mc_; }
+  model::Gpt& gpt() { return *gpt_; }
+  optim::AdamW& opt() { return *opt_; }
+  const data::BatchLoader& loader() const { return *loader_; }
+  const detail::StartPlan& start() const { return *start_; }
+
+  // The first step to run (0, or the step a resumed checkpoint stopped after).
+  int first_step() const { return first_step_; }
+  // The learning rate of `step` (0-based) under the schedule.
+  float lr(int step) const;
+  // Loads the next global batch and returns this rank's part of it (block d*Gz + z).
+  LocalBatch next_batch();
+  bool has_validation() const { return val_loader_ != nullptr; }
+  // The mean loss of the first --val-batches batches of --val-data with the current weights (forwards
+  // only; training is not changed by it). Collective over the grid.
+  float validate();
+
+  int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
+  int micro_batches() const { return micro_batches_; }
+  int64_t tokens_per_step() const;               // global: batch_size * seq_len
+  double peak_gflops() const { return peak_; }   // MFU denominator, per rank
+
+ private:
+  void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
+  LocalBatch local_part();  // this rank's part of the batch in inputs_/targets_
+  void log_setup() const;
+
+  TrainConfig c_;
+  std::shared_ptr<comm::Communicator> world_;
+  parallel::GridShape shape_;
+  std::unique_ptr<detail::StartPlan> start_;
+  model::GptConfig mc_;
+  std::unique_ptr<data::TokenShard> shard_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  std::unique_ptr<data::TokenShard> val_shard_;
+  std::unique_ptr<data::BatchLoader> val_loader_;
+  Compute compute_;
+  std::unique_ptr<parallel::Grid> grid_, host_grid_;
+  std::unique_ptr<model::Gpt> gpt_;
+  std::unique_ptr<optim::AdamW> opt_;
+  int first_step_ = 0;
+  int B_local_ = 0, micro_ = 0, micro_batches_ = 0;
+  int64_t block_offset_ = 0;
+  double peak_ = 0.0;
+  std::vector<int> inputs_, targets_;
+};
+
+}  // namespace axonn::train

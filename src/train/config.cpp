@@ -1,0 +1,65 @@
+// train/config.cpp — the checks of a TrainConfig that need neither the world nor a file.
+#include "axonn/train/config.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "axonn/core/error.hpp"
+#include "axonn/kernels/gemm_tuner.hpp"
+#include "axonn/parallel/overlap.hpp"
+#include "checkpointing.hpp"
+#include "stop.hpp"
+
+namespace axonn::train {
+
+std::pair<int, int> parse_trace_steps(const std::string& text, int steps) {
+  if (text.empty()) return steps == 1 ? std::pair{1, 1} : std::pair{2, std::min(4, steps)};
+  int a = 0, b = 0;
+  char extra = 0;
+  const int got = std::sscanf(text.c_str(), "%d:%d%c", &a, &b, &extra);
+  if (got == 1 && text.find(':') == std::string::npos) b = a;
+  AXONN_CHECK_ARG((got == 2 || (got == 1 && b == a)) && a >= 1 && b >= a && b <= steps,
+                  "--trace-steps wants A:B or A with 1 <= A <= B <= --steps (", steps, "), got '", text, "'");
+  return {a, b};
+}
+
+void validate_config(const TrainConfig& c) {
+  AXONN_CHECK_ARG(c.batch_size > 0, "--batch-size must be positive, got ", c.batch_size);
+  AXONN_CHECK_ARG(c.seq_len > 0, "--seq-len must be positive, got ", c.seq_len);
+  AXONN_CHECK_ARG(c.steps > 0, "--steps must be positive, got ", c.steps);
+  AXONN_CHECK_ARG(c.lr >= 0 && std::isfinite(c.lr), "--lr must be a finite value >= 0, got ", c.lr);
+  AXONN_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", c.warmup_steps);
+  AXONN_CHECK_ARG(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1], got ", c.min_lr_frac);
+  AXONN_CHECK_ARG(c.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off), got ", c.grad_clip);
+  AXONN_CHECK_ARG(c.layers >= 0 && c.heads >= 0 && c.channels >= 0 && c.vocab >= 0 && c.max_seq_len >= 0,
+                  "--layers, --heads, --channels, --vocab and --max-seq-len must be positive");
+  AXONN_CHECK_ARG(c.peak_gflops >= 0, "--peak-gflops must be >= 0 (0 = measure), got ", c.peak_gflops);
+  AXONN_CHECK_ARG(c.gx >= 0 && c.gy >= 0 && c.gz >= 0 && c.gdata >= 0, "--gx, --gy, --gz and --gdata must be positive");
+  AXONN_CHECK_ARG(c.grid.empty() || !(c.gx || c.gy || c.gz || c.gdata),
+                  "give the grid either as --grid GX,GY,GZ,GD or as --gx --gy --gz --gdata, not both");
+  bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
+  AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
+                  "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
+                  "(--layers --heads --channels --vocab --max-seq-len)");
+  AXONN_CHECK_ARG(c.val_every >= 0, "--val-every must be >= 0 (0: after the last step only), got ", c.val_every);
+  AXONN_CHECK_ARG(c.val_batches >= 1, "--val-batches must be >= 1, got ", c.val_batches);
+  AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,
+                  "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
+  detail::validate_checkpoint_flags(c);
+  (void)detail::parse_stop_signal(c.stop_signal);
+  AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
+  AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
+                  "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);
+  (void)parallel::parse_overlap(c.overlap);
+  AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
+                  c.micro_batch_size);
+  AXONN_CHECK_ARG(c.reduce_scatter_slots >= 1, "--reduce-scatter-slots must be >= 1, got ", c.reduce_scatter_slots);
+  AXONN_CHECK_ARG(c.trace_steps.empty() || !c.trace.empty(),
+                  "--trace-steps chooses the steps written by --trace; give --trace FILE too");
+  if (!c.trace.empty()) (void)parse_trace_steps(c.trace_steps, c.steps);
+  const bool tuning = kernels::parse_gemm_tuning(c.gemm_tuning);
+  AXONN_CHECK_ARG(c.gemm_tuning_report.empty() || tuning,
+                  "--gemm-tuning-report writes the GEMM tuner's choices; add --gemm-tuning on");
+}
+
+}  // namespace axonn::train

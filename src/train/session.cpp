@@ -1,0 +1,320 @@
+// train/session.cpp — building a run: grid, kernels and communicators, data, model, optimizer and
+// its starting state (include/axonn/train/session.hpp).
+#include "axonn/train/session.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/gemm_tuner.hpp"
+#include "axonn/parallel/overlap.hpp"
+#include "axonn/planner/planner.hpp"
+#include "checkpointing.hpp"
+#include "resume.hpp"
+
+namespace axonn::train {
+
+namespace {
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// Overlap, micro-batching and caching checks that need the grid.
+void validate_on_grid(const TrainConfig& c, const parallel::GridShape& shape, int B_local) {
+  AXONN_CHECK_ARG(c.micro_batch_size == 0 || B_local % c.micro_batch_size == 0, "--micro-batch-size ",
+                  c.micro_batch_size, " does not divide the ", B_local, " sequences each rank gets (--batch-size ",
+                  c.batch_size, " over Gz*Gdata = ", shape.gz * shape.gdata, "); choose a divisor of ", B_local);
+  AXONN_CHECK_ARG(!c.cache_gathered_weights || shape.gz > 1,
+                  "--cache-gathered-weights keeps the weights all-gathered over Z, but Gz = 1: nothing is gathered; "
+                  "drop the flag or use a grid with Gz > 1");
+}
+
+model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& start) {
+  if (start.model) return *start.model;
+  model::GptConfig m = model::gpt_preset(c.model.empty() ? "gpt2-tiny" : c.model);
+  if (c.layers) m.num_layers = c.layers;
+  if (c.heads) m.num_heads = c.heads;
+  if (c.channels) m.channels = c.channels;
+  if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
+  if (c.vocab) {
+    m.vocab_size = c.vocab;
+    m.padded_vocab_size = model::pad_vocab(c.vocab);
+  }
+  m.validate();
+  return m;
+}
+
+// --grid auto: the planner's best admissible grid for this model, batch and job size, predicted with
+// a machine profile (--machine, else the calibrated `local`) for this implementation's step
+// (docs/perf-model.md §10). Says which grid it chose and why.
+parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
+  // the model this run trains (train() plans its start again, and says what it found there)
+  const LogLevel level = log_level();
+  if (level > LogLevel::kWarn) set_log_level(LogLevel::kWarn);
+  detail::StartPlan start;
+  try {
+    start = detail::plan_start(c);
+  } catch (...) {
+    set_log_level(level);
+    throw;
+  }
+  set_log_level(level);
+  const model::GptConfig mc = resolve_model(c, start);
+  std::string source = c.machine;
+  if (source.empty()) {
+    auto file = planner::find_machine_profile_file("local");
+    if (!file) {
+      std::string dirs;
+      for (const auto& d : planner::machine_profile_dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+      throw InvalidArgument(axonn::detail::concat(
+          "--grid auto needs a machine profile, and no calibrated profile 'local' exists (searched: ",
+          dirs.empty() ? "nowhere: $HOME is not set" : dirs, "). Run `mpirun -np ", world_size,
+          " axonn calibrate` once with the ranks and threads you train with, or pass --machine NAME|FILE "
+          "(e.g. a profile written by axonn calibrate --out FILE)"));
+    }
+    source = *file;
+  }
+  planner::MachineProfile m = planner::load_machine_profile(source);
+  m.implementation = planner::Implementation::kAxonnCpp;  // whatever hardware, this trainer's step
+  planner::PlanRequest req;
+  req.workload.model = {mc.str(), mc.num_layers, mc.channels, mc.num_heads, mc.padded_vocab_size, 1};
+  req.workload.seq_len = c.seq_len;
+  req.workload.batch_size = c.batch_size;
+  req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
+  req.gpus = world_size;
+  req.settings = planner::settings_for(m);
+  req.unit = "ranks";
+  req.advice = "Change the number of ranks (mpirun -np) or --batch-size, or give --grid GX,GY,GZ,GD";
+  planner::PlanResult r;
+  try {
+    r = planner::plan(m, req);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("--grid auto: ") + e.what());
+  }
+  const planner::Estimate& best = r.configs.front();
+  AXONN_CHECK_ARG(best.fits, "--grid auto: no grid of ", world_size, " ranks fits this model in ",
+                  req.settings.memory_headroom * m.memory_gib, " GiB per rank (machine '", m.name,
+                  "'); the best needs ", best.memory.total_gib(), " GiB. Use more ranks or a smaller --batch-size");
+  if (m.calibrated_ranks > 0 && m.calibrated_ranks != world_size)
+    log_warn("--grid auto: profile '%s' was calibrated with %ld ranks, this job has %d: positions it did not measure "
+             "use its fallback bandwidths; run `mpirun -np %d axonn calibrate` for a matching profile",
+             source.c_str(), m.calibrated_ranks, world_size, world_size);
+  const auto& g = best.grid;
+  char runner_up[96] = "";
+  if (r.configs.size() > 1) {
+    const auto& n = r.configs[1];
+    std::snprintf(runner_up, sizeof runner_up, "; next %ld,%ld,%ld,%ld at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
+                  n.grid.gdata, n.total_s * 1e3);
+  }
+  log_info("grid      auto: Gx=%ld Gy=%ld Gz=%ld Gdata=%ld, predicted %.1f ms/step (compute %.1f, communication "
+           "%.1f) with machine profile '%s' (%s): fastest of %ld admissible grids%s",
+           g.gx, g.gy, g.gz, g.gdata, best.total_s * 1e3, best.compute_s * 1e3, best.exposed_comm_s * 1e3,
+           m.name.c_str(), source.c_str(), r.admissible, runner_up);
+  return {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
+}
+
+parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
+  if (c.grid == "auto") return auto_grid(c, world_size);
+  if (c.gx || c.gy || c.gz || c.gdata) {
+    parallel::GridShape s{c.gx ? c.gx : 1, c.gy ? c.gy : 1, c.gz ? c.gz : 1, 0};
+    // an unset Gdata takes the ranks the other three leave
+    s.gdata = c.gdata ? c.gdata : std::max(1, world_size / s.gx / s.gy / s.gz);
+    parallel::check_grid(s, world_size);
+    return s;
+  }
+  // the grid's size first: everything checked after it (the batch split, the model's divisibility)
+  // would otherwise report the symptom of a grid that does not fit the job
+  const parallel::GridShape s = parallel::parse_grid(c.grid, world_size);
+  parallel::check_grid(s, world_size);
+  return s;
+}
+
+}  // namespace
+
+Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> world)
+    : c_(config), world_(std::move(world)) {
+  validate_config(c_);
+  // where the run starts; a resumed run takes the configuration its checkpoint records
+  start_ = std::make_unique<detail::StartPlan>(detail::plan_start(c_));
+  if (start_->resume_manifest) {
+    c_ = detail::restore_config(c_, *start_->resume_manifest, start_->resume_dir, world_->size());
+    validate_config(c_);
+  }
+  const TrainConfig& c = c_;
+  shape_ = resolve_grid(c, world_->size());
+  const kernels::Backend backend = kernels::parse_backend(c.kernels);
+  kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
+  kernels::set_gemm_tuning(kernels::parse_gemm_tuning(c.gemm_tuning));
+  kernels::gemm_tuner().clear();  // each run tunes afresh (and reports only its own choices)
+  if (!c.gemm_tuning_report.empty()) {  // fail now, on every rank, rather than after training
+    int32_t bad = 0;
+    if (world_->rank() == 0) bad = std::ofstream(c.gemm_tuning_report, std::ios::trunc).good() ? 0 : 1;
+    world_->all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
+    AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
+  }
+  const bool gpu = backend == kernels::Backend::kCuda;
+  AXONN_CHECK_ARG(c.dtype == "fp32" || c.dtype == "bf16", "unknown --dtype '", c.dtype, "'; use fp32 or bf16");
+  (void)optim::parse_lr_schedule(c.lr_schedule);
+  mc_ = resolve_model(c, *start_);
+  AXONN_CHECK_ARG(c.seq_len <= mc_.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
+                  mc_.max_seq_len, "; use --seq-len <= ", mc_.max_seq_len);
+  const int token_groups = shape_.gz * shape_.gdata;  // the batch is split over Z and data
+  AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
+                  shape_.gz, "*", shape_.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
+  AXONN_CHECK_ARG(c.save.empty() || world_->size() == 1,
+                  "--save writes an llm.c file from one rank's full weights; with several ranks use "
+                  "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
+  B_local_ = c.batch_size / token_groups;
+  validate_on_grid(c, shape_, B_local_);
+  micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
+  micro_batches_ = B_local_ / micro_;
+  model::GptRunOptions run;
+  run.overlap = parallel::parse_overlap(c.overlap);
+  run.recompute = c.recompute;
+  run.cache_gathered_weights = c.cache_gathered_weights;
+  run.reduce_scatter_slots = c.reduce_scatter_slots;
+  // bf16: mixed precision (docs/precision.md): bf16 weight copies and activations, fp32 master weights,
+  // gradients and optimizer state
+  run.precision = c.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+
+  open_data();
+
+  // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
+  compute_ = setup_compute(c.kernels, c.comm, world_);
+
+  // the grid, the model's shards on it, and the optimizer on those shards
+  grid_ = std::make_unique<parallel::Grid>(shape_, compute_.grid_world);
+  // The sharded checkpoints' collectives take host buffers: when the model's communicators take
+  // device buffers (NCCL, MPI-staged), a second grid over the MPI world serves them.
+  if (compute_.grid_world != world_) host_grid_ = std::make_unique<parallel::Grid>(shape_, world_);
+  gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
+  std::vector<bool> decay(model::kNumParamTensors);
+  for (int i = 0; i < model::kNumParamTensors; i++)
+    decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
+  opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
+                                        decay, kernels::ops_for(backend));
+  // weights (random, --init) or, resuming, the checkpoint's whole state
+  first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_, shard_->size());
+  gpt_->weights_updated();  // the shards were written directly: no gathered block of before is valid
+
+  // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
+  // in bf16; a bf16 GEMM on the GPU)
+  const bool bf16 = run.precision == DType::kBF16;
+  peak_ = c.peak_gflops > 0 ? c.peak_gflops
+          : gpu            ? 1e3 * measure_gpu_bf16_tflops(8192, 3)
+          : bf16           ? kernels::measure_bf16_gemm_gflops(1536, 3)
+                           : kernels::measure_sgemm_gflops(1536, 3);
+  log_setup();
+
+  // this rank's sequences of each global batch: block d*Gz + z, cut into its micro-batches
+  const int64_t local_tokens = static_cast<int64_t>(B_local_) * c.seq_len;
+  block_offset_ = (static_cast<int64_t>(grid_->coords().d) * shape_.gz + grid_->coords().z) * local_tokens;
+  inputs_.resize(static_cast<size_t>(tokens_per_step()));
+  targets_.resize(inputs_.size());
+}
+
+Session::~Session() = default;
+
+void Session::open_data() {
+  const TrainConfig& c = c_;
+  if (!c.data.empty()) {
+    shard_ = std::make_unique<data::TokenShard>(c.data, mc_.vocab_size);
+  } else {
+    shard_ = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed));
+  }
+  loader_ = std::make_unique<data::BatchLoader>(*shard_, c.batch_size, c.seq_len);
+  if (!c.val_data.empty()) {
+    val_shard_ = std::make_unique<data::TokenShard>(c.val_data, mc_.vocab_size);
+    val_loader_ = std::make_unique<data::BatchLoader>(*val_shard_, c.batch_size, c.seq_len);
+  }
+}
+
+float Session::lr(int step) const {
+  return optim::learning_rate(optim::parse_lr_schedule(c_.lr_schedule), c_.lr, step, c_.warmup_steps, c_.steps,
+                              c_.min_lr_frac);
+}
+
+int64_t Session::tokens_per_step() const { return static_cast<int64_t>(c_.batch_size) * c_.seq_len; }
+
+LocalBatch Session::local_part() {
+  return {inputs_.data() + block_offset_, targets_.data() + block_offset_, micro_batches_,
+          static_cast<int64_t>(micro_) * c_.seq_len};
+}
+
+LocalBatch Session::next_batch() {
+  loader_->next(inputs_.data(), targets_.data());
+  return local_part();
+}
+
+float Session::validate() {
+  AXONN_CHECK(val_loader_ != nullptr, "validate() without --val-data");
+  val_loader_->set_position(0);  // the same batches every time
+  double sum = 0.0;
+  for (int i = 0; i < c_.val_batches; i++) {
+    val_loader_->next(inputs_.data(), targets_.data());
+    sum += evaluate(*gpt_, local_part());
+  }
+  return static_cast<float>(sum / c_.val_batches);
+}
+
+void Session::log_setup() const {
+  const TrainConfig& c = c_;
+  const model::Gpt& gpt = *gpt_;
+  const kernels::Backend backend = compute_.backend;
+  const bool gpu = backend == kernels::Backend::kCuda;
+  const bool bf16 = gpt.precision() == DType::kBF16;
+  const detail::StartPlan& start = *start_;
+  const int world_size = world_->size();
+  log_info("model     %s, %.2fM parameters, %s", mc_.str().c_str(), static_cast<double>(mc_.num_parameters()) / 1e6,
+           !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
+           : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
+                                   : c.init.c_str());
+  log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
+           static_cast<long long>(shard_->size()));
+  if (val_shard_)
+    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", c.val_data.c_str(),
+             static_cast<long long>(val_shard_->size()), c.val_batches, c.val_batches > 1 ? "es" : "",
+             c.val_every > 0 ? ("every " + std::to_string(c.val_every) + " steps and at the end").c_str()
+                             : "after the last step");
+  log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
+  log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
+           c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
+           c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
+  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank", shape_.gx, shape_.gy,
+           shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "");
+  log_info("overlap   %s; %d micro-batch%s of %d sequence%s per rank%s%s",
+           parallel::overlap_name(gpt.run_options().overlap).c_str(), micro_batches_, micro_batches_ > 1 ? "es" : "",
+           micro_, micro_ > 1 ? "s" : "", c.recompute ? "; activation recompute" : "",
+           c.cache_gathered_weights ? "; gathered weights cached" : "");
+  log_info("memory    per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB, "
+           "comm buffers %.1f MiB, total %.1f MiB",
+           mib(gpt.param_bytes()), mib(gpt.grad_bytes()), mib(opt_->state_bytes()), mib(gpt.activation_bytes()),
+           mib(gpt.comm_buffer_bytes()),
+           mib(gpt.param_bytes() + gpt.grad_bytes() + opt_->state_bytes() + gpt.activation_bytes() +
+               gpt.comm_buffer_bytes()));
+  if (gpu)
+    log_info("compute   kernels cuda on %s, comm %s, precision %s, peak %.1f TFLOP/s (%s)",
+             compute_.device_name.c_str(), compute_.comm.c_str(), c.dtype.c_str(), peak_ / 1e3,
+             c.peak_gflops > 0 ? "given" : "dense bf16 GEMM measured now");
+  else {
+    const std::string bf16_gemm = bf16 ? kernels::gemm_bf16_kernel() : "";
+    const std::string how = !bf16 ? ""
+                            : backend == kernels::Backend::kCpu
+                                ? " (matmuls: bf16 GEMM " + bf16_gemm + "; other ops widened to fp32)"
+                                : " (fp32 kernels on widened inputs)";
+    const std::string source = c.peak_gflops > 0 ? "given"
+                               : bf16            ? "bf16 GEMM " + bf16_gemm + " measured now"
+                                                 : "sgemm measured now";
+    log_info("compute   kernels %s, GEMM %s, %d threads, precision %s%s, peak %.1f GFLOP/s (%s)",
+             std::string(kernels::backend_name(backend)).c_str(),
+             std::string(kernels::gemm_backend_name(kernels::gemm_backend())).c_str(), kernels::cpu_threads(),
+             c.dtype.c_str(), how.c_str(), peak_, source.c_str());
+  }
+  if (kernels::gemm_tuning())
+    log_info("gemm      layout tuning on: the first call of each GEMM shape times its %zu variants (step 1 is "
+             "slower); choices reported at the end", kernels::kGemmVariants.size());
+}
+
+}  // namespace axonn::train

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# CLI tests of a run that survives what clusters do to it (docs/resilience.md): --resume restores the
+# recorded configuration and continues bit for bit, refuses changes that would make another run,
+# continues the metrics without duplicate steps.
+# Usage: cli_resilience.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+. "$(dirname "$0")/../common.sh"
+model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
+# a run with its own data, optimizer, batch and schedule: nothing of it is a default
+flags=(--init "$model" --data "$tokens" --batch-size 8 --seq-len 16 --lr 2e-3 --warmup-steps 3 --min-lr-frac 0.1
+       --weight-decay 0.05 --grad-clip 0.8 --seed 7 --peak-gflops 100)
+
+# losses_equal REF GOT: every step of GOT is in REF with the same loss and grad norm, bit for bit, and GOT
+# holds each step of REF once, in order.
+losses_equal() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+ref = [json.loads(l) for l in open(sys.argv[1])]
+got = [json.loads(l) for l in open(sys.argv[2])]
+assert [g["step"] for g in got] == [r["step"] for r in ref], ([g["step"] for g in got], len(ref))
+for g, r in zip(got, ref):
+    assert g["loss"] == r["loss"] and g["grad_norm"] == r["grad_norm"] and g["lr"] == r["lr"], (g, r)
+print("ok: %d steps, each once, bit-identical to the uninterrupted run" % len(got))
+PY
+}
+
+# back_to STEP DIR: the checkpoint root as if the run had died after the save of STEP.
+back_to() {
+  local step=$1 dir=$2 d
+  for d in "$dir"/step-*; do
+    [ "$(basename "$d")" \> "$(printf 'step-%08d' "$step")" ] && rm -rf "$d"
+  done
+  printf 'step-%08d\n' "$step" >"$dir/latest"
+}
+
+# start_bg OUT CMD...: CMD in the background, output in OUT; its pid in $bg.
+start_bg() {
+  local out=$1
+  shift
+  "$@" >"$out" 2>&1 &
+  bg=$!
+}
+
+# wait_lines FILE N: until FILE has N lines (60 s at most).
+wait_lines() {
+  local i
+  for i in $(seq 600); do
+    [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "$1 never reached $2 lines"
+}
+
+# rank_pids MPIRUN_PID: the ranks mpirun started (its children).
+rank_pids() {
+  ps -o pid= --ppid "$1" | tr -d ' '
+}
+
+# wait_rc PID: PID's exit code in $rc (the job is killed after 120 s).
+wait_rc() {
+  rc=0
+  # (the watchdog holds no output open, and ends within a second of the process)
+  ( for _ in $(seq 120); do kill -0 "$1" 2>/dev/null || exit 0; sleep 1; done; kill -9 "$1" ) >/dev/null 2>&1 &
+  wait "$1" || rc=$?
+}
+
+# stop_and_resume NP SIGNAL HOW: the uninterrupted run, then the same run stopped by SIGNAL sent HOW
+# (ranks: to every rank, as srun and Slurm do; mpirun: to mpirun; self: to the one process, no
+# mpirun) once it has trained 20 steps; it must exit 0 with a checkpoint, and --resume alone must
+# continue it bit for bit.
+stop_and_resume() {
+  local np=$1 sig=$2 how=$3 grid=1,1,1,1 launch=()
+  [ "$np" -eq 4 ] && grid=2,1,1,2
+  [ "$how" = self ] || launch=("$mpiexec" -n "$np" --oversubscribe)
+  local run_flags=("${flags[@]}" --grid "$grid" --steps 300 --quiet)
+  run "${launch[@]}" "$axonn" train "${run_flags[@]}" --metrics "$tmp/ref.jsonl"
+  start_bg "$tmp/run.out" "${launch[@]}" "$axonn" train "${run_flags[@]}" --metrics "$tmp/m.jsonl" \
+    --checkpoint-dir "$tmp/ck"
+  wait_lines "$tmp/m.jsonl" 20
+  if [ "$how" = ranks ]; then kill -"$sig" $(rank_pids "$bg"); else kill -"$sig" "$bg"; fi
+  wait_rc "$bg"
+  cp "$tmp/run.out" "$tmp/out"
+  [ "$rc" -eq 0 ] || fail "the stopped run exited $rc, not 0"
+  expect_output "stopped   by SIG$sig after step [0-9]+ of 300; checkpoint .*step-[0-9]+. Continue with: axonn train --checkpoint-dir .* --resume"
+  local at
+  at=$(grep -Eo "after step [0-9]+ of" "$tmp/out" | grep -Eo "[0-9]+" | head -1)
+  [ "$at" -lt 300 ] || fail "the run was not stopped early"
+  [ -f "$tmp/ck/$(printf 'step-%08d' "$at")/manifest.json" ] || fail "no checkpoint of step $at"
+  [ "$(wc -l <"$tmp/m.jsonl")" -eq "$at" ] || fail "the metrics hold $(wc -l <"$tmp/m.jsonl") steps, not $at"
+  run "${launch[@]}" "$axonn" train --checkpoint-dir "$tmp/ck" --resume
+  losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl"
+}
+
+case $case_name in
+  resume_restores_config)
+    # the uninterrupted run, then the same run cut back to its step-10 checkpoint and resumed with
+    # --checkpoint-dir and --resume alone: the recorded data, optimizer, batch, schedule, checkpoint
+    # cadence and metrics file come back, and the metrics hold each step once
+    run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps 24 --metrics "$tmp/ref.jsonl"
+    run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps 24 --checkpoint-dir "$tmp/ck" --checkpoint-every 10 \
+      --metrics "$tmp/m.jsonl"
+    back_to 10 "$tmp/ck"
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume
+    expect_output "resume    the checkpoint's settings: --data .*tokens.bin --seed 7 --batch-size 8 --seq-len 16 --steps 24 --lr 0.002 --warmup-steps 3 --min-lr-frac 0.1 --weight-decay 0.05 --grad-clip 0.8 --checkpoint-every 10 --metrics .*m.jsonl"
+    expect_output "metrics   .*m.jsonl continues after step 10: 10 lines kept, 14 dropped"
+    expect_output "checkpoint .*step-00000020"
+    losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
+  resume_refuses_changed_lr)
+    run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck"
+    expect_error "resuming '.*step-00000004' with --lr 0.001 \(the checkpoint's run had 0.002\) would silently make another run" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 8 --lr 1e-3
+    expect_output "add --allow-config-change"
+    absent "$tmp/ck/step-00000008" ;;
+  resume_refuses_changed_data)
+    cp "$tokens" "$tmp/other.bin"
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 4 --checkpoint-dir "$tmp/ck"
+    expect_once 2 "with --data .*other.bin \(the checkpoint's run had .*tokens.bin\), --batch-size 4 \(the checkpoint's run had 8\) would silently" \
+      train --checkpoint-dir "$tmp/ck" --resume --steps 8 --data "$tmp/other.bin" --batch-size 4 ;;
+  resume_allow_config_change)
+    run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck"
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 6 --lr 1e-3 --allow-config-change
+    expect_output "--lr 0.001 \(the checkpoint's run had 0.002\): --allow-config-change, so the run continues with it"
+    expect_output "checkpoint .*step-00000006" ;;
+  resume_safe_changes_reported)
+    # more steps and another grid (resharded) are safe: used and said
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 4 --checkpoint-dir "$tmp/ck" --quiet
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --steps 6 --grid 1,1,1,2 --quiet
+    expect_output "resume    changed: --steps 6 \(the checkpoint's run had 4\), --grid 1,1,1,2 \(the checkpoint's was 2,1,1,1: resharded\)"
+    expect_output "grid      Gx=1 Gy=1 Gz=1 Gdata=2" ;;
+  resume_grid_needs_ranks)
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 2 --checkpoint-dir "$tmp/ck" --quiet
+    expect_error "was written on grid 2,1,1,1 \(2 ranks\); this job has 1: run it on as many ranks, or give --grid for 1 ranks" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 4 ;;
+  resume_with_init_explained)
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck" --quiet
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 3 --init "$model" --quiet
+    expect_output "--init .*model.bin is not used: the run continues from the checkpoint's weights" ;;
+  resume_from_keeps_checkpointing)
+    # --resume-from without --checkpoint-dir saves where the recorded run saved, keeping as many
+    run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2 --quiet
+    back_to 3 "$tmp/ck"
+    run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+  stop_sigterm_np1) stop_and_resume 1 TERM self ;;
+  stop_sigint_np1) stop_and_resume 1 INT self ;;
+  stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;
+  stop_sigusr1_mpirun_np4) stop_and_resume 4 USR1 mpirun ;;
+  stop_sigterm_mpirun)
+    # Open MPI's mpirun does not forward SIGTERM: it sends the ranks SIGCONT, then SIGTERM after
+    # odls_base_sigkill_timeout seconds (default 1), SIGKILL as long again after that, and exits 1
+    # (docs/resilience.md). With the timeout raised, the ranks' SIGTERM stop has time to checkpoint.
+    # Constant lr: the trajectory does not depend on --steps, so a long run is compared with a short one.
+    long=(--lr-schedule constant --grid 1,1,2,1 --steps 100000 --quiet)
+    start_bg "$tmp/run.out" env OMPI_MCA_odls_base_sigkill_timeout=5 "$mpiexec" -n 2 --oversubscribe "$axonn" train \
+      "${flags[@]}" "${long[@]}" --metrics "$tmp/m.jsonl" --checkpoint-dir "$tmp/ck"
+    wait_lines "$tmp/m.jsonl" 20
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    cp "$tmp/run.out" "$tmp/out"
+    expect_output "stopped   by SIGTERM after step [0-9]+ of 100000; checkpoint"
+    echo "ok: mpirun exited $rc after the ranks' graceful stop"
+    at=$(grep -Eo "after step [0-9]+ of" "$tmp/out" | grep -Eo "[0-9]+" | head -1)
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5
+    expect_output "stopped   by --exit-after-steps 5 after step $((at + 5)) of 100000"
+    run_np 2 train "${flags[@]}" --lr-schedule constant --grid 1,1,2,1 --steps $((at + 5)) --quiet --metrics "$tmp/ref.jsonl"
+    losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
+  stop_second_signal)
+    # a step of ~0.4 s: the second SIGTERM arrives during the step the first asked to finish
+    start_bg "$tmp/out" "$axonn" train --channels 256 --layers 4 --batch-size 16 --seq-len 64 --steps 100 \
+      --peak-gflops 100 --checkpoint-dir "$tmp/ck"
+    for i in $(seq 300); do grep -q "step     2/100" "$tmp/out" && break; sleep 0.1; done
+    kill -TERM "$bg"
+    sleep 0.05
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 143 ] || fail "exit code $rc, not 143 (killed by the second SIGTERM)"
+    absent "$tmp/ck/step-00000100"
+    expect_no_output "stopped   by"
+    echo "ok: the second SIGTERM ended the run at once (exit 143)" ;;
+  stop_without_checkpoint_dir)
+    start_bg "$tmp/out" "$axonn" train "${flags[@]}" --steps 100000 --metrics "$tmp/m.jsonl"
+    wait_lines "$tmp/m.jsonl" 5
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 143 ] || fail "exit code $rc, not 143: nothing was saved"
+    expect_output "stopped   by SIGTERM after step [0-9]+ of 100000; no --checkpoint-dir: nothing to resume from" ;;
+  exit_after_steps)
+    run_np 2 train "${flags[@]}" --grid 1,1,1,2 --steps 30 --quiet --metrics "$tmp/ref.jsonl"
+    run_np 2 train "${flags[@]}" --grid 1,1,1,2 --steps 30 --quiet --metrics "$tmp/m.jsonl" --checkpoint-dir "$tmp/ck" \
+      --exit-after-steps 12
+    expect_output "stopped   by --exit-after-steps 12 after step 12 of 30; checkpoint .*step-00000012"
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12
+    expect_output "stopped   by --exit-after-steps 12 after step 24 of 30"
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12
+    expect_no_output "stopped   by"
+    losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
+  exit_after_minutes)
+    run_np 1 train "${flags[@]}" --steps 100000 --quiet --checkpoint-dir "$tmp/ck" --exit-after-minutes 0.02
+    expect_output "stopped   by --exit-after-minutes 0.02 after step [0-9]+ of 100000; checkpoint" ;;
+  stop_signal_flag)
+    expect_error "--stop-signal 'KILL': use USR1, USR2, HUP or none" "$axonn" train --stop-signal KILL
+    expect_error "--exit-after-steps must be >= 0" "$axonn" train --exit-after-steps -1
+    start_bg "$tmp/out" "$axonn" train "${flags[@]}" --steps 100000 --metrics "$tmp/m.jsonl" --checkpoint-dir "$tmp/ck" \
+      --stop-signal USR2
+    wait_lines "$tmp/m.jsonl" 5
+    kill -USR2 "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 0 ] || fail "exit code $rc after SIGUSR2"
+    expect_output "stop      SIGTERM, SIGINT, SIGUSR2: every rank stops after the current step"
+    expect_output "stopped   by SIGUSR2" ;;
+  *) fail "unknown case $case_name" ;;
+esac
