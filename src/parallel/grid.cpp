@@ -184,6 +184,20 @@ int grid_group_nodes(const GridShape& s, GridGroup g, const std::vector<int>& no
   return most;
 }
 
+std::string grid_placement_str(const GridShape& s, const std::vector<int>& node_of_rank) {
+  if (grid_group_nodes(s, GridGroup::kWorld, node_of_rank) == 1) return "one node";
+  std::string out;
+  const std::pair<GridGroup, const char*> axes[] = {
+      {GridGroup::kX, "X"}, {GridGroup::kY, "Y"}, {GridGroup::kZ, "Z"}, {GridGroup::kData, "data"}};
+  for (const auto& [g, name] : axes) {
+    if (grid_group_members(s, 0, g).size() < 2) continue;
+    const int n = grid_group_nodes(s, g, node_of_rank);
+    out += ::axonn::detail::concat(out.empty() ? "" : ", ", name,
+                                   n == 1 ? " inside nodes" : ::axonn::detail::concat(" across ", n, " nodes"));
+  }
+  return out;
+}
+
 Grid::Grid(const GridShape& shape, std::shared_ptr<comm::Communicator> world)
     : shape_(shape), world_(std::move(world)) {
   AXONN_CHECK(world_ != nullptr, "Grid needs a world communicator");

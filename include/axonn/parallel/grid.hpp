@@ -109,6 +109,9 @@ std::vector<int> block_nodes(int world_size, int ranks_per_node);
 // The most nodes that any group of kind `g` spans, given each world rank's node (any labels): 1 when
 // every such group lies inside one node.
 int grid_group_nodes(const GridShape& shape, GridGroup g, const std::vector<int>& node_of_rank);
+// "X inside nodes, Y across 2 nodes, Z across 2 nodes": X, Y, Z and data, those with more than one
+// rank; "one node" when every rank shares one.
+std::string grid_placement_str(const GridShape& shape, const std::vector<int>& node_of_rank);
 
 // --- the communicators ---
 

@@ -161,6 +161,10 @@ TEST(GridPlacement, WhichGroupsStayInsideANode) {
   EXPECT_EQ(grid_group_nodes(t, GridGroup::kData, four), 2);
   EXPECT_EQ(grid_group_nodes(t, GridGroup::kXYZ, four), 2);
   EXPECT_EQ(grid_group_nodes(t, GridGroup::kZData, four), 4);
+  EXPECT_EQ(grid_placement_str(t, four), "X inside nodes, Y inside nodes, Z across 2 nodes, data across 2 nodes");
+  EXPECT_EQ(grid_placement_str({2, 1, 2, 1}, nodes), "X inside nodes, Z across 2 nodes");
+  EXPECT_EQ(grid_placement_str(s, nodes), "X across 2 nodes, Z inside nodes");  // z,x,y
+  EXPECT_EQ(grid_placement_str(t, block_nodes(16, 16)), "one node");
   // nodes need not be blocks: any labels
   EXPECT_EQ(grid_group_nodes({4, 1, 1, 1}, GridGroup::kX, {7, 3, 7, 3}), 2);
   EXPECT_THROW(grid_group_nodes(t, GridGroup::kX, nodes), Error);  // 16 ranks, 4 nodes given
