@@ -109,15 +109,19 @@ std::string calibration_profile_json(const Calibration& c) {
   // narrowest inter-node one; α the median of the fitted ones.
   const CollectiveFit* intra = nullptr;
   const CollectiveFit* inter = nullptr;
-  std::vector<double> alphas;
+  std::vector<double> alphas, intra_alphas, inter_alphas;
   for (const auto& f : c.collectives) {
     alphas.push_back(f.latency_us);
+    (f.intra_node ? intra_alphas : inter_alphas).push_back(f.latency_us);
     if (f.kind != CollectiveKind::kAllReduce || f.ip != 1) continue;
     if (f.intra_node && (!intra || f.size > intra->size)) intra = &f;
     if (!f.intra_node && (!inter || f.size < inter->size)) inter = &f;
   }
-  std::sort(alphas.begin(), alphas.end());
-  const double alpha = alphas.empty() ? 0.0 : alphas[alphas.size() / 2];
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double alpha = median(alphas);
   const double intra_gbs = intra ? intra->gbs : (inter ? inter->gbs : c.stream_gbs);
   const double inter_gbs = inter ? inter->gbs : intra_gbs;
 
@@ -158,6 +162,9 @@ std::string calibration_profile_json(const Calibration& c) {
                     "beyond its own time");
   sources.push_back(inter ? "inter_node_gbs: the narrowest inter-node all-reduce measured"
                           : "inter_node_gbs: not measured (one node): a copy of intra_node_gbs");
+  if (!inter_alphas.empty())
+    sources.push_back("intra_node_latency_us, inter_node_latency_us: the median latency_us of the positions inside "
+                      "a node and of those across nodes");
   if (!intra && !inter)
     sources.push_back("intra_node_gbs: no collective measured (one rank): the stream bandwidth stands in");
 
@@ -209,6 +216,10 @@ std::string calibration_profile_json(const Calibration& c) {
         {"gemm", gemm},
         {"collectives", colls}}},
   };
+  if (!inter_alphas.empty() && !intra_alphas.empty()) {  // several nodes: the two levels' latencies
+    doc["network"]["intra_node_latency_us"] = rounded(median(intra_alphas));
+    doc["network"]["inter_node_latency_us"] = rounded(median(inter_alphas));
+  }
   return doc.dump(2) + "\n";
 }
 

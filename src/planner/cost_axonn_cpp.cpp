@@ -87,21 +87,28 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   add(&layer, m, s, g, "LayerNorm bwd all-reduce", CommGroup::kX, CollectiveKind::kAllReduce, 2 * N * 4.0, 2 * micro,
       Hiding::kNone);
   double gemm_flops = 0, gemm_calls = 0;
+  double layer_exposed = total_seconds(layer);  // the LayerNorm statistics block; each linear adds its own
   for (const auto& l : block_linear_layers(w.model.hidden)) {
+    const size_t first = layer.size();
     const CommGroup in_grp = l.transposed ? CommGroup::kY : CommGroup::kX;
     const CommGroup out_grp = l.transposed ? CommGroup::kX : CommGroup::kY;
     const double din = d(l.in_features), dout = d(l.out_features);
     const double g_in = d(group_size(in_grp, g)), g_out = d(group_size(out_grp, g));
     const double block = din * dout / gxy;
+    // with --overlap (docs/overlap.md): OAG prefetches the gathers, ORS retires the reduce-scatters
+    // later, OAR waits for dX after the dW GEMM; the forward all-reduces block
     add(&layer, m, s, g, l.name + " weight all-gather", CommGroup::kZ, CollectiveKind::kAllGather, block * b,
-        gathers * micro, Hiding::kNone);
+        gathers * micro, Hiding::kUnderLayer);
     add(&layer, m, s, g, l.name + " fwd all-reduce", in_grp, CollectiveKind::kAllReduce, N * dout / g_out * b,
         fwd * micro, Hiding::kNone);
     add(&layer, m, s, g, l.name + " bwd all-reduce (dX)", out_grp, CollectiveKind::kAllReduce, N * din / g_in * b,
-        micro, Hiding::kNone);
+        micro, Hiding::kUnderDataGrad);
     add(&layer, m, s, g, l.name + " weight-grad reduce-scatter", CommGroup::kZ, CollectiveKind::kReduceScatter,
-        block * b, micro, Hiding::kNone);
+        block * b, micro, Hiding::kUnderLayer);
     // GEMMs: forward (per forward pass), dX and dW, one sgemm call each.
+    const double pass_s = micro * (2 * N * din * dout / gxy / m.gemm_flops_per_s() + m.gemm_call_us * 1e-6);
+    const std::vector<CollectiveCost> own(layer.begin() + static_cast<long>(first), layer.end());
+    layer_exposed += s.overlap ? exposed_linear(own, pass_s, (fwd + 2) * pass_s) : total_seconds(own);
     gemm_flops += L * micro * (fwd + 2) * 2 * N * din * dout / gxy;
     gemm_calls += L * micro * (fwd + 2);
   }
@@ -131,20 +138,29 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
       Hiding::kNone);
   // sync_gradients: one all-reduce per tensor, over Z then data for the replicated ones, over data
   // for the four weight shards (already summed over Z by the reduce-scatters).
+  // (with --overlap dp these run in the last micro-batch's backward, each once its gradient is final)
   for (double n : replicated_tensors(w, g)) {
     add(&step, m, s, g, "replicated grad all-reduce over Z", CommGroup::kZ, CollectiveKind::kAllReduce, n * gb, 1.0,
-        Hiding::kNone);
+        Hiding::kUnderBackward);
     add(&step, m, s, g, "replicated grad all-reduce over data", CommGroup::kData, CollectiveKind::kAllReduce, n * gb,
-        1.0, Hiding::kNone);
+        1.0, Hiding::kUnderBackward);
   }
   for (const auto& l : block_linear_layers(w.model.hidden))
     add(&step, m, s, g, l.name + " shard grad all-reduce over data", CommGroup::kData, CollectiveKind::kAllReduce,
-        L * d(l.in_features) * d(l.out_features) / d(g.gx * g.gy * g.gz) * gb, 1.0, Hiding::kNone);
+        L * d(l.in_features) * d(l.out_features) / d(g.gx * g.gy * g.gz) * gb, 1.0, Hiding::kUnderBackward);
   add(&step, m, s, g, "gradient-norm all-reduce", CommGroup::kXYZ, CollectiveKind::kAllReduce, 2 * 4.0, 1.0,
       Hiding::kNone);
   for (const auto& c : step) tally(&e, c, 1.0);
   e.comm_s = e.comm.total();
-  e.exposed_comm_s = e.comm_s;  // every collective of this implementation blocks
+  double step_blocking = 0, dp = 0;
+  for (const auto& c : step) (s.overlap && c.hiding == Hiding::kUnderBackward ? dp : step_blocking) += c.seconds;
+  // the gradient sums hide under the backward of the layers after the first one to finish (dX and dW
+  // GEMMs of the other L-1 layers, of the last micro-batch)
+  double linear_pass_s = 0;
+  for (const auto& l : block_linear_layers(w.model.hidden))
+    linear_pass_s += 2 * N * d(l.in_features) * d(l.out_features) / gxy / m.gemm_flops_per_s();
+  const double backward_s = (L - 1) * 2 * linear_pass_s;
+  e.exposed_comm_s = L * layer_exposed + step_blocking + std::max(0.0, dp - backward_s);
 
   // --- compute --------------------------------------------------------------------------------
   // Attention core per (sequence, local head): forward q·kᵀ and att·v, backward four GEMMs of T×T×hs;

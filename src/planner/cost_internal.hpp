@@ -22,6 +22,11 @@ long group_size(CommGroup grp, const GridShape& g);
 void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s, const GridShape& g,
          std::string what, CommGroup grp, CollectiveKind kind, double message_bytes, double calls, Hiding hiding);
 
+// What of one linear layer's collectives (all calls of a step) overlap does not hide: OAR under the
+// layer's dW GEMM (`dw_s`), OAR with the Z all-gathers and reduce-scatters under all of its GEMMs
+// (`layer_s`), the rest blocking (spec §4; docs/perf-model.md §6).
+double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_s, double layer_s);
+
 // Parameters per rank: LayerNorms and biases; token (vocabulary-parallel over X·Y) and position
 // embeddings; the Z-sharded tensor-parallel weights.
 double small_params_per_rank(const Workload& w, const GridShape& g);

@@ -257,6 +257,19 @@ std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, co
 
 namespace internal {
 
+double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_s, double layer_s) {
+  double blocking = 0, oar = 0, async = 0;
+  for (const auto& c : collectives) {
+    if (c.hiding == Hiding::kUnderDataGrad)
+      oar += c.seconds;
+    else if (c.hiding == Hiding::kUnderLayer)
+      async += c.seconds;
+    else
+      blocking += c.seconds;
+  }
+  return blocking + std::max({0.0, oar - dw_s, oar + async - layer_s});
+}
+
 // Parameters per rank that are not Z-sharded tensor-parallel weights: LayerNorm γ/β and biases
 // (normal layers' biases over Y, transposed ones' over X, norms on the h/Gx slice), final norm.
 double small_params_per_rank(const Workload& w, const GridShape& g) {
@@ -349,6 +362,12 @@ CostSettings settings_for(const MachineProfile& m) {
   return s;
 }
 
+CostSettings settings_for(const MachineProfile& m, bool overlap) {
+  CostSettings s = settings_for(m);
+  if (m.implementation == Implementation::kAxonnCpp) s.overlap = overlap;
+  return s;
+}
+
 Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s) {
   w.validate();
   std::array<char, 3> sorted = g.order;
@@ -373,7 +392,6 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
     const auto coll = linear_layer_collectives(m, layer, w.tokens(), w.grad_accumulation, g, s);
     const double pass_flops = 2 * T * d(layer.in_features) * d(layer.out_features) / d(g.gx * g.gy);
     gemm_flops += L * passes * pass_flops;
-    double blocking = 0, oar = 0, async = 0;
     for (const auto& c : coll) {
       switch (c.group) {
         case CommGroup::kX:
@@ -389,17 +407,10 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
           e.comm.data += L * c.seconds;
           break;
       }
-      if (!s.overlap || c.hiding == Hiding::kNone)
-        blocking += c.seconds;
-      else if (c.hiding == Hiding::kUnderDataGrad)
-        oar += c.seconds;
-      else
-        async += c.seconds;
     }
     // OAR hides under this layer's dW GEMM; OAG/ORS (and OAR) under all of its GEMMs.
     const double dw_s = pass_flops / rate, layer_s = passes * pass_flops / rate;
-    const double sticking_out = std::max({0.0, oar - dw_s, oar + async - layer_s});
-    e.exposed_comm_s += L * (blocking + sticking_out);
+    e.exposed_comm_s += L * (s.overlap ? internal::exposed_linear(coll, dw_s, layer_s) : total_seconds(coll));
   }
   const auto emb = embedding_collectives(m, w, g, s);
   e.comm.embedding = total_seconds(emb);

@@ -84,7 +84,7 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   req.workload.batch_size = c.batch_size;
   req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
   req.gpus = world_size;
-  req.settings = planner::settings_for(m);
+  req.settings = planner::settings_for(m, parallel::parse_overlap(c.overlap).any());  // as the run overlaps
   // the order too, unless --grid-order fixes it
   req.search_orders = c.grid_order.empty();
   if (!c.grid_order.empty()) {

@@ -82,6 +82,9 @@ struct CostSettings {
 // weights, gradients, AdamW m and v, no master copy), no recompute, weights re-gathered in the
 // backward, no overlap.
 CostSettings settings_for(const MachineProfile& m);
+// The same for a run with `overlap`: axonn-cpp's trainer overlaps unless --overlap none (its default
+// is all); the megatron-axonn settings always do.
+CostSettings settings_for(const MachineProfile& m, bool overlap);
 
 enum class CommGroup { kX, kY, kZ, kData, kXY, kZData, kXYZ };
 std::string_view to_string(CommGroup g);
@@ -90,6 +93,7 @@ enum class Hiding {
   kNone,           // blocking: forward all-reduces, data-parallel and embedding syncs
   kUnderDataGrad,  // OAR: the backward all-reduce of dX runs under the dW GEMM of the same layer
   kUnderLayer,     // OAG prefetch / ORS: Z all-gathers and reduce-scatters run under the layer's GEMMs
+  kUnderBackward,  // DP (axonn-cpp): the gradient sums of a layer run under the backward of the layers before it
 };
 
 // One collective of a step, with everything that went into its cost.
