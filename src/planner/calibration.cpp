@@ -113,7 +113,7 @@ std::string calibration_profile_json(const Calibration& c) {
   for (const auto& f : c.collectives) {
     alphas.push_back(f.latency_us);
     (f.intra_node ? intra_alphas : inter_alphas).push_back(f.latency_us);
-    if (f.kind != CollectiveKind::kAllReduce || f.ip != 1) continue;
+    if (f.kind != CollectiveKind::kAllReduce || f.ip != 1 || f.async) continue;
     if (f.intra_node && (!intra || f.size > intra->size)) intra = &f;
     if (!f.intra_node && (!inter || f.size < inter->size)) inter = &f;
   }
@@ -142,6 +142,7 @@ std::string calibration_profile_json(const Calibration& c) {
                      {"gbs", rounded(f.gbs)},
                      {"latency_us", rounded(f.latency_us)},
                      {"samples", samples}});
+    if (f.async) rules.back()["async"] = true;
   }
 
   std::string where = c.host.empty() ? "this machine" : c.host;
@@ -156,7 +157,8 @@ std::string calibration_profile_json(const Calibration& c) {
   sources.push_back("bandwidth_gbs: one rule per collective and position (ip, size): samples = measured time per call "
                     "by message size (every group of the position at once), which the planner interpolates; gbs and "
                     "latency_us = the fit t = c(p-1)·latency_us + c(p-1)/p·M/gbs to them (beyond the largest size, and "
-                    "the summary)");
+                    "the summary); \"async\": the same timed as *_async + wait, the form the trainer issues all "
+                    "but its forward all-reduces and LayerNorm statistics in");
   sources.push_back("sync_us: time per iteration of [compute burst, 8-byte all-reduce over all ranks] minus the burst "
                     "alone and minus that all-reduce in a tight loop: what a collective costs between computations "
                     "beyond its own time");
@@ -177,6 +179,7 @@ std::string calibration_profile_json(const Calibration& c) {
     colls.push_back({{"op", std::string(to_string(f.kind))},
                      {"ip", f.ip},
                      {"size", f.size},
+                     {"async", f.async},
                      {"intra_node", f.intra_node},
                      {"alpha_beta_max_rel_error", rounded(f.max_rel_error, 3)}});
 

@@ -181,15 +181,18 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
     out->push_back(std::move(c));
     return;
   }
-  c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p);
+  // this project's trainer issues every collective that can overlap non-blocking (and waits at once
+  // without overlap): a calibrated profile times that form apart
+  const bool async = s.implementation == Implementation::kAxonnCpp && hiding != Hiding::kNone;
+  c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p, async);
   const double unit = as_coded ? kGiB : 1e9;
   double per_call = coef * f * message_bytes / unit / c.bandwidth_gbs;
   if (!as_coded && s.latency) {
     // a calibrated profile's measured curve where it has one, else α per ring step
-    if (auto t = m.measured_seconds(kind, c.ip, p, message_bytes))
+    if (auto t = m.measured_seconds(kind, c.ip, p, message_bytes, async))
       per_call = *t;
     else
-      per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p);
+      per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p, async);
     per_call += m.sync_us * 1e-6;  // the step's synchronisation cost, where the profile measured one
   }
   c.seconds = calls * per_call;

@@ -80,34 +80,40 @@ double MachineProfile::bandwidth_gbs(long ip, long size) const {
   return fallback_gbs(*this, ip, size);
 }
 
-double MachineProfile::bandwidth_gbs(CollectiveKind k, long ip, long size) const {
+const BandwidthRule* MachineProfile::find_rule(CollectiveKind k, long ip, long size, bool async) const {
+  for (bool form : {async, false}) {
+    for (const BandwidthRule& r : bandwidth_table)
+      if (r.async == form && r.matches(k, ip, size)) return &r;
+    if (!async) break;
+  }
+  return nullptr;
+}
+
+double MachineProfile::bandwidth_gbs(CollectiveKind k, long ip, long size, bool async) const {
   AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
-  for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(k, ip, size)) return r.gbs;
+  if (const BandwidthRule* r = find_rule(k, ip, size, async)) return r->gbs;
   return fallback_gbs(*this, ip, size);
 }
 
-std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip, long size, double bytes) const {
-  for (const BandwidthRule& r : bandwidth_table) {
-    if (!r.matches(k, ip, size)) continue;
-    const auto& s = r.samples;
-    if (s.empty()) return std::nullopt;
-    if (bytes <= s.front().first) return s.front().second;  // the latency floor
-    for (size_t i = 1; i < s.size(); ++i)
-      if (bytes <= s[i].first) {
-        const double f = (bytes - s[i - 1].first) / (s[i].first - s[i - 1].first);
-        return s[i - 1].second + f * (s[i].second - s[i - 1].second);
-      }
-    // beyond the largest size measured: the bandwidth term for the rest
-    const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, p = static_cast<double>(size);
-    return s.back().second + c * (p - 1) / p * (bytes - s.back().first) / (r.gbs * 1e9);
-  }
-  return std::nullopt;
+std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip, long size, double bytes,
+                                                       bool async) const {
+  const BandwidthRule* r = find_rule(k, ip, size, async);
+  if (!r || r->samples.empty()) return std::nullopt;
+  const auto& s = r->samples;
+  if (bytes <= s.front().first) return s.front().second;  // the latency floor
+  for (size_t i = 1; i < s.size(); ++i)
+    if (bytes <= s[i].first) {
+      const double f = (bytes - s[i - 1].first) / (s[i].first - s[i - 1].first);
+      return s[i - 1].second + f * (s[i].second - s[i - 1].second);
+    }
+  // beyond the largest size measured: the bandwidth term for the rest
+  const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, p = static_cast<double>(size);
+  return s.back().second + c * (p - 1) / p * (bytes - s.back().first) / (r->gbs * 1e9);
 }
 
-double MachineProfile::latency_s(CollectiveKind k, long ip, long size) const {
-  for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(k, ip, size)) return r.latency_us ? 1e-6 * *r.latency_us : spread_latency_s(inside_node(ip, size));
+double MachineProfile::latency_s(CollectiveKind k, long ip, long size, bool async) const {
+  const BandwidthRule* r = find_rule(k, ip, size, async);
+  if (r && r->latency_us) return 1e-6 * *r->latency_us;
   return spread_latency_s(inside_node(ip, size));
 }
 
@@ -265,6 +271,12 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
         }
       }
       if ((*it)[i].contains("latency_us")) r.latency_us = p.number((*it)[i], "latency_us", path, false);
+      if ((*it)[i].contains("async")) {
+        const json& a = (*it)[i]["async"];
+        if (!a.is_boolean()) p.fail(detail::concat("field '", path, ".async' must be true or false"));
+        r.async = a.get<bool>();
+        if (r.async && !r.op) p.fail(detail::concat("field '", path, ".async' needs an \"op\" in its rule"));
+      }
       if ((*it)[i].contains("samples")) {
         const json& smp = (*it)[i]["samples"];
         const std::string spath = path + ".samples";

@@ -420,3 +420,44 @@ TEST(PlannerAxonnCpp, OverlapHidesTheAsynchronousCollectives) {
   const double loss = *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, 4);
   EXPECT_GE(dp.exposed_comm_s, loss - 1e-15);
 }
+
+// The trainer issues what can overlap non-blocking; calibrate times that form apart ("async" rules),
+// and the axonn-cpp model prices each collective in the form the trainer issues it: the forward
+// all-reduces blocking, the backward dX all-reduce, weight gathers and gradient sums non-blocking.
+TEST(PlannerCalibration, NonBlockingFormIsTimedApart) {
+  ap::Calibration c = four_rank_calibration();
+  const size_t blocking = c.collectives.size();
+  for (size_t i = 0; i < blocking; ++i) {  // the same positions, non-blocking: 3x the bandwidth
+    ap::CollectiveFit f = c.collectives[i];
+    auto fast = ap::fit_collective(f.kind, f.ip, f.size, samples_of(f.kind, f.size, 5.0, 3 * f.gbs));
+    fast.async = true;
+    c.collectives.push_back(fast);
+  }
+  const std::string json = ap::calibration_profile_json(c);
+  const ap::MachineProfile m = ap::parse_machine_profile(json, "local.json");
+  ASSERT_EQ(m.bandwidth_table.size(), 2 * blocking);
+  const double M = 1048576;
+  const auto slow = m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M);
+  const auto fast = m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M, true);
+  ASSERT_TRUE(slow && fast);
+  EXPECT_LT(*fast, *slow / 2);
+  EXPECT_NEAR(m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 4, true), 3 * m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 4),
+              1e-3);
+  // the fallbacks stay the blocking ones
+  EXPECT_NEAR(m.intra_node_gbs, c.collectives[6].gbs, 1e-3 * c.collectives[6].gbs);
+  // a profile without async rules answers the async lookups with its blocking ones
+  const ap::MachineProfile old = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "o");
+  EXPECT_EQ(*old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M, true),
+            *old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M));
+  // the model: over Y on a 1x4x1x1 grid, forward all-reduces blocking, dX all-reduces non-blocking
+  const auto layers = ap::block_linear_layers(256);
+  const auto s = ap::settings_for(m);
+  const auto with = ap::estimate(m, small_gpt(), {1, 4, 1, 1}, s);
+  const auto without = ap::estimate(old, small_gpt(), {1, 4, 1, 1}, s);
+  EXPECT_LT(with.comm.y, without.comm.y);
+  EXPECT_GT(with.comm.y, without.comm.y / 3);  // the forward all-reduces did not get faster
+  // the "async" field must be a boolean with an "op"
+  std::string bad = json;
+  bad.replace(bad.find("\"async\": true"), 13, "\"async\": 1");
+  EXPECT_THROW(ap::parse_machine_profile(bad, "bad.json"), axonn::InvalidArgument);
+}
