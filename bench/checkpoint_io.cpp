@@ -34,8 +34,8 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 Arena shard_arena(const model::ShardMap& map, const std::string& name) {
   Arena a(name);
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    a.reserve(model::param_name(static_cast<model::Param>(i)), map.shard_shape(static_cast<model::Param>(i)));
+  for (int i = 0; i < static_cast<int>(map.size()); i++)
+    a.reserve(map.spec().params[static_cast<size_t>(i)].name, map.shard_shape(i));
   a.allocate();
   for (size_t i = 0; i < a.size(); i++) {
     Tensor t = a.tensor(i);

@@ -1,13 +1,19 @@
-// bench/gpt2_step — training steps of GPT-2 (124M by default) on the CPU or the GPU, on one rank
-// or on a 4D grid under mpirun: ms/step, tokens/s and MFU, plus this rank's memory and, on a grid,
-// the tensor-parallel share of weights and optimizer state against the expected 1/(Gx*Gy*Gz).
+// bench/gpt2_step — training steps of GPT-2 (124M by default) or of any model preset (Llama: e.g.
+// llama-124m, GPT-2 124M's size) on the CPU or the GPU, on one rank or on a 4D grid under mpirun:
+// ms/step, tokens/s and MFU, plus this rank's memory and, on a grid, the tensor-parallel share of
+// weights and optimizer state against the expected 1/(Gx*Gy*Gz).
 //
 //   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
-//                             [--model NAME] [--grid GX,GY,GZ,GD] [--profile 0|1] [--peak-tflops P]
-//                             [--gemm-tuning on|off] [--dtype fp32|bf16]
+//                             [--model NAME[,NAME...]] [--rounds R] [--grid GX,GY,GZ,GD] [--profile 0|1]
+//                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16]
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
+//   build/bin/bench_gpt2_step --model gpt2-124m,llama-124m --shapes 8x256 --rounds 3   (interleaved)
+// Several models run interleaved, round by round (--rounds), on the same peak; after the rounds a
+// summary line per model gives the min and median ms/step, the MFU of the median, and that of the min
+// against the highest of the peaks measured before each round (on a shared machine, the least disturbed
+// step against the least disturbed peak).
 //
 // MFU = model FLOPs of the step (model::Gpt::flops_per_step: 6 FLOPs per weight per token for the
 // matmuls incl. the LM head, plus attention) / step time / peak of all ranks. The peak is
@@ -42,11 +48,10 @@ namespace {
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-// Bytes of the four tensor-parallel weight tensors in an arena laid out like the model's params.
-double tp_weight_bytes(const Arena& a) {
+// Bytes of the tensor-parallel linears' weights in an arena laid out like the model's params.
+double tp_weight_bytes(const model::ModelSpec& spec, const Arena& a) {
   double b = 0;
-  for (model::Param p : {model::Param::kQkvw, model::Param::kAttprojw, model::Param::kFcw, model::Param::kFcprojw})
-    b += static_cast<double>(a.tensor(static_cast<size_t>(p)).bytes());
+  for (const model::LinearSpec& l : spec.linears) b += static_cast<double>(a.tensor(static_cast<size_t>(l.weight)).bytes());
   return b;
 }
 
@@ -57,7 +62,7 @@ int main(int argc, char** argv) {
   std::string gemm = "onednn", model_name = "gpt2-124m", shapes = "4x64,8x256", grid_text, tuning = "off", kernels_name = "cpu",
               comm_name;
   std::string dtype = "fp32";  // bf16: mixed precision (docs/precision.md)
-  int steps = 3;
+  int steps = 3, rounds = 1;
   bool profile = false;
   double peak_tflops = 0.0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--comm")) comm_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--peak-tflops")) peak_tflops = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -91,11 +97,16 @@ int main(int argc, char** argv) {
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     const bool bf16 = precision == DType::kBF16;
-    float peak = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
-                                    : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
-                                    : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
-                                                    : kernels::measure_sgemm_gflops(2048, 5));
-    world->all_reduce(&peak, 1, DType::kF32);
+    auto measure_peak = [&] {
+      float p = static_cast<float>(peak_tflops > 0 ? 1e3 * peak_tflops
+                                   : gpu           ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+                                   : bf16          ? kernels::measure_bf16_gemm_gflops(2048, 5)
+                                                   : kernels::measure_sgemm_gflops(2048, 5));
+      world->all_reduce(&p, 1, DType::kF32);
+      return p;
+    };
+    const float peak = measure_peak();
+    float best_peak = peak;  // with --rounds: the highest of the peaks measured before each round
     const parallel::GridShape shape = parallel::parse_grid(grid_text, world->size());
     parallel::Grid grid(shape, compute.grid_world);
     if (root) {
@@ -120,15 +131,36 @@ int main(int argc, char** argv) {
       std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
                   "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
     }
-    model::GptConfig cfg = model::gpt_preset(model_name);
+    // the runs: every shape in turn, and for each --rounds rounds of every model (interleaved)
+    struct Job {
+      int B, T;
+      size_t model;
+      bool last;  // the shape's last run: its summary follows
+    };
+    std::vector<std::string> models;
+    for (size_t at = 0; at <= model_name.size();) {
+      const size_t comma = std::min(model_name.find(',', at), model_name.size());
+      models.push_back(model_name.substr(at, comma - at));
+      at = comma + 1;
+    }
+    std::vector<Job> jobs;
     size_t pos = 0;
     while (pos < shapes.size()) {
       size_t comma = shapes.find(',', pos);
       std::string s = shapes.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? shapes.size() : comma + 1;
       int B = std::atoi(s.c_str()), T = std::atoi(s.c_str() + s.find('x') + 1);
+      for (int round = 0; round < rounds; round++)
+        for (size_t mi = 0; mi < models.size(); mi++) jobs.push_back({B, T, mi, round + 1 == rounds && mi + 1 == models.size()});
+    }
+    std::vector<std::vector<double>> seconds(models.size());  // this shape's step times, per model
+    std::vector<double> flops(models.size());
+    for (const Job& job : jobs) {
+      if (rounds > 1 && job.model == 0 && &job != &jobs.front()) best_peak = std::max(best_peak, measure_peak());
+      const int B = job.B, T = job.T;
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
+      const model::GptConfig cfg = model::gpt_preset(models[job.model]);
       model::GptRunOptions run;
       run.precision = precision;
       model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
@@ -139,21 +171,24 @@ int main(int argc, char** argv) {
       Profiler prof;
       gpt.set_profiler(&prof);
       // the step `axonn train` runs (train::train_step), lr 1e-4, gradients clipped to norm 1
-      const train::StepOptions step{1e-4f, 1.0f, nullptr, &prof};
+      const train::StepOptions step{.lr = 1e-4f, .grad_clip = 1.0f, .profiler = &prof, .agreement = world.get()};
       kernels::gemm_tuner().clear();  // this shape's choices only
       train::train_step(gpt, opt, tokens.batch(), step);  // warm-up: page faults, GEMM kernel selection, the tuner
       prof.enable(true);
       float loss = 0;
       const float sec = static_cast<float>(bench::time_train_steps(*world, gpt, opt, tokens.batch(), steps, step, &loss));
+      seconds[job.model].push_back(sec);
+      flops[job.model] = gpt.flops_per_step();
       // memory: this rank's bytes, and the tensor-parallel weights against one rank's
       const double rank_bytes = static_cast<double>(gpt.param_bytes() + gpt.grad_bytes() + opt.state_bytes() +
                                                     gpt.activation_bytes());
-      const double tp = tp_weight_bytes(gpt.params());
-      const double tp_full = 4.0 * (3.0 + 1 + 4 + 4) * cfg.channels * cfg.channels * cfg.num_layers;
+      const double tp = tp_weight_bytes(gpt.spec(), gpt.params());
+      double tp_full = 0;
+      for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
       double gflops = gpt.flops_per_step() / sec / 1e9;
       if (root) {
         std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
-                    model_name.c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
+                    models[job.model].c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
                     loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
         for (const auto& line : kernels::gemm_tuner().report_lines()) std::printf("  gemm-tuning %s\n", line.c_str());
         if (profile) {
@@ -161,6 +196,17 @@ int main(int argc, char** argv) {
           prof.print(stdout);
         }
       }
+      if (job.last && root && (rounds > 1 || models.size() > 1))
+        for (size_t mi = 0; mi < models.size(); mi++) {
+          std::vector<double> v = seconds[mi];
+          std::sort(v.begin(), v.end());
+          const double median = v[v.size() / 2];
+          std::printf("# %-10s B=%d T=%d over %d round(s): ms/step min %.1f median %.1f, MFU of the median %.3f, "
+                      "of the min against the highest peak measured (%.1f GFLOP/s) %.3f\n",
+                      models[mi].c_str(), B, T, rounds, v.front() * 1e3, median * 1e3, flops[mi] / median / 1e9 / peak,
+                      best_peak, flops[mi] / v.front() / 1e9 / best_peak);
+        }
+      if (job.last) seconds.assign(models.size(), {});
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

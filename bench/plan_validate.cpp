@@ -128,7 +128,7 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
   const double rho_fastest = spearman(fastest, predicted);
 
   std::printf("# bench_plan_validate: GPT L=%ld C=%ld heads=%ld Vp=%ld, T=%ld, B=%ld; %zu admissible grids of %ld ranks\n",
-              w.model.layers, w.model.hidden, w.model.heads, w.model.vocab, w.seq_len, w.batch_size, grids.size(),
+              w.model.layers(), w.model.hidden(), w.model.heads(), w.model.vocab(), w.seq_len, w.batch_size, grids.size(),
               grids.front().size());
   std::printf("# measured: %d rounds x %d steps per grid, round-robin; median over rounds of the mean step time "
               "(slowest rank)\n", o.rounds, o.steps);
@@ -172,7 +172,10 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
                                   {"measured_best_predicted_place", prank[best]},
                                   {"mean_relative_error", mre},
                                   {"grids", rows}};
-    std::ofstream(o.json) << doc.dump(2) << "\n";
+    std::ofstream f(o.json);
+    f << doc.dump(2) << "\n";
+    f.close();
+    if (f.fail()) std::fprintf(stderr, "error: cannot write --json file '%s'\n", o.json.c_str());
   }
 }
 
@@ -232,7 +235,7 @@ int main(int argc, char** argv) {
 
     // The workload as the planner sees it, and its admissible grids for this many ranks.
     planner::Workload w;
-    w.model = {"", cfg.num_layers, cfg.channels, cfg.num_heads, cfg.padded_vocab_size, 1};
+    w.model = {"", cfg, 1};
     w.seq_len = o.seq_len;
     w.batch_size = o.batch;
     w.validate();
@@ -264,12 +267,14 @@ int main(int argc, char** argv) {
       r.gpt = std::make_unique<model::Gpt>(cfg, *r.grid, B_local, o.seq_len, kernels::Backend::kCpu, run);
       r.gpt->init_random(1);
       r.opt = std::make_unique<optim::AdamW>(r.gpt->params(), optim::AdamWConfig{},
-                                             std::vector<bool>(model::kNumParamTensors, true), ops);
+                                             r.gpt->decay_mask(true), ops);
       r.tokens = bench::bench_tokens(cfg, *r.grid, B_local, o.seq_len);
       r.gpt->set_profiler(&r.prof);
     }
     // The trainer's step (train::train_step), without data loading.
-    auto options = [](Run& r) { return train::StepOptions{1e-4f, 1.0f, nullptr, &r.prof}; };
+    auto options = [&](Run& r) {
+      return train::StepOptions{.lr = 1e-4f, .grad_clip = 1.0f, .profiler = &r.prof, .agreement = world.get()};
+    };
     for (Run& r : runs) train::train_step(*r.gpt, *r.opt, r.tokens.batch(), options(r));  // warm-up
     for (int round = 0; round < o.rounds; ++round) {
       for (Run& r : runs) {

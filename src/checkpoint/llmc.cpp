@@ -10,6 +10,8 @@
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/core/dtype.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/model/spec.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn::checkpoint {
 
@@ -24,6 +26,7 @@ struct FileCloser {
 using File = std::unique_ptr<FILE, FileCloser>;
 
 File open_or_throw(const std::string& path, const char* mode) {
+  if (mode[0] == 'r') return File(fopen_input_file(path, "checkpoint"));  // a named pipe is refused
   FILE* f = std::fopen(path.c_str(), mode);
   AXONN_CHECK_IO(f, "cannot open checkpoint '", path, "': ", std::strerror(errno));
   return File(f);
@@ -65,7 +68,8 @@ model::GptConfig read_llmc_config(const std::string& path) {
 }
 
 void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
-                       const std::function<void(model::Param, int, const float*)>& consume) {
+                       const std::function<void(int, int, const float*)>& consume) {
+  AXONN_CHECK_ARG(config.family == model::Family::kGpt2, "llm.c model files hold GPT-2 models, not ", config.str());
   model::GptConfig file_config = read_llmc_config(path);
   AXONN_CHECK_IO(file_config.channels == config.channels && file_config.num_layers == config.num_layers &&
                      file_config.padded_vocab_size == config.padded_vocab_size &&
@@ -78,10 +82,11 @@ void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
   const bool bf16 = h[1] == 5;
   std::vector<float> layer;
   std::vector<uint16_t> raw;
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    auto p = static_cast<model::Param>(i);
-    Shape s = model::param_shape(config, p);
-    const int layers = model::param_is_per_layer(p) ? static_cast<int>(s[0]) : 1;
+  const model::ModelSpec spec = model::model_spec(config);
+  for (int p = 0; p < static_cast<int>(spec.params.size()); p++) {
+    const model::ParamSpec& ps = spec.params[static_cast<size_t>(p)];
+    Shape s = ps.shape;
+    const int layers = ps.per_layer ? static_cast<int>(s[0]) : 1;
     auto n = static_cast<size_t>(s.numel() / layers);
     layer.resize(n);
     for (int l = 0; l < layers; l++) {
@@ -93,21 +98,24 @@ void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
       } else {
         got = std::fread(layer.data(), sizeof(float), n, f.get());
       }
-      AXONN_CHECK_IO(got == n, "checkpoint '", path, "' is truncated inside tensor '", model::param_name(p), "'");
+      AXONN_CHECK_IO(got == n, "checkpoint '", path, "' is truncated inside tensor '", ps.name, "'");
       consume(p, l, layer.data());
     }
   }
 }
 
 void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params) {
-  read_llmc_tensors(path, config, [&](model::Param p, int l, const float* data) {
+  const model::ModelSpec spec = model::model_spec(config);
+  read_llmc_tensors(path, config, [&](int p, int l, const float* data) {
     Tensor t = params.tensor(static_cast<size_t>(p));
-    Tensor dst = model::param_is_per_layer(p) ? t[l] : t;
+    Tensor dst = spec.params[static_cast<size_t>(p)].per_layer ? t[l] : t;
     std::memcpy(dst.f32(), data, dst.bytes());
   });
 }
 
 void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version) {
+  AXONN_CHECK_ARG(config.family == model::Family::kGpt2, "llm.c model files hold GPT-2 models; ", config.str(),
+                  " is not one: write a sharded checkpoint or Hugging Face safetensors instead");
   AXONN_CHECK_ARG(version == 3 || version == 5, "llm.c checkpoint version must be 3 or 5, got ", version);
   // temporary file, fsync, rename, fsync of the directory: the old file or the new, never a mix
   AtomicFile f(path);

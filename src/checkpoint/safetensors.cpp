@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn::checkpoint {
 
@@ -131,8 +132,7 @@ FileDigest SafetensorsWriter::write(const std::string& path) const {
 // --- reader ------------------------------------------------------------------------------------
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  AXONN_CHECK_IO(fd >= 0, "cannot open safetensors file '", path_, "': ", std::strerror(errno));
+  int fd = open_input_file(path_, "safetensors file");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -310,8 +310,12 @@ void SafetensorsFile::read(std::string_view name, const Tensor& dst) const {
 }
 
 bool looks_like_safetensors(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  int fd = -1;
+  try {
+    fd = open_input_file(path, "");
+  } catch (const IoError&) {
+    return false;  // the reader that follows says what is wrong
+  }
   unsigned char b[9];
   ssize_t n = ::read(fd, b, sizeof b);
   ::close(fd);

@@ -14,8 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using model::Param;
-
 std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 bool same_tensor_parallel_grid(const GridExtent& a, const parallel::GridShape& b) {
@@ -144,8 +142,8 @@ struct ShardFiles::Impl {
     return nullptr;
   }
   // The bytes of tensor `prefix.p` in source s (checked to exist at construction).
-  const std::byte* data(const Source& s, std::string_view prefix, Param p) const {
-    return s.file->data(s.file->get(std::string(prefix) + "." + model::param_name(p)));
+  const std::byte* data(const Source& s, std::string_view prefix, int p) const {
+    return s.file->data(s.file->get(std::string(prefix) + "." + s.map->spec().params[static_cast<size_t>(p)].name));
   }
 };
 
@@ -180,11 +178,26 @@ ShardFiles::ShardFiles(const std::string& dir, const Manifest& m, const std::vec
                        " = ", got ? *got : "(nothing)", ", but the manifest's grid ", m.grid.str(), " gives ", want,
                        ": the file belongs to another checkpoint");
       }
+      // the model and the step each file records must be the manifest's: an edited manifest (say
+      // num_heads) would otherwise change the model --resume trains and convert writes
+      const std::pair<const char*, int64_t> model[] = {{"num_layers", m.model.num_layers},
+                                                       {"num_heads", m.model.num_heads},
+                                                       {"channels", m.model.channels},
+                                                       {"vocab_size", m.model.vocab_size},
+                                                       {"padded_vocab_size", m.model.padded_vocab_size},
+                                                       {"max_seq_len", m.model.max_seq_len},
+                                                       {"step", m.step}};
+      for (const auto& [key, want] : model) {
+        const std::string* got = metadata(f, key);
+        AXONN_CHECK_IO(!got || *got == std::to_string(want), "checkpoint '", dir, "': file '", name, "' records ",
+                       key, " = ", *got, ", but the manifest says ", want,
+                       ": the manifest was edited or belongs to another checkpoint");
+      }
     }
+    const model::ModelSpec& spec = s.map->spec();
     for (std::string_view prefix : prefixes) {
-      for (int i = 0; i < model::kNumParamTensors; i++) {
-        const auto p = static_cast<Param>(i);
-        const std::string tname = std::string(prefix) + "." + model::param_name(p);
+      for (int p = 0; p < static_cast<int>(spec.params.size()); p++) {
+        const std::string tname = std::string(prefix) + "." + spec.params[static_cast<size_t>(p)].name;
         const TensorInfo* t = f.find(tname);
         if (!t && prefix != kParamsPrefix)
           throw IoError("checkpoint '" + dir + "': file '" + name + "' has no tensor '" + tname +
@@ -197,7 +210,7 @@ ShardFiles::ShardFiles(const std::string& dir, const Manifest& m, const std::vec
         const Shape want = s.map->shard_shape(p);
         std::vector<int64_t> want_dims;
         for (int d = 0; d < want.ndim(); d++) want_dims.push_back(want[d]);
-        const bool per_layer = model::param_is_per_layer(p);
+        const bool per_layer = spec.params[static_cast<size_t>(p)].per_layer;
         const bool same_numel = t->numel() == want.numel() &&
                                 (!per_layer || (!t->shape.empty() && t->shape[0] == m.model.num_layers));
         AXONN_CHECK_IO(t->shape == want_dims || same_numel, "checkpoint '", dir, "': tensor '", tname, "' of file '",
@@ -220,11 +233,13 @@ uint64_t ShardFiles::bytes() const {
 
 void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Arena& dst) const {
   const Manifest& m = impl_->manifest;
-  AXONN_CHECK(dst.size() == static_cast<size_t>(model::kNumParamTensors), "arena '", dst.name(), "' has ",
-              dst.size(), " slots, not ", model::kNumParamTensors);
+  const model::ModelSpec& spec = target.spec();
+  const int n_tensors = static_cast<int>(spec.params.size());
+  AXONN_CHECK(dst.size() == spec.params.size(), "arena '", dst.name(), "' has ", dst.size(), " slots, not ",
+              n_tensors);
   const int L = m.model.num_layers;
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    const auto p = static_cast<Param>(i);
+  for (int p = 0; p < n_tensors; p++) {
+    const int i = p;
     Tensor out = dst.tensor(static_cast<size_t>(i));
     AXONN_CHECK(out.dtype() == DType::kF32 && out.numel() == target.shard_shape(p).numel(), "slot ", i, " of '",
                 dst.name(), "' holds ", out.numel(), " elements; the shard has ", target.shard_shape(p).numel());
@@ -233,9 +248,9 @@ void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Ar
   if (same_tensor_parallel_grid(m.grid, target.shape())) {
     const Impl::Source* s = impl_->find(target.coords());
     AXONN_CHECK(s != nullptr, "the file of this rank's coordinate was not opened");
-    for (int i = 0; i < model::kNumParamTensors; i++) {
+    for (int i = 0; i < n_tensors; i++) {
       Tensor out = dst.tensor(static_cast<size_t>(i));
-      std::memcpy(out.data(), impl_->data(*s, prefix, static_cast<Param>(i)), out.bytes());
+      std::memcpy(out.data(), impl_->data(*s, prefix, i), out.bytes());
     }
     return;
   }
@@ -243,8 +258,8 @@ void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Ar
   // Resharding: per tensor and layer, the full layer slice from the files (replicas read once),
   // then this rank's shard of it.
   std::vector<float> full;
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    const auto p = static_cast<Param>(i);
+  for (int p = 0; p < n_tensors; p++) {
+    const int i = p;
     std::vector<const Impl::Source*> from;
     int64_t covered = 0;
     for (const Impl::Source& s : impl_->sources)
@@ -253,10 +268,10 @@ void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Ar
         covered += s.map->shard_layer_numel(p);
       }
     const int64_t full_n = target.full_layer_numel(p);
-    AXONN_CHECK(covered == full_n, "the files' shards of ", model::param_name(p), " cover ", covered,
+    AXONN_CHECK(covered == full_n, "the files' shards of ", spec.params[static_cast<size_t>(p)].name, " cover ", covered,
                 " elements of ", full_n, ": resharding needs every file of the checkpoint");
     full.assign(static_cast<size_t>(full_n), 0.0f);
-    const int layers = model::param_is_per_layer(p) ? L : 1;
+    const int layers = spec.params[static_cast<size_t>(p)].per_layer ? L : 1;
     const int64_t out_n = target.shard_layer_numel(p);
     float* out = dst.tensor(static_cast<size_t>(i)).f32();
     for (int l = 0; l < layers; l++) {
@@ -406,7 +421,7 @@ Manifest load_consolidated_params(const std::string& path, Arena& full, std::str
   for (const FileStatus& st : check_checkpoint_files(dir, m, names))
     AXONN_CHECK_IO(st.ok(), "checkpoint '", dir, "': file '", st.entry.name, "' ", st.problem);
   ShardFiles files(dir, m, names, {kParamsPrefix});
-  model::reserve_gpt_params(full, m.model);
+  model::reserve_params(full, one.spec());
   full.allocate();
   files.read(kParamsPrefix, one, full);
   if (dir_out) *dir_out = dir;

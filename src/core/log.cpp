@@ -28,6 +28,7 @@ struct LogState {
   bool all_ranks = all_ranks_from_env();
   int rank = 0;
   int world = 1;
+  bool info_to_stderr = false;
   std::mutex mu;
 };
 
@@ -44,12 +45,14 @@ void set_log_rank(int rank, int world_size) {
   state().rank = rank;
   state().world = world_size;
 }
+int log_rank() { return state().rank; }
+void set_log_info_to_stderr(bool to_stderr) { state().info_to_stderr = to_stderr; }
 
 void log_message(LogLevel level, const char* fmt, ...) {
   LogState& s = state();
   // Errors come from every rank (the failing one may not be rank 0); the rest from rank 0 only.
   if (level != LogLevel::kError && s.rank != 0 && !s.all_ranks) return;
-  FILE* out = level <= LogLevel::kWarn ? stderr : stdout;
+  FILE* out = level <= LogLevel::kWarn || s.info_to_stderr ? stderr : stdout;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.world > 1) std::fprintf(out, "[rank %d/%d] ", s.rank, s.world);
   if (level == LogLevel::kError) std::fputs("error: ", out);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn::data {
 
@@ -17,8 +18,7 @@ constexpr size_t kHeaderBytes = 256 * sizeof(int32_t);
 }
 
 TokenShard::TokenShard(const std::string& path, int vocab_size) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  AXONN_CHECK_IO(fd >= 0, "cannot open token shard '", path, "': ", std::strerror(errno));
+  int fd = open_input_file(path, "token shard");  // (a named pipe is refused, not waited on)
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
@@ -55,9 +55,12 @@ TokenShard::TokenShard(const std::string& path, int vocab_size) : path_(path) {
                    map_bytes_ < expected ? "truncated" : "longer than its header says");
     tokens_ = static_cast<const char*>(map_) + kHeaderBytes;
     if (vocab_size > 0) {
+      // unsigned: a 32-bit id of 2^31 or more is no negative number
+      const auto V = static_cast<uint32_t>(vocab_size);
       for (int64_t i = 0; i < num_tokens_; i++) {
-        int t = token(i);
-        AXONN_CHECK_IO(t < vocab_size, "token shard '", path, "' holds token id ", t, " at position ", i,
+        const uint32_t t = token_bytes_ == 2 ? static_cast<const uint16_t*>(tokens_)[i]
+                                             : static_cast<const uint32_t*>(tokens_)[i];
+        AXONN_CHECK_IO(t < V, "token shard '", path, "' holds token id ", t, " at position ", i,
                        ", outside the model's vocabulary of ", vocab_size,
                        "; was it tokenised for another model?");
       }
@@ -98,27 +101,6 @@ std::vector<uint32_t> synthetic_markov_tokens(int vocab, int64_t n, uint64_t see
 
 TokenShard::~TokenShard() {
   if (map_) ::munmap(map_, map_bytes_);
-}
-
-BatchLoader::BatchLoader(const TokenShard& shard, int B, int T) : shard_(shard), window_((int64_t)B * T) {
-  AXONN_CHECK_ARG(B > 0 && T > 0, "batch size and sequence length must be positive, got B=", B, " T=", T);
-  AXONN_CHECK_ARG(shard.size() >= window_ + 1, "token shard '", shard.path(), "' has ", shard.size(),
-                  " tokens, fewer than one batch needs (B*T+1 = ", window_ + 1,
-                  "); use a smaller --batch-size or --seq-len, or more data");
-}
-
-void BatchLoader::set_position(int64_t p) {
-  AXONN_CHECK_ARG(p >= 0 && p < shard_.size(), "loader position ", p, " is outside the shard");
-  position_ = p;
-}
-
-void BatchLoader::next(int* inputs, int* targets) {
-  if (position_ + window_ + 1 > shard_.size()) position_ = 0;
-  for (int64_t i = 0; i < window_; i++) {
-    inputs[i] = shard_.token(position_ + i);
-    targets[i] = shard_.token(position_ + i + 1);
-  }
-  position_ += window_;
 }
 
 }  // namespace axonn::data

@@ -1,10 +1,20 @@
 #include "axonn/model/gpt_config.hpp"
 
-#include "axonn/core/error.hpp"
-
+#include <cstdio>
 #include <utility>
 
+#include "axonn/core/error.hpp"
+#include "axonn/model/spec.hpp"
+
 namespace axonn::model {
+
+std::string_view family_name(Family f) { return f == Family::kLlama ? "llama" : "gpt2"; }
+
+Family parse_family(std::string_view name) {
+  if (name == "gpt2") return Family::kGpt2;
+  if (name == "llama") return Family::kLlama;
+  throw InvalidArgument("unknown model family '" + std::string(name) + "'; use gpt2 or llama");
+}
 
 int pad_vocab(int vocab_size, int multiple) { return (vocab_size + multiple - 1) / multiple * multiple; }
 
@@ -14,31 +24,68 @@ void GptConfig::validate() const {
   AXONN_CHECK_ARG(channels > 0, "channels (--channels) must be positive, got ", channels);
   AXONN_CHECK_ARG(vocab_size > 0, "vocabulary size (--vocab) must be positive, got ", vocab_size);
   AXONN_CHECK_ARG(max_seq_len > 0, "max sequence length (--max-seq-len) must be positive, got ", max_seq_len);
-  AXONN_CHECK_ARG(channels % num_heads == 0, "channels ", channels, " are not divisible by heads ", num_heads,
-                  "; choose --channels a multiple of --heads");
   AXONN_CHECK_ARG(padded_vocab_size >= vocab_size, "padded vocabulary ", padded_vocab_size,
                   " is smaller than the vocabulary ", vocab_size);
+  AXONN_CHECK_ARG(head_dim > 0 || channels % num_heads == 0, "channels ", channels, " are not divisible by heads ",
+                  num_heads, "; choose --channels a multiple of --heads");
+  if (family == Family::kGpt2) {
+    AXONN_CHECK_ARG(kv_heads() == num_heads && head_size() * num_heads == channels && mlp_hidden() == 4 * channels &&
+                        tied_embeddings && !rope_scaling.enabled(),
+                    "a GPT-2 model has as many KV heads as heads, C/NH channels per head, an MLP of 4C and the "
+                    "LM head tied to the token embedding; use the llama family for other shapes");
+    return;
+  }
+  AXONN_CHECK_ARG(num_kv_heads >= 0 && num_heads % kv_heads() == 0, "num_key_value_heads ", kv_heads(),
+                  " does not divide the ", num_heads, " attention heads; grouped-query attention shares each KV "
+                  "head among an equal number of query heads");
+  AXONN_CHECK_ARG(head_size() > 0 && head_size() % 2 == 0, "head size ", head_size(),
+                  " is odd; RoPE rotates the two halves of each head: choose an even head_dim");
+  AXONN_CHECK_ARG(ffn_hidden >= 0 && mlp_hidden() > 0, "intermediate_size must be positive, got ", ffn_hidden);
+  AXONN_CHECK_ARG(rope_theta > 0, "rope_theta must be positive, got ", rope_theta);
+  AXONN_CHECK_ARG(norm_eps > 0, "rms_norm_eps must be positive, got ", norm_eps);
+  if (rope_scaling.enabled())
+    AXONN_CHECK_ARG(rope_scaling.factor >= 1 && rope_scaling.low_freq_factor > 0 &&
+                        rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+                        rope_scaling.original_max_position_embeddings > 0,
+                    "rope_scaling (llama3) needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
+                    "original_max_position_embeddings > 0; got factor ", rope_scaling.factor, ", low ",
+                    rope_scaling.low_freq_factor, ", high ", rope_scaling.high_freq_factor, ", original ",
+                    rope_scaling.original_max_position_embeddings);
 }
 
-int64_t GptConfig::num_parameters() const {
-  int64_t C = channels, L = num_layers;
-  return (int64_t)padded_vocab_size * C + (int64_t)max_seq_len * C  // wte, wpe
-         + L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C)  // blocks
-         + 2 * C;  // final LayerNorm
-}
+int64_t GptConfig::num_parameters() const { return model_spec(*this).num_parameters(); }
 
 std::string GptConfig::str() const {
-  return "L=" + std::to_string(num_layers) + " NH=" + std::to_string(num_heads) + " C=" + std::to_string(channels) +
-         " V=" + std::to_string(vocab_size) + " (padded " + std::to_string(padded_vocab_size) +
-         ") maxT=" + std::to_string(max_seq_len);
+  std::string s = std::string(family == Family::kLlama ? "llama " : "") + "L=" + std::to_string(num_layers) +
+                  " NH=" + std::to_string(num_heads);
+  if (family == Family::kLlama) {
+    s += " KV=" + std::to_string(kv_heads());
+    if (head_dim > 0) s += " HS=" + std::to_string(head_dim);
+  }
+  s += " C=" + std::to_string(channels);
+  if (family == Family::kLlama) s += " FFN=" + std::to_string(mlp_hidden());
+  s += " V=" + std::to_string(vocab_size) + " (padded " + std::to_string(padded_vocab_size) +
+       ") maxT=" + std::to_string(max_seq_len);
+  if (family == Family::kLlama) {
+    char theta[32];
+    std::snprintf(theta, sizeof theta, "%g", rope_theta);
+    s += std::string(" theta=") + theta;
+    if (rope_scaling.enabled()) {
+      std::snprintf(theta, sizeof theta, "%g", rope_scaling.factor);
+      s += std::string(" llama3-scaling=") + theta;
+    }
+    s += tied_embeddings ? " tied" : " untied";
+  }
+  return s;
 }
 
 namespace {
+
 struct Preset {
   const char* name;
   int layers, heads, channels, vocab, max_seq_len;
 };
-constexpr Preset kPresets[] = {
+constexpr Preset kGpt2Presets[] = {
     {"gpt2-124m", 12, 12, 768, 50257, 1024},   {"gpt2-350m", 24, 16, 1024, 50257, 1024},
     {"gpt2-774m", 36, 20, 1280, 50257, 1024},  {"gpt2-1558m", 48, 25, 1600, 50257, 1024},
     {"gpt2-tiny", 2, 4, 64, 500, 64},
@@ -46,12 +93,35 @@ constexpr Preset kPresets[] = {
 // Hugging Face's names of the same models (what `axonn plan` calls them): either name works anywhere.
 constexpr std::pair<const char*, const char*> kAliases[] = {
     {"gpt2", "gpt2-124m"}, {"gpt2-medium", "gpt2-350m"}, {"gpt2-large", "gpt2-774m"}, {"gpt2-xl", "gpt2-1558m"}};
+
+// The Llama family, from the models' published config.json (meta-llama/*, TinyLlama/TinyLlama-1.1B-*).
+struct LlamaPreset {
+  const char* name;
+  int layers, heads, kv_heads, head_dim, channels, ffn, vocab, max_seq_len;
+  double theta, scaling_factor;  // llama3 rope_scaling factor, 0: none
+  bool tied;
+  int bos, eos;
+};
+constexpr LlamaPreset kLlamaPresets[] = {
+    {"tinyllama-1.1b", 22, 32, 4, 0, 2048, 5632, 32000, 2048, 1e4, 0, false, 1, 2},
+    {"llama-3.2-1b", 16, 32, 8, 64, 2048, 8192, 128256, 131072, 5e5, 32, true, 128000, 128001},
+    {"llama-2-7b", 32, 32, 32, 0, 4096, 11008, 32000, 4096, 1e4, 0, false, 1, 2},
+    {"llama-3.1-8b", 32, 32, 8, 0, 4096, 14336, 128256, 131072, 5e5, 8, false, 128000, 128001},
+    {"llama-3.1-70b", 80, 64, 8, 0, 8192, 28672, 128256, 131072, 5e5, 8, false, 128000, 128001},
+    {"llama-3.1-405b", 126, 128, 8, 0, 16384, 53248, 128256, 131072, 5e5, 8, false, 128000, 128001},
+    // GPT-2 124M's size as a Llama (12 layers of C=768, 3 query heads per KV head, SwiGLU of 2048,
+    // untied 32000-token vocabulary): 124.7M parameters, for bench/gpt2_step
+    {"llama-124m", 12, 12, 4, 0, 768, 2048, 32000, 1024, 1e4, 0, false, 1, 2},
+    // the tests' small Llama (the size of gpt2-tiny)
+    {"llama-tiny", 2, 4, 2, 0, 64, 176, 500, 64, 1e4, 0, false, -1, -1},
+};
+
 }  // namespace
 
 GptConfig gpt_preset(std::string_view name) {
   for (const auto& [alias, preset] : kAliases)
     if (name == alias) name = preset;
-  for (const Preset& p : kPresets)
+  for (const Preset& p : kGpt2Presets)
     if (name == p.name) {
       GptConfig c;
       c.num_layers = p.layers;
@@ -62,15 +132,38 @@ GptConfig gpt_preset(std::string_view name) {
       c.max_seq_len = p.max_seq_len;
       return c;
     }
-  std::string known;
-  for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
-  for (const auto& [alias, preset] : kAliases) known += std::string(", ") + alias;
-  throw InvalidArgument("unknown model '" + std::string(name) + "'; known models: " + known);
+  for (const LlamaPreset& p : kLlamaPresets)
+    if (name == p.name) {
+      GptConfig c;
+      c.family = Family::kLlama;
+      c.num_layers = p.layers;
+      c.num_heads = p.heads;
+      c.num_kv_heads = p.kv_heads;
+      c.head_dim = p.head_dim;
+      c.channels = p.channels;
+      c.ffn_hidden = p.ffn;
+      c.vocab_size = p.vocab;
+      c.padded_vocab_size = pad_vocab(p.vocab);
+      c.max_seq_len = p.max_seq_len;
+      c.rope_theta = p.theta;
+      if (p.scaling_factor > 0) c.rope_scaling = {p.scaling_factor, 1.0, 4.0, 8192};
+      c.tied_embeddings = p.tied;
+      c.bos_token_id = p.bos;
+      if (p.eos >= 0) c.eos_token_ids = {p.eos};
+      return c;
+    }
+  throw InvalidArgument("unknown model '" + std::string(name) + "'; known models: " + [] {
+    std::string known;
+    for (const std::string& n : gpt_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [alias, preset] : kAliases) known += std::string(", ") + alias;
+    return known;
+  }());
 }
 
 std::vector<std::string> gpt_preset_names() {
   std::vector<std::string> v;
-  for (const Preset& p : kPresets) v.emplace_back(p.name);
+  for (const Preset& p : kGpt2Presets) v.emplace_back(p.name);
+  for (const LlamaPreset& p : kLlamaPresets) v.emplace_back(p.name);
   return v;
 }
 

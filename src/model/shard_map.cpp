@@ -6,144 +6,105 @@
 
 namespace axonn::model {
 
+void check_grid_fits(const ModelSpec& spec, const parallel::GridShape& g) {
+  AXONN_CHECK_ARG(g.gx >= 1 && g.gy >= 1 && g.gz >= 1 && g.gdata >= 1, "grid ", g.str(), " has an empty axis");
+  if (auto why = grid_misfit(spec, g.gx, g.gy, g.gz)) throw InvalidArgument(why->message);
+}
+
+parallel::TpLinearSpec tp_linear_spec(const LinearSpec& l) {
+  return {.in = l.in, .out = l.out, .out_parts = l.parts, .transposed = l.transposed};
+}
+
 namespace {
 
-// The grid divides the model (the same conditions and messages as Gpt's constructor) and the
-// coordinates are on it.
-const GptConfig& checked(const GptConfig& c, const parallel::GridShape& g, const parallel::GridCoords& at) {
-  c.validate();
-  AXONN_CHECK_ARG(g.gx >= 1 && g.gy >= 1 && g.gz >= 1 && g.gdata >= 1, "grid ", g.str(), " has an empty axis");
+const ModelSpec& checked(const ModelSpec& s, const parallel::GridShape& g, const parallel::GridCoords& at) {
+  check_grid_fits(s, g);
   AXONN_CHECK_ARG(at.x >= 0 && at.x < g.gx && at.y >= 0 && at.y < g.gy && at.z >= 0 && at.z < g.gz && at.d >= 0 &&
                       at.d < g.gdata,
                   "coordinates (", at.x, ",", at.y, ",", at.z, ",", at.d, ") are outside the grid ", g.str());
-  AXONN_CHECK_ARG(c.channels % g.gx == 0, "channels ", c.channels, " are not divisible by Gx=", g.gx,
-                  "; the hidden size is split over X: choose a Gx that divides ", c.channels);
-  AXONN_CHECK_ARG(c.num_heads % g.gy == 0, "heads ", c.num_heads, " are not divisible by Gy=", g.gy,
-                  "; attention heads are split over Y: choose a Gy that divides ", c.num_heads);
-  AXONN_CHECK_ARG(c.channels % g.gy == 0, "channels ", c.channels, " are not divisible by Gy=", g.gy,
-                  "; attention and MLP outputs are split over Y: choose a Gy that divides ", c.channels);
-  return c;
+  return s;
 }
 
 }  // namespace
 
-unsigned replica_axes(Param p) {
-  switch (p) {
-    case Param::kWte: return kReplicatedOverZ;
-    case Param::kWpe: case Param::kLn1w: case Param::kLn1b: case Param::kLn2w: case Param::kLn2b:
-    case Param::kLnfw: case Param::kLnfb: return kReplicatedOverY | kReplicatedOverZ;
-    case Param::kQkvw: case Param::kAttprojw: case Param::kFcw: case Param::kFcprojw: return 0;
-    case Param::kQkvb: case Param::kFcb: return kReplicatedOverX | kReplicatedOverZ;           // out over Y
-    case Param::kAttprojb: case Param::kFcprojb: return kReplicatedOverY | kReplicatedOverZ;   // out over X
-  }
-  return 0;
-}
-
-parallel::TpLinearSpec linear_spec(const GptConfig& c, Param p) {
-  const int C = c.channels;
-  switch (p) {
-    case Param::kQkvw: case Param::kQkvb: return {.in = C, .out = 3 * C, .out_parts = 3};
-    case Param::kAttprojw: case Param::kAttprojb: return {.in = C, .out = C, .transposed = true};
-    case Param::kFcw: case Param::kFcb: return {.in = C, .out = 4 * C};
-    case Param::kFcprojw: case Param::kFcprojb: return {.in = 4 * C, .out = C, .transposed = true};
-    default: break;
-  }
-  throw InvalidArgument(std::string("tensor ") + param_name(p) + " belongs to no linear layer");
-}
-
 ShardMap::ShardMap(const GptConfig& config, const parallel::GridShape& shape, const parallel::GridCoords& coords)
-    : config_(checked(config, shape, coords)), shape_(shape), coords_(coords),
-      qkv_(linear_spec(config, Param::kQkvw), shape, coords, "qkv"),
-      attproj_(linear_spec(config, Param::kAttprojw), shape, coords, "attproj"),
-      fc_(linear_spec(config, Param::kFcw), shape, coords, "fc"),
-      fcproj_(linear_spec(config, Param::kFcprojw), shape, coords, "fcproj") {
-  Cx_ = config_.channels / shape.gx;
+    : ShardMap(model_spec(config), shape, coords) {}
+
+ShardMap::ShardMap(ModelSpec spec, const parallel::GridShape& shape, const parallel::GridCoords& coords)
+    : spec_(std::move(spec)), shape_(shape), coords_(coords) {
+  checked(spec_, shape, coords);
+  for (const LinearSpec& l : spec_.linears) layouts_.emplace_back(tp_linear_spec(l), shape, coords, l.name.c_str());
+  Cx_ = spec_.config.channels / shape.gx;
   const int gxy = shape.gx * shape.gy, r = coords.y * shape.gx + coords.x;  // rank in X*Y
-  const int Vp = config_.padded_vocab_size;
+  const int Vp = spec_.config.padded_vocab_size;
   vocab_begin_ = static_cast<int>(parallel::split_begin(Vp, gxy, r));
   vocab_rows_ = static_cast<int>(parallel::split_begin(Vp, gxy, r + 1)) - vocab_begin_;
 }
 
-const parallel::TpLinearLayout& ShardMap::layout(Param p) const {
-  switch (p) {
-    case Param::kQkvw: case Param::kQkvb: return qkv_;
-    case Param::kAttprojw: case Param::kAttprojb: return attproj_;
-    case Param::kFcw: case Param::kFcb: return fc_;
-    case Param::kFcprojw: case Param::kFcprojb: return fcproj_;
-    default: break;
-  }
-  throw InvalidArgument(std::string("tensor ") + param_name(p) + " belongs to no linear layer");
+const parallel::TpLinearLayout& ShardMap::layout_of(int t) const {
+  const ParamSpec& p = spec_.params[static_cast<size_t>(t)];
+  AXONN_CHECK(p.linear >= 0, "tensor ", p.name, " belongs to no linear layer");
+  return layouts_[static_cast<size_t>(p.linear)];
 }
 
-int64_t ShardMap::shard_layer_numel(Param p) const {
-  switch (p) {
-    case Param::kWte: return static_cast<int64_t>(vocab_rows_) * config_.channels;
-    case Param::kWpe: return static_cast<int64_t>(config_.max_seq_len) * Cx_;
-    case Param::kLn1w: case Param::kLn1b: case Param::kLn2w: case Param::kLn2b:
-    case Param::kLnfw: case Param::kLnfb: return Cx_;
-    case Param::kQkvw: case Param::kAttprojw: case Param::kFcw: case Param::kFcprojw: return layout(p).shard_size;
-    case Param::kQkvb: case Param::kAttprojb: case Param::kFcb: case Param::kFcprojb: return layout(p).out_local;
+int64_t ShardMap::shard_layer_numel(int t) const {
+  const ParamSpec& p = spec_.params[static_cast<size_t>(t)];
+  switch (p.role) {
+    case Role::kVocab: return static_cast<int64_t>(vocab_rows_) * spec_.config.channels;
+    case Role::kPosition: return p.shape[0] * Cx_;
+    case Role::kNormWeight: case Role::kNormBias: return Cx_;
+    case Role::kLinearWeight: return layout_of(t).shard_size;
+    case Role::kLinearBias: return layout_of(t).out_local;
   }
   return 0;
 }
 
-Shape ShardMap::shard_shape(Param p) const {
-  const int64_t L = config_.num_layers;
-  switch (p) {
-    case Param::kWte: return {vocab_rows_, config_.channels};
-    case Param::kWpe: return {config_.max_seq_len, Cx_};
-    case Param::kLnfw: case Param::kLnfb: return {Cx_};
-    default: return {L, shard_layer_numel(p)};
+Shape ShardMap::shard_shape(int t) const {
+  const ParamSpec& p = spec_.params[static_cast<size_t>(t)];
+  if (p.per_layer) return {p.shape[0], shard_layer_numel(t)};
+  switch (p.role) {
+    case Role::kVocab: return {vocab_rows_, spec_.config.channels};
+    case Role::kPosition: return {p.shape[0], Cx_};
+    default: return {shard_layer_numel(t)};
   }
 }
 
-int64_t ShardMap::full_layer_numel(Param p) const {
-  Shape s = param_shape(config_, p);
-  return param_is_per_layer(p) ? s.numel() / s[0] : s.numel();
-}
-
-int64_t ShardMap::global_index(Param p, int64_t j) const {
-  const int64_t C = config_.channels;
+int64_t ShardMap::global_index(int t, int64_t j) const {
+  const int64_t C = spec_.config.channels;
   const int64_t x = coords_.x;
-  switch (p) {
-    case Param::kWte: return static_cast<int64_t>(vocab_begin_) * C + j;  // rows [begin, begin + rows)
-    case Param::kWpe: return (j / Cx_) * C + x * Cx_ + j % Cx_;            // X slice of the channels
-    case Param::kLn1w: case Param::kLn1b: case Param::kLn2w: case Param::kLn2b:
-    case Param::kLnfw: case Param::kLnfb: return x * Cx_ + j;
-    case Param::kQkvw: case Param::kAttprojw: case Param::kFcw: case Param::kFcprojw: {
-      const parallel::TpLinearLayout& l = layout(p);
+  switch (spec_.params[static_cast<size_t>(t)].role) {
+    case Role::kVocab: return static_cast<int64_t>(vocab_begin_) * C + j;  // rows [begin, begin + rows)
+    case Role::kPosition: return (j / Cx_) * C + x * Cx_ + j % Cx_;        // X slice of the channels
+    case Role::kNormWeight: case Role::kNormBias: return x * Cx_ + j;
+    case Role::kLinearWeight: {
+      const parallel::TpLinearLayout& l = layout_of(t);
       return l.weight_index(l.shard_offset + j);
     }
-    case Param::kQkvb: case Param::kAttprojb: case Param::kFcb: case Param::kFcprojb:
-      return layout(p).out_row(static_cast<int>(j));
+    case Role::kLinearBias: return layout_of(t).out_row(static_cast<int>(j));
   }
   return 0;
 }
 
-int64_t ShardMap::run_length(Param p, int64_t j) const {
-  const int64_t n = shard_layer_numel(p);
+int64_t ShardMap::run_length(int t, int64_t j) const {
+  const int64_t n = shard_layer_numel(t);
   int64_t len = 1;
-  switch (p) {
-    case Param::kWte: case Param::kLn1w: case Param::kLn1b: case Param::kLn2w: case Param::kLn2b:
-    case Param::kLnfw: case Param::kLnfb: len = n - j; break;  // one block of rows, or of channels
-    case Param::kWpe: len = Cx_ - j % Cx_; break;              // the X slice of one position's row
-    case Param::kQkvw: case Param::kAttprojw: case Param::kFcw: case Param::kFcprojw: {
-      const parallel::TpLinearLayout& l = layout(p);  // the in_local columns of one block row
+  switch (spec_.params[static_cast<size_t>(t)].role) {
+    case Role::kVocab: case Role::kNormWeight: case Role::kNormBias:
+      len = n - j;  // one block of rows, or of channels
+      break;
+    case Role::kPosition: len = Cx_ - j % Cx_; break;  // the X slice of one position's row
+    case Role::kLinearWeight: {
+      const parallel::TpLinearLayout& l = layout_of(t);  // the in_local columns of one block row
       len = l.in_local - (l.shard_offset + j) % l.in_local;
       break;
     }
-    case Param::kQkvb: case Param::kAttprojb: case Param::kFcb: case Param::kFcprojb: {
-      const parallel::TpLinearLayout& l = layout(p);  // the rows of one part in the block
-      const int64_t part_rows = l.out_local / l.spec.out_parts;
-      len = part_rows - j % part_rows;
-      break;
-    }
+    case Role::kLinearBias: len = layout_of(t).part_run(static_cast<int>(j)); break;  // the rest of j's part
   }
   return std::max<int64_t>(1, std::min(len, n - j));
 }
 
-bool ShardMap::is_replica(Param p) const {
-  const unsigned axes = replica_axes(p);
+bool ShardMap::is_replica(int t) const {
+  const unsigned axes = spec_.replica_axes(t);
   return ((axes & kReplicatedOverX) && coords_.x != 0) || ((axes & kReplicatedOverY) && coords_.y != 0) ||
          ((axes & kReplicatedOverZ) && coords_.z != 0);
 }

@@ -27,11 +27,13 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
 // (`layer_s`), the rest blocking (spec §4; docs/perf-model.md §6).
 double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_s, double layer_s);
 
-// Parameters per rank: LayerNorms and biases; token (vocabulary-parallel over X·Y) and position
-// embeddings; the Z-sharded tensor-parallel weights.
+// Parameters per rank, from the model's tensors: norms and biases; vocabulary tensors (vocabulary-
+// parallel over X·Y) and the position embedding; the Z-sharded tensor-parallel weights.
 double small_params_per_rank(const Workload& w, const GridShape& g);
 double embedding_params_per_rank(const Workload& w, const GridShape& g);
 double tp_params_per_rank(const Workload& w, const GridShape& g);
+// Features of one block's [T, ·/Gy] activations (normal linears' outputs, transposed ones' inputs).
+double intermediate_features(const Workload& w);
 
 // The step of this project's CPU implementation (CostSettings::implementation == kAxonnCpp).
 Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s);

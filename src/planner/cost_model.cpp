@@ -273,23 +273,46 @@ double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_
   return blocking + std::max({0.0, oar - dw_s, oar + async - layer_s});
 }
 
-// Parameters per rank that are not Z-sharded tensor-parallel weights: LayerNorm γ/β and biases
-// (normal layers' biases over Y, transposed ones' over X, norms on the h/Gx slice), final norm.
+// Parameters per rank that are not Z-sharded tensor-parallel weights: norms and biases (normal
+// layers' biases over Y, transposed ones' over X, norms on the h/Gx slice), from the model's tensors.
 double small_params_per_rank(const Workload& w, const GridShape& g) {
-  const double L = d(w.model.layers), H = d(w.model.hidden);
-  return L * (4 * H / d(g.gx) + 7 * H / d(g.gy) + 2 * H / d(g.gx)) + 2 * H / d(g.gx);
+  const model::ModelSpec spec = w.spec();
+  const double L = d(w.model.layers()), H = d(w.model.hidden());
+  double n = 0;
+  for (const model::ParamSpec& p : spec.params) {
+    const double layers = p.per_layer ? L : 1.0;
+    if (p.role == model::Role::kNormWeight || p.role == model::Role::kNormBias) n += layers * H / d(g.gx);
+    if (p.role == model::Role::kLinearBias) {
+      const model::LinearSpec& l = spec.linears[static_cast<size_t>(p.linear)];
+      n += layers * d(l.out) / d(l.transposed ? g.gx : g.gy);
+    }
+  }
+  return n;
 }
-// Token embedding (tied LM head), vocab-parallel over X·Y and replicated over Z; position embedding
-// replicated.
+// The vocabulary tensors (token embedding, an untied LM head), vocab-parallel over X·Y and replicated
+// over Z; GPT-2's position embedding replicated.
 double embedding_params_per_rank(const Workload& w, const GridShape& g) {
-  const double H = d(w.model.hidden);
-  return d(w.model.vocab) * H / d(g.gx * g.gy) + d(w.position_rows()) * H;
+  const model::ModelSpec spec = w.spec();
+  const double H = d(w.model.hidden());
+  double n = 0;
+  for (const model::ParamSpec& p : spec.params) {
+    if (p.role == model::Role::kVocab) n += d(w.model.vocab()) * H / d(g.gx * g.gy);
+    if (p.role == model::Role::kPosition) n += d(w.position_rows()) * H;
+  }
+  return n;
 }
 double tp_params_per_rank(const Workload& w, const GridShape& g) {
   double p = 0;
-  for (const auto& l : block_linear_layers(w.model.hidden))
+  for (const auto& l : block_linear_layers(w.spec()))
     p += d(l.in_features) * d(l.out_features) / d(g.gx * g.gy * g.gz);
-  return p * d(w.model.layers);
+  return p * d(w.model.layers());
+}
+// Features of one block's activations on the two kinds of layout: the normal linears' outputs and the
+// transposed ones' inputs are [T, ·/Gy] (replicated over X); GPT-2: 3H + 4H + H + 4H = 12H.
+double intermediate_features(const Workload& w) {
+  double f = 0;
+  for (const auto& l : block_linear_layers(w.spec())) f += d(l.transposed ? l.in_features : l.out_features);
+  return f;
 }
 
 }  // namespace internal
@@ -304,7 +327,7 @@ std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const
   if (s.variant == ModelVariant::kAsCoded || !s.embedding) return out;
   const double micro = d(w.grad_accumulation);
   const double T_mb = w.tokens() / d(g.gdata * g.gz) / micro;  // tokens per rank per micro-batch
-  const double hidden_msg = T_mb * d(w.model.hidden) * s.comm_bytes;
+  const double hidden_msg = T_mb * d(w.model.hidden()) * s.comm_bytes;
   // Megatron-AxoNN entry/exit (spec §3.4): vocab-parallel embedding over X·Y, then drop to h/Gx;
   // after the final norm gather h over X; vocab-parallel LM head and cross-entropy over X·Y.
   add(&out, m, s, g, "embedding fwd all-reduce", CommGroup::kXY, CollectiveKind::kAllReduce, hidden_msg, micro,
@@ -325,9 +348,10 @@ std::vector<CollectiveCost> embedding_collectives(const MachineProfile& m, const
 }
 
 MemoryEstimate estimate_memory(const Workload& w, const GridShape& g, const CostSettings& s) {
-  const double H = d(w.model.hidden), L = d(w.model.layers);
+  const double H = d(w.model.hidden()), L = d(w.model.layers());
   const double T_mb = w.tokens() / d(g.gdata * g.gz) / d(w.grad_accumulation);
   const double params = tp_params_per_rank(w, g) + small_params_per_rank(w, g) + embedding_params_per_rank(w, g);
+  const double Fy = internal::intermediate_features(w);
   MemoryEstimate mem;
   mem.weights = params * s.weight_bytes;
   mem.grads = params * s.grad_bytes;
@@ -336,13 +360,13 @@ MemoryEstimate estimate_memory(const Workload& w, const GridShape& g, const Cost
   // inputs) and intermediates [T, ·/Gy] (Q, K, V, attention output, FC1 output, GeLU output), plus
   // flash-attention softmax statistics (fp32 per head).
   const double layer_acts =
-      s.comm_bytes * T_mb * (4 * H / d(g.gx) + 12 * H / d(g.gy)) + 4.0 * T_mb * d(w.model.heads) / d(g.gy);
+      s.comm_bytes * T_mb * (4 * H / d(g.gx) + Fy / d(g.gy)) + 4.0 * T_mb * d(w.model.heads()) / d(g.gy);
   // With recompute only each layer's input survives the forward; the layer being recomputed and its
   // gradients form the working set. Without, every layer's activations are kept.
   mem.activations = s.recompute ? L * s.comm_bytes * T_mb * H / d(g.gx) + 2 * layer_acts : (L + 1) * layer_acts;
-  mem.logits = 4.0 * T_mb * d(w.model.vocab) / d(g.gx * g.gy);
+  mem.logits = 4.0 * T_mb * d(w.model.vocab()) / d(g.gx * g.gy);
   double max_block = 0;
-  for (const auto& l : block_linear_layers(w.model.hidden))
+  for (const auto& l : block_linear_layers(w.spec()))
     max_block = std::max(max_block, d(l.in_features) * d(l.out_features) / d(g.gx * g.gy));
   // Ŵ in use + Ŵ prefetched (OAG) when sharded over Z, and one unreduced dW block.
   mem.gathered_weights = max_block * s.comm_bytes * (g.gz > 1 ? 3.0 : 1.0);
@@ -382,7 +406,8 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
     return internal::estimate_axonn_cpp(m, w, g, s);
   Estimate e;
   e.grid = g;
-  const double L = d(w.model.layers), H = d(w.model.hidden), S = d(w.seq_len), V = d(w.model.vocab);
+  const double L = d(w.model.layers()), H = d(w.model.hidden()), S = d(w.seq_len), V = d(w.model.vocab());
+  const double A = d(w.model.config.attention_width()), Fy = internal::intermediate_features(w);
   const double T = w.tokens() / d(g.gdata * g.gz);  // tokens per rank per step
   const double fwd_passes = s.recompute ? 2.0 : 1.0;
   const double passes = fwd_passes + 2.0;  // + backward dX and dW
@@ -391,7 +416,7 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
 
   // Linear layers: the collectives, the GEMM time they can hide behind, and what sticks out.
   double gemm_flops = 0;
-  for (const auto& layer : block_linear_layers(w.model.hidden)) {
+  for (const auto& layer : block_linear_layers(w.spec())) {
     const auto coll = linear_layer_collectives(m, layer, w.tokens(), w.grad_accumulation, g, s);
     const double pass_flops = 2 * T * d(layer.in_features) * d(layer.out_features) / d(g.gx * g.gy);
     gemm_flops += L * passes * pass_flops;
@@ -420,16 +445,18 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
   e.exposed_comm_s += e.comm.embedding;
   e.comm_s = e.comm.total();
 
-  // Compute. Attention core (QKᵀ and AV, 4·S·H FLOPs per token forward, Narayanan's count): heads
-  // over Y, replicated over X. LM head: vocab-parallel over X·Y, forward + backward.
-  gemm_flops += L * passes * 4 * T * S * H / d(g.gy);
+  // Compute. Attention core (QKᵀ and AV, 4·S·A FLOPs per token forward, Narayanan's count, A = the
+  // attention's width, H for GPT-2): heads over Y, replicated over X. LM head: vocab-parallel over X·Y,
+  // forward + backward.
+  gemm_flops += L * passes * 4 * T * S * A / d(g.gy);
   gemm_flops += 3 * 2 * T * H * V / d(g.gx * g.gy);
   e.gemm_s = gemm_flops / rate;
   // Memory-bound kernels, bf16 elements read + written per token and layer in the forward: on the
   // h/Gx residual stream 2 norms (4), 2 residual adds (6), 2 bias adds (4); on the /Gy intermediates
-  // QKV and FC1 bias adds (14), GeLU (8). Backward ≈ 2× forward. Cross-entropy reads/writes the fp32
-  // logits; the optimizer streams ~32 bytes per local parameter (fp32 grad, master, m, v, bf16 copy).
-  const double per_layer_bytes = s.comm_bytes * T * (14 * H / d(g.gx) + 22 * H / d(g.gy));
+  // (GPT-2: QKV and FC1 bias adds 14, GeLU 8, for its 12H features: 22/12 per feature). Backward ≈ 2×
+  // forward. Cross-entropy reads/writes the fp32 logits; the optimizer streams ~32 bytes per local
+  // parameter (fp32 grad, master, m, v, bf16 copy).
+  const double per_layer_bytes = s.comm_bytes * T * (14 * H / d(g.gx) + 22 * Fy / 12 / d(g.gy));
   double mb_bytes = L * passes * per_layer_bytes;
   mb_bytes += 3 * 4.0 * T * V / d(g.gx * g.gy);
   mb_bytes += 32.0 * (tp_params_per_rank(w, g) + small_params_per_rank(w, g) + embedding_params_per_rank(w, g));

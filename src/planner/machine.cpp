@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 #include "builtin_profiles.hpp"
 
 namespace axonn::planner {
@@ -179,6 +180,7 @@ class Parser {
 };
 
 std::string read_file(const std::filesystem::path& p) {
+  require_regular_file(p.string(), "machine file");  // a named pipe would block the read
   std::ifstream in(p, std::ios::binary);
   AXONN_CHECK_ARG(in, "machine file '", p.string(), "' cannot be read; give an existing .json file or ",
                   "a profile name");

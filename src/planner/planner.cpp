@@ -30,7 +30,6 @@ struct Reason {
 };
 
 std::optional<Reason> first_reason(const Workload& w, const GridShape& g, long min_tp) {
-  const auto& m = w.model;
   if (g.tensor_parallel() < min_tp)
     return Reason{detail::concat("Gx*Gy*Gz below --min-tp ", min_tp),
                   detail::concat("Gx*Gy*Gz = ", g.tensor_parallel(), " is below the minimum tensor-parallel ",
@@ -40,23 +39,7 @@ std::optional<Reason> first_reason(const Workload& w, const GridShape& g, long m
     return Reason{"batch size not divisible by Gdata*Gz",
                   detail::concat("batch size ", w.batch_size, " is not divisible by Gdata*Gz",
                                  w.grad_accumulation > 1 ? "*micro-batches" : "", " = ", shards)};
-  if (m.hidden % g.gx != 0)
-    return Reason{"hidden size not divisible by Gx",
-                  detail::concat("hidden size ", m.hidden, " is not divisible by Gx = ", g.gx)};
-  if (m.hidden % g.gy != 0)
-    return Reason{"hidden size not divisible by Gy",
-                  detail::concat("hidden size ", m.hidden, " is not divisible by Gy = ", g.gy)};
-  if (m.heads % g.gy != 0)
-    return Reason{"heads not divisible by Gy",
-                  detail::concat("attention heads ", m.heads, " are not divisible by Gy = ", g.gy)};
-  for (const auto& l : block_linear_layers(m.hidden)) {
-    // The local block is (in/g_in) × (out/g_out); its flat Z-shards must be equal (spec §3.2).
-    const long g_in = l.transposed ? g.gy : g.gx, g_out = l.transposed ? g.gx : g.gy;
-    const long rows = l.out_features / g_out, cols = l.in_features / g_in;
-    if ((rows * cols) % g.gz != 0)
-      return Reason{"weight block not divisible by Gz",
-                    detail::concat(l.name, " weight block ", rows, "x", cols, " is not divisible by Gz = ", g.gz)};
-  }
+  if (auto why = model::grid_misfit(w.spec(), g.gx, g.gy, g.gz)) return Reason{why->category, why->message};
   return std::nullopt;
 }
 

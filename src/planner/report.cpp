@@ -72,9 +72,14 @@ std::string format_table(const PlanResult& r, std::size_t top) {
             m.intra_node_gbs, m.inter_node_gbs, alpha_in, alpha_out);
   }
   const bool billions = w.parameters() >= 1e9;
-  appendf(&out, "model    %s: L=%ld H=%ld heads=%ld V=%ld, %.2f %s parameters; S=%ld, batch %ld sequences\n",
-          w.model.name.empty() ? "custom" : w.model.name.c_str(), w.model.layers, w.model.hidden, w.model.heads,
-          w.model.vocab, w.parameters() / (billions ? 1e9 : 1e6), billions ? "B" : "M", w.seq_len, w.batch_size);
+  const model::GptConfig& c = w.model.config;
+  const std::string llama = c.family == model::Family::kLlama
+                                ? detail::concat(" KV=", c.kv_heads(), " FFN=", c.mlp_hidden(), " (llama)")
+                                : std::string();
+  appendf(&out, "model    %s: L=%ld H=%ld heads=%ld%s V=%ld, %.2f %s parameters; S=%ld, batch %ld sequences\n",
+          w.model.name.empty() ? "custom" : w.model.name.c_str(), w.model.layers(), w.model.hidden(), w.model.heads(),
+          llama.c_str(), w.model.vocab(), w.parameters() / (billions ? 1e9 : 1e6), billions ? "B" : "M", w.seq_len,
+          w.batch_size);
   appendf(&out,
           "search   %ld GPUs, Gx*Gy*Gz >= %ld: %ld factorizations, %ld admissible, %ld fit in %.1f GiB "
           "(%.0f%% of %.0f GiB)\n",

@@ -1,20 +1,16 @@
 #include "checkpointing.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
-#include <filesystem>
 
-#include "axonn/checkpoint/hf_gpt2.hpp"
-#include "axonn/checkpoint/llmc.hpp"
-#include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "resume.hpp"
 
 namespace axonn::train::detail {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -39,19 +35,8 @@ void validate_checkpoint_flags(const TrainConfig& c) {
 StartPlan plan_start(const TrainConfig& c) {
   StartPlan s;
   if (!c.init.empty()) {
-    s.init_path = c.init;
-    std::error_code ec;
-    if (fs::is_directory(c.init, ec)) {
-      s.init = StartPlan::Init::kCheckpoint;
-      s.init_path = checkpoint::resolve_checkpoint(c.init);
-      s.model = checkpoint::read_manifest(s.init_path).model;
-    } else if (checkpoint::looks_like_safetensors(c.init)) {
-      s.init = StartPlan::Init::kSafetensors;
-      s.model = checkpoint::read_hf_gpt2_config(checkpoint::SafetensorsFile(c.init));
-    } else {
-      s.init = StartPlan::Init::kLlmc;
-      s.model = checkpoint::read_llmc_config(c.init);
-    }
+    s.init = find_model_source(c.init);
+    s.model = s.init->config;
   }
   if (c.resume) {
     if (auto latest = checkpoint::find_latest(c.checkpoint_dir)) {
@@ -68,6 +53,16 @@ StartPlan plan_start(const TrainConfig& c) {
     if (!s.model && !shape_flags(c)) s.model = s.resume_manifest->model;
   }
   return s;
+}
+
+int64_t count_nonfinite(const Arena& a) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    const Tensor t = a.tensor(i);
+    const float* x = t.f32();
+    for (int64_t j = 0; j < t.numel(); j++) bad += std::isfinite(x[j]) ? 0 : 1;
+  }
+  return bad;
 }
 
 namespace {
@@ -91,13 +86,12 @@ struct HostState {
 }  // namespace
 
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
-                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens) {
+                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader) {
   if (!plan.resume_dir.empty()) {
     const checkpoint::Manifest& m = *plan.resume_manifest;
-    AXONN_CHECK_IO(m.loader.position >= 0 && m.loader.position < data_tokens, "checkpoint '", plan.resume_dir,
-                   "' stopped at token ", m.loader.position, " of its data, but the data has ", data_tokens,
-                   " tokens: resume with the data it was trained on (it recorded '",
-                   m.extra.count("data") ? m.extra.at("data") : std::string("?"), "')");
+    // the loader's position is the count of sequences consumed: any count is a valid place to resume
+    AXONN_CHECK_IO(m.loader.position >= 0, "checkpoint '", plan.resume_dir, "' records loader position ",
+                   m.loader.position);
     checkpoint::LoadResult r;
     if (gpt.device() == Device::kCpu) {
       r = checkpoint::load_sharded(plan.resume_dir, grid, mc, gpt.params(), &opt.m(), &opt.v());
@@ -123,42 +117,10 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
                static_cast<long long>(got.step), c.steps);
     return static_cast<int>(got.step);
   }
-  switch (plan.init) {
-    case StartPlan::Init::kRandom: gpt.init_random(c.seed); break;
-    case StartPlan::Init::kLlmc:
-      checkpoint::read_llmc_tensors(plan.init_path, mc, [&](model::Param p, int layer, const float* full) {
-        gpt.load_full_layer(p, layer, full);
-      });
-      break;
-    case StartPlan::Init::kSafetensors: {
-      // the whole model on every rank for a moment; each keeps its shard
-      checkpoint::SafetensorsFile f(plan.init_path);
-      Arena full("init");
-      model::reserve_gpt_params(full, mc);
-      full.allocate();
-      checkpoint::load_hf_gpt2_params(f, mc, full);
-      for (int i = 0; i < model::kNumParamTensors; i++) {
-        const auto p = static_cast<model::Param>(i);
-        Tensor t = full.tensor(static_cast<size_t>(i));
-        const int layers = model::param_is_per_layer(p) ? mc.num_layers : 1;
-        for (int l = 0; l < layers; l++) gpt.load_full_layer(p, l, model::param_is_per_layer(p) ? t[l].f32() : t.f32());
-      }
-      break;
-    }
-    case StartPlan::Init::kCheckpoint: {
-      checkpoint::LoadResult r;
-      if (gpt.device() == Device::kCpu) {
-        r = checkpoint::load_sharded(plan.init_path, grid, mc, gpt.params());
-      } else {
-        HostState h(gpt, opt, false);
-        r = checkpoint::load_sharded(plan.init_path, grid, mc, h.params);
-        gpt.params().copy_from(h.params);  // upload
-      }
-      log_info("init      weights of %s (step %lld, grid %s), fresh optimizer", r.dir.c_str(),
-               static_cast<long long>(r.manifest.step), r.manifest.grid.str().c_str());
-      break;
-    }
-  }
+  if (plan.init)
+    log_info("init      %s, fresh optimizer", load_weights(*plan.init, grid, gpt).c_str());
+  else
+    gpt.init_random(c.seed);
   return 0;
 }
 
@@ -178,7 +140,7 @@ bool Checkpointer::due(int done) const {
 }
 
 checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                                          const optim::AdamW& opt) {
+                                          const optim::AdamW& opt, const std::map<std::string, std::string>& state) {
   checkpoint::Manifest m;
   m.model = mc_;
   m.step = done;
@@ -187,17 +149,27 @@ checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loa
   m.rng.seed = c_.seed;  // initialisation and synthetic data are counter-based; training draws nothing
   m.extra = run_settings(c_);
   m.extra["adam_steps"] = std::to_string(opt.steps());
+  for (const auto& [key, value] : state) m.extra[key] = value;
   if (!resumed_from_.empty()) m.extra["resumed_from"] = resumed_from_;
-  checkpoint::SaveResult r;
-  if (gpt.device() == Device::kCpu) {
-    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, gpt.params(), &opt.m(), &opt.v(), c_.keep);
-  } else {
-    HostState h(gpt, opt, true);
-    h.params.copy_from(gpt.params());  // download
-    h.m.copy_from(opt.m());
-    h.v.copy_from(opt.v());
-    r = checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, h.params, &h.m, &h.v, c_.keep);
+  // the state as host arenas (a model in device memory is downloaded first)
+  std::optional<HostState> host;
+  if (gpt.device() != Device::kCpu) {
+    host.emplace(gpt, opt, true);
+    host->params.copy_from(gpt.params());  // download
+    host->m.copy_from(opt.m());
+    host->v.copy_from(opt.v());
   }
+  const Arena& params = host ? host->params : gpt.params();
+  const Arena& adam_m = host ? host->m : opt.m();
+  const Arena& adam_v = host ? host->v : opt.v();
+  // never a non-finite value into a checkpoint: the previous one stays the latest
+  int64_t bad[2] = {count_nonfinite(params), count_nonfinite(adam_m) + count_nonfinite(adam_v)};
+  grid_.world().all_reduce(bad, 2, DType::kI64);  // over the world (host buffers): every rank refuses alike
+  AXONN_CHECK_IO(bad[0] == 0 && bad[1] == 0, "the state after step ", done, " holds ", bad[0],
+                 " non-finite weights and ", bad[1], " non-finite optimizer moments (Inf or NaN): the run diverged; "
+                 "nothing was saved, the previous checkpoint stays the latest. Lower --lr or enable --grad-clip");
+  const checkpoint::SaveResult r =
+      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep);
   const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);

@@ -1,7 +1,7 @@
 // train/checkpointing.hpp (private to the train module) — where a run starts and when it saves.
 //
-// A run starts from random weights, an llm.c file, a Hugging Face GPT-2 safetensors file or a
-// checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
+// A run starts from random weights, an llm.c file, a Hugging Face checkpoint (GPT-2 or Llama: a
+// safetensors file or a model directory) or a checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
 // position (--resume, --resume-from), on the same or another grid. With --checkpoint-dir it saves a
 // sharded checkpoint every --checkpoint-every steps and at the end (checkpoint/sharded.hpp).
 #pragma once
@@ -17,6 +17,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/config.hpp"
+#include "axonn/train/model_source.hpp"
 
 namespace axonn::train::detail {
 
@@ -26,9 +27,7 @@ void validate_checkpoint_flags(const TrainConfig& c);
 // What the run starts from, decided before anything is built; the same on every rank (it reads only
 // headers and manifests).
 struct StartPlan {
-  enum class Init { kRandom, kLlmc, kSafetensors, kCheckpoint };
-  Init init = Init::kRandom;
-  std::string init_path;                     // --init (kCheckpoint: the step directory it resolves to)
+  std::optional<ModelSource> init;           // --init (none: random weights)
   std::string resume_dir;                    // the step directory to continue; empty: start at step 0
   std::optional<checkpoint::Manifest> resume_manifest;
   std::optional<model::GptConfig> model;     // the model --init or the resumed checkpoint dictates
@@ -39,9 +38,12 @@ StartPlan plan_start(const TrainConfig& c);
 // position) and returns the first step to run. `grid` is the one the checkpoint's collectives use:
 // its communicators take host buffers (on the GPU a grid over the MPI world, beside the model's);
 // a model in device memory is loaded through host copies of its arenas. A bad checkpoint is refused on every rank before
-// anything is changed. data_tokens: the training data's length (a resumed position must lie in it).
+// anything is changed.
 int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptConfig& mc, const parallel::Grid& grid,
-                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader, int64_t data_tokens);
+                model::Gpt& gpt, optim::AdamW& opt, data::BatchLoader& loader);
+
+// Elements of an fp32 host arena that are Inf or NaN.
+int64_t count_nonfinite(const Arena& a);
 
 class Checkpointer {
  public:
@@ -51,8 +53,9 @@ class Checkpointer {
   bool due(int done) const;
   // Saves the state after `done` steps; collective (a model in device memory is downloaded first).
   // `grid` (constructor) takes host buffers, as for start_state. Returns what was written.
+  // `state`: more training state for the manifest's extra (the guard's).
   checkpoint::SaveResult save(int done, const data::BatchLoader& loader, const model::Gpt& gpt,
-                              const optim::AdamW& opt);
+                              const optim::AdamW& opt, const std::map<std::string, std::string>& state);
   // The step of the last checkpoint saved or resumed from (-1: none).
   int last_saved() const { return last_saved_; }
 

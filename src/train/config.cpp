@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "axonn/core/error.hpp"
 #include "axonn/parallel/grid.hpp"
@@ -23,6 +24,58 @@ std::pair<int, int> parse_trace_steps(const std::string& text, int steps) {
                   "--trace-steps wants A:B or A with 1 <= A <= B <= --steps (", steps, "), got '", text, "'");
   return {a, b};
 }
+
+std::set<int> fault_steps(const TrainConfig& c) {
+  std::set<int> steps;
+  const std::string& t = c.fault_nonfinite_grad;
+  size_t at = 0;
+  while (at < t.size()) {
+    const size_t comma = t.find(',', at);
+    const std::string item = t.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    AXONN_CHECK_ARG(!item.empty() && *end == '\0' && v >= 1 && v <= INT32_MAX,
+                    "--fault-nonfinite-grad wants a comma-separated list of steps (1-based), got '", t, "'");
+    steps.insert(static_cast<int>(v));
+    at = comma == std::string::npos ? t.size() : comma + 1;
+  }
+  return steps;
+}
+
+model::GoldfishConfig goldfish_config(const TrainConfig& c) {
+  model::GoldfishConfig g;
+  g.k = c.goldfish_k;
+  g.h = c.goldfish_h;
+  g.strategy = model::parse_goldfish_strategy(c.goldfish_strategy);
+  g.start = c.goldfish_start;
+  g.table = c.goldfish_table;
+  return g;
+}
+
+namespace {
+
+void validate_goldfish(const TrainConfig& c) {
+  const bool k_given = c.given && c.given->count("--goldfish-k") > 0;
+  AXONN_CHECK_ARG(c.goldfish_k >= 2 || (c.goldfish_k == 0 && !k_given), "--goldfish-k must be >= 2 (about 1/K of "
+                  "the targets leave the loss; leave the flag out for the standard loss), got ", c.goldfish_k);
+  const model::GoldfishStrategy s = model::parse_goldfish_strategy(c.goldfish_strategy);
+  AXONN_CHECK_ARG(c.goldfish_h >= 1, "--goldfish-h must be >= 1 (the hashed context width), got ", c.goldfish_h);
+  AXONN_CHECK_ARG(c.goldfish_start >= 0, "--goldfish-start must be >= 0, got ", c.goldfish_start);
+  const bool tuned = c.goldfish_h != 13 || s != model::GoldfishStrategy::kHashAvalanche || c.goldfish_start != 0 ||
+                     !c.goldfish_table.empty();
+  AXONN_CHECK_ARG(c.goldfish_k != 0 || !tuned, "--goldfish-h, --goldfish-strategy, --goldfish-start and "
+                  "--goldfish-table set up the Goldfish loss; turn it on with --goldfish-k K (K >= 2)");
+  AXONN_CHECK_ARG(c.goldfish_start == 0 || s == model::GoldfishStrategy::kStatic,
+                  "--goldfish-start is the first dropped position of --goldfish-strategy static; add that strategy "
+                  "or drop the flag");
+  const bool table = s == model::GoldfishStrategy::kHashTable;
+  AXONN_CHECK_ARG(!table || !c.goldfish_table.empty(),
+                  "--goldfish-strategy hash-table needs --goldfish-table FILE (the table's format: docs/goldfish.md)");
+  AXONN_CHECK_ARG(table || c.goldfish_table.empty(), "--goldfish-table is the table of --goldfish-strategy "
+                  "hash-table; add that strategy or drop the table");
+}
+
+}  // namespace
 
 void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.batch_size > 0, "--batch-size must be positive, got ", c.batch_size);
@@ -47,8 +100,17 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.val_batches >= 1, "--val-batches must be >= 1, got ", c.val_batches);
   AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,
                   "--val-every chooses when --val-data is evaluated; give --val-data FILE too");
+  AXONN_CHECK_ARG(c.skip_loss_z >= 0 && std::isfinite(c.skip_loss_z), "--skip-loss-z must be >= 0 (0: off), got ",
+                  c.skip_loss_z);
+  AXONN_CHECK_ARG(c.skip_grad_z >= 0 && std::isfinite(c.skip_grad_z), "--skip-grad-z must be >= 0 (0: off), got ",
+                  c.skip_grad_z);
+  AXONN_CHECK_ARG(c.max_bad_steps >= 0, "--max-bad-steps must be >= 0 (0: never stop), got ", c.max_bad_steps);
+  (void)fault_steps(c);
+  validate_goldfish(c);
   detail::validate_checkpoint_flags(c);
   (void)detail::parse_stop_signal(c.stop_signal);
+  AXONN_CHECK_ARG(c.comm_timeout >= 0 && std::isfinite(c.comm_timeout),
+                  "--comm-timeout must be a finite number of seconds >= 0 (0: no deadline), got ", c.comm_timeout);
   AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
   AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
                   "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);

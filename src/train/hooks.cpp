@@ -1,7 +1,12 @@
 // train/hooks.cpp — the loop's built-in hooks (hooks.hpp).
 #include "hooks.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <cstdio>
 
@@ -18,6 +23,15 @@ namespace axonn::train::detail {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Creates and removes `probe`: the directory it is in takes new files (rank 0, before step 1).
+void probe_writable(const std::string& probe, const char* flag, const std::string& given) {
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  AXONN_CHECK_IO(fd >= 0, "cannot write ", flag, " '", given, "': ", std::strerror(errno),
+                 "; give a path in a directory this job can write (checked before training, so no step is lost)");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 
 // Slurm's default KillWait: the seconds between SIGTERM and SIGKILL.
 constexpr double kKillWaitSeconds = 30;
@@ -69,7 +83,8 @@ void write_trace(const std::string& path, const Trace& trace, const parallel::Gr
     first = false;
   }
   f << "\n]}\n";
-  AXONN_CHECK_IO(f.good(), "cannot write trace file '", path, "'");
+  f.close();  // the buffered rest goes out here: check after it
+  AXONN_CHECK_IO(!f.fail(), "cannot write trace file '", path, "': ", std::strerror(errno));
 }
 
 // A resumed run continues its metrics file: the lines of steps before `first_step` stay, those of
@@ -129,7 +144,11 @@ void TraceHook::after_step(Session& s, StepMetrics& m) {
                                            {"steps", {window_.first, window_.second}},
                                            {"launch", nlohmann::json::parse(s.launch().json())}})
                                .dump();
-  write_trace(c.trace, *trace_, s.grid(), meta, s.world());
+  try {  // collective; then rank 0 writes: a failure there is raised on every rank after the step
+    write_trace(c.trace, *trace_, s.grid(), meta, s.world());
+  } catch (const IoError&) {
+    s.defer_error(std::current_exception());
+  }
   trace_->clear();
   log_info("trace     steps %d-%d written to %s", window_.first, window_.second, c.trace.c_str());
 }
@@ -140,6 +159,30 @@ void ValidationHook::after_step(Session& s, StepMetrics& m) {
   const TrainConfig& c = s.config();
   const int done = m.step + 1;
   if ((c.val_every > 0 && done % c.val_every == 0) || done == c.steps) m.val_loss = s.validate();
+}
+
+// --- the guard -----------------------------------------------------------------------------------
+
+void GuardHook::after_step(Session& s, StepMetrics& m) {
+  if (m.verdict == Verdict::kUpdate) {
+    in_a_row_ = 0;
+  } else {
+    s.count_skipped();
+    in_a_row_++;
+    const char* why = m.verdict == Verdict::kNonFinite    ? "its loss or gradient norm is not finite"
+                      : m.verdict == Verdict::kLossOutlier ? "its loss is an outlier (--skip-loss-z)"
+                                                           : "its gradient norm is an outlier (--skip-grad-z)";
+    log_warn("guard     step %d skipped: %s (loss %g, norm %g); weights and optimizer untouched", m.step + 1, why,
+             static_cast<double>(m.loss), m.grad_norm);
+    const int limit = s.config().max_bad_steps;
+    if (limit > 0 && in_a_row_ >= limit) {
+      stop_ = true;
+      log_error("guard     the last %d steps (to step %d) were all skipped: the run stops. The weights are those of "
+                "step %d; lower --lr, check the data, or resume from the last good checkpoint",
+                in_a_row_, m.step + 1, m.step + 1 - in_a_row_);
+    }
+  }
+  m.skipped_steps = s.skipped_steps();
 }
 
 // --- progress and metrics ------------------------------------------------------------------------
@@ -154,33 +197,75 @@ ProgressHook::ProgressHook(Session& s) {
 
 void ProgressHook::after_step(Session& s, StepMetrics& m) {
   if (!s.config().quiet) {
-    char val[40] = "";
+    char val[64] = "";
     if (m.val_loss) std::snprintf(val, sizeof val, " | val %.6f", static_cast<double>(*m.val_loss));
-    log_info("step %5d/%d | loss %.6f%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
-             s.config().steps, m.loss, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+    if (m.verdict != Verdict::kUpdate) std::snprintf(val, sizeof val, " | SKIPPED (%s)", verdict_name(m.verdict));
+    char goldfish[96] = "";  // the masked loss is `loss`; the mean over every and over the dropped targets
+    if (m.goldfish)
+      std::snprintf(goldfish, sizeof goldfish, " | all %.6f dropped %.6f (%.1f%%)",
+                    static_cast<double>(m.goldfish->loss_all_tokens), static_cast<double>(m.goldfish->loss_dropped_tokens),
+                    100.0 * m.goldfish->dropped_fraction);
+    log_info("step %5d/%d | loss %.6f%s%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
+             s.config().steps, m.loss, goldfish, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
   }
   if (metrics_) {
     nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},
                         {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
                         {"mfu", m.mfu}};
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    if (m.goldfish) {
+      j["loss_all_tokens"] = m.goldfish->loss_all_tokens;
+      j["loss_dropped_tokens"] = m.goldfish->loss_dropped_tokens;  // null when no target was dropped
+      j["goldfish_dropped_fraction"] = m.goldfish->dropped_fraction;
+    }
+    if (m.verdict != Verdict::kUpdate) j["skipped"] = verdict_name(m.verdict);
+    if (m.skipped_steps) j["skipped_steps"] = m.skipped_steps;
     *metrics_ << j.dump() << '\n';
     metrics_->flush();
+    if (!metrics_->good()) {  // a full disk or /dev/full: said, and the run stops after this step
+      s.defer_error(std::make_exception_ptr(IoError(::axonn::detail::concat(
+          "cannot write metrics file '", s.config().metrics, "' after step ", m.step + 1, ": ", std::strerror(errno),
+          "; free space or give another --metrics"))));
+      metrics_.reset();
+    }
   }
 }
 
 // --- checkpoints ---------------------------------------------------------------------------------
 
 CheckpointHook::CheckpointHook(Session& s)
-    : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {}
+    : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {
+  // the outputs are checked before step 1, not found unwritable after the last (the construction of
+  // the hooks is agreed on: a failure here fails every rank)
+  const TrainConfig& c = s.config();
+  if (s.world().rank() != 0) return;
+  if (!c.checkpoint_dir.empty()) {
+    lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
+    probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
+  }
+  if (!c.save.empty()) {
+    std::error_code ec;
+    AXONN_CHECK_IO(!fs::is_directory(c.save, ec), "--save '", c.save, "' is a directory; give a file name");
+    probe_writable(c.save + ".probe-" + std::to_string(::getpid()), "--save", c.save);
+  }
+}
 
 void CheckpointHook::after_step(Session& s, StepMetrics& m) {
   last_step_s_ = m.step_ms * 1e-3;
-  if (checkpointer_.due(m.step + 1)) save(s, m.step + 1);
+  if (!checkpointer_.due(m.step + 1)) return;
+  try {
+    save(s, m.step + 1);
+  } catch (const IoError& e) {
+    // save_sharded agrees on errors: every rank is here with the same error, and nothing of the failed
+    // save was committed (`latest` still names the previous checkpoint)
+    if (!s.config().continue_on_save_error) throw;
+    log_warn("checkpoint at step %d failed, training on (--continue-on-save-error); the latest checkpoint is still %s: %s",
+             m.step + 1, last_written_.empty() ? "the one the run started from, if any" : last_written_.c_str(), e.what());
+  }
 }
 
 void CheckpointHook::save(Session& s, int done) {
-  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt());
+  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt(), s.guard_record());
   last_written_ = r.dir;
   // a signal stops after a step and a save: both must fit in the scheduler's grace period
   if (!warned_ && last_step_s_ + r.seconds > kKillWaitSeconds) {
@@ -197,14 +282,17 @@ void CheckpointHook::at_end(Session& s, int done) {
   if (!c.checkpoint_dir.empty() && checkpointer_.last_saved() != done) save(s, done);
   if (c.save.empty()) return;
   const model::Gpt& gpt = s.gpt();
+  std::optional<Arena> host;
   if (gpt.device() != Device::kCpu) {
-    Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
-    host.allocate();
-    host.copy_from(gpt.params());  // download
-    checkpoint::save_llmc(c.save, s.model_config(), host);
-  } else {
-    checkpoint::save_llmc(c.save, s.model_config(), gpt.params());
+    host.emplace(gpt.params().clone_layout("parameters (host copy)", Device::kCpu));
+    host->allocate();
+    host->copy_from(gpt.params());  // download
   }
+  const Arena& params = host ? *host : gpt.params();
+  const int64_t bad = count_nonfinite(params);  // --save runs on one rank
+  AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
+                 "run diverged; --save '", c.save, "' was not written. Lower --lr or enable --grad-clip");
+  checkpoint::save_llmc(c.save, s.model_config(), params);
   log_info("saved     %s", c.save.c_str());
 }
 
@@ -239,11 +327,13 @@ void StopHook::after_step(Session& s, StepMetrics& m) {
   (void)m;
   const TrainConfig& c = s.config();
   steps_run_++;
-  int32_t flags[2] = {signals_.received(), 0};  // the signal; the limit reached (1 steps, 2 minutes)
+  // the signal; the limit reached (1 steps, 2 minutes); an error a hook met on some rank (an output)
+  int32_t flags[3] = {signals_.received(), 0, s.has_deferred_error() ? 1 : 0};
   if (c.exit_after_steps > 0 && steps_run_ >= c.exit_after_steps) flags[1] = 1;
   if (s.world().rank() == 0 && c.exit_after_minutes > 0 && since_start_.seconds() >= 60 * c.exit_after_minutes)
     flags[1] = std::max(flags[1], 2);
-  s.world().all_reduce(flags, 2, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank stops together
+  s.world().all_reduce(flags, 3, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank stops together
+  if (flags[2]) s.raise_deferred_error();  // every rank throws the same error
   if (flags[0]) {
     stop_ = Stop::kSignal;
     signal_ = flags[0];

@@ -58,9 +58,22 @@ class CheckpointHook final : public LoopHook {
  private:
   void save(Session& s, int done);
   Checkpointer checkpointer_;
+  std::unique_ptr<checkpoint::DirectoryLock> lock_;  // rank 0's, on --checkpoint-dir
   std::string last_written_;
   double last_step_s_ = 0;  // for the stop-time check
   bool warned_ = false;
+};
+
+// The guard's bookkeeping: counts skipped steps, says why each was skipped, and stops the run after
+// --max-bad-steps of them in a row (the weights are those of the last good step).
+class GuardHook final : public LoopHook {
+ public:
+  void after_step(Session& s, StepMetrics& m) override;
+  bool stop_requested() const override { return stop_; }
+
+ private:
+  int in_a_row_ = 0;
+  bool stop_ = false;
 };
 
 // Stopping early: on SIGTERM, SIGINT or --stop-signal (StopSignals), after --exit-after-steps steps

@@ -115,6 +115,10 @@ const std::vector<Setting>& settings() {
                   c.data = v;
                 }
               }},
+      // the order the sequences are read in (data/token_dataset.hpp)
+      bool_setting("shuffle", "--shuffle", kTrajectory, &TrainConfig::shuffle),
+      Setting{"data_seed", {"--data-seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.data_seed); },
+              [](TrainConfig& c, const std::string& v) { c.data_seed = parse_u64(v); }},
       Setting{"seed", {"--seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.seed); },
               [](TrainConfig& c, const std::string& v) { c.seed = parse_u64(v); }},
       int_setting("batch_size", "--batch-size", kTrajectory, &TrainConfig::batch_size, 1),
@@ -131,6 +135,15 @@ const std::vector<Setting>& settings() {
       float_setting("eps", "--eps", kTrajectory, &TrainConfig::eps),
       float_setting("grad_clip", "--grad-clip", kTrajectory, &TrainConfig::grad_clip),
       text_setting("dtype", "--dtype", kTrajectory, &TrainConfig::dtype),
+      // the Goldfish loss (docs/goldfish.md)
+      int_setting("goldfish_k", "--goldfish-k", kTrajectory, &TrainConfig::goldfish_k, 0),
+      int_setting("goldfish_h", "--goldfish-h", kTrajectory, &TrainConfig::goldfish_h, 1),
+      text_setting("goldfish_strategy", "--goldfish-strategy", kTrajectory, &TrainConfig::goldfish_strategy),
+      int_setting("goldfish_start", "--goldfish-start", kTrajectory, &TrainConfig::goldfish_start, 0),
+      path_setting("goldfish_table", "--goldfish-table", kTrajectory, &TrainConfig::goldfish_table),
+      float_setting("skip_loss_z", "--skip-loss-z", kTrajectory, &TrainConfig::skip_loss_z),
+      float_setting("skip_grad_z", "--skip-grad-z", kTrajectory, &TrainConfig::skip_grad_z),
+      int_setting("max_bad_steps", "--max-bad-steps", kSafe, &TrainConfig::max_bad_steps, 0),
       // how it computes: the same steps (up to rounding for other kernels or micro-batches)
       text_setting("kernels", "--kernels", kSafe, &TrainConfig::kernels),
       text_setting("comm", "--comm", kSafe, &TrainConfig::comm),
@@ -144,6 +157,7 @@ const std::vector<Setting>& settings() {
       path_setting("checkpoint_dir", "--checkpoint-dir", kSafe, &TrainConfig::checkpoint_dir),
       int_setting("checkpoint_every", "--checkpoint-every", kSafe, &TrainConfig::checkpoint_every, 0),
       int_setting("keep", "--keep", kSafe, &TrainConfig::keep, 0),
+      bool_setting("continue_on_save_error", "--continue-on-save-error", kSafe, &TrainConfig::continue_on_save_error),
       path_setting("metrics", "--metrics", kSafe, &TrainConfig::metrics),
       path_setting("save", "--save", kSafe, &TrainConfig::save),
       path_setting("val_data", "--val-data", kSafe, &TrainConfig::val_data),

@@ -5,9 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <new>
+#include <optional>
 
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/memory_info.hpp"
+#include "axonn/comm/runtime.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
@@ -20,6 +25,37 @@ namespace axonn::train {
 namespace {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+// "11.2 GiB"
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// The memory this rank may take: what the node (or its control group) has left, shared by the ranks
+// on the node. nullopt when unknown.
+std::optional<double> memory_per_rank() {
+  const std::optional<uint64_t> node = available_memory_bytes();
+  if (!node) return std::nullopt;
+  return static_cast<double>(*node) / std::max(1, comm::local_size());
+}
+
+// Refuses, before anything is allocated, what cannot fit: the model's parameters, gradients and AdamW
+// moments alone (16 bytes per parameter, split over the model-parallel ranks; activations come on
+// top), and a pool of reduce-scatter slots larger than a step can ever use.
+void check_memory(const TrainConfig& c, const model::GptConfig& mc, const parallel::GridShape& g) {
+  const int linears = 4 * mc.num_layers;  // a step's weight-gradient blocks: 4 per layer
+  AXONN_CHECK_ARG(c.reduce_scatter_slots <= linears, "--reduce-scatter-slots ", c.reduce_scatter_slots,
+                  " is more than the ", linears, " weight-gradient blocks a step of this model has in flight at most "
+                  "(4 per layer); use at most ", linears);
+  const std::optional<double> room = memory_per_rank();
+  if (!room) return;
+  const double state = 16.0 * static_cast<double>(mc.num_parameters()) / (g.gx * g.gy * g.gz);
+  AXONN_CHECK_ARG(state <= *room, "the model ", mc.str(), " needs at least ", gib(state), " per rank (parameters, "
+                  "gradients and AdamW moments, 16 bytes per parameter over Gx*Gy*Gz = ", g.gx * g.gy * g.gz,
+                  " ranks), more than the ", gib(*room), " this machine has free per rank: use a smaller model "
+                  "(--model, --layers, --channels, --vocab) or a grid with more model-parallel ranks (--grid)");
+}
 
 // Overlap, micro-batching and caching checks that need the grid.
 void validate_on_grid(const TrainConfig& c, const parallel::GridShape& shape, int B_local) {
@@ -39,6 +75,9 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
   if (c.channels) m.channels = c.channels;
   if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
   if (c.vocab) {
+    // padded to a multiple of 128 in an int: beyond this it would overflow
+    constexpr int kMaxVocab = INT32_MAX / 128 * 128;
+    AXONN_CHECK_ARG(c.vocab <= kMaxVocab, "--vocab ", c.vocab, " is too large: at most ", kMaxVocab);
     m.vocab_size = c.vocab;
     m.padded_vocab_size = model::pad_vocab(c.vocab);
   }
@@ -79,7 +118,7 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   planner::MachineProfile m = planner::load_machine_profile(source);
   m.implementation = planner::Implementation::kAxonnCpp;  // whatever hardware, this trainer's step
   planner::PlanRequest req;
-  req.workload.model = {mc.str(), mc.num_layers, mc.channels, mc.num_heads, mc.padded_vocab_size, 1};
+  req.workload.model = {mc.str(), mc, 1};
   req.workload.seq_len = c.seq_len;
   req.workload.batch_size = c.batch_size;
   req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
@@ -186,11 +225,16 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   const int token_groups = shape_.gz * shape_.gdata;  // the batch is split over Z and data
   AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
                   shape_.gz, "*", shape_.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
+  AXONN_CHECK_ARG(c.save.empty() || mc_.family == model::Family::kGpt2, "--save writes an llm.c file, which holds "
+                  "GPT-2 models only; for ", mc_.str(), " use --checkpoint-dir DIR and `axonn convert --from DIR "
+                  "--to hf/` (Hugging Face safetensors)");
   AXONN_CHECK_ARG(c.save.empty() || world_->size() == 1,
                   "--save writes an llm.c file from one rank's full weights; with several ranks use "
                   "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
   B_local_ = c.batch_size / token_groups;
   validate_on_grid(c, shape_, B_local_);
+  check_memory(c, mc_, shape_);
+  if (c.goldfish_k) goldfish_.emplace(goldfish_config(c));  // loads --goldfish-table on every rank
   micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
   micro_batches_ = B_local_ / micro_;
   model::GptRunOptions run;
@@ -212,15 +256,21 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   // The sharded checkpoints' collectives take host buffers: when the model's communicators take
   // device buffers (NCCL, MPI-staged), a second grid over the MPI world serves them.
   if (compute_.grid_world != world_) host_grid_ = std::make_unique<parallel::Grid>(shape_, world_);
-  gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    decay[i] = c.decay_all || model::param_is_matrix(static_cast<model::Param>(i));
-  opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
-                                        decay, kernels::ops_for(backend));
+  try {
+    gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
+    opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
+                                          gpt_->decay_mask(c.decay_all), kernels::ops_for(backend));
+  } catch (const std::bad_alloc&) {  // (check_memory counts the state, not the activations)
+    throw InvalidArgument(::axonn::detail::concat(
+        "out of memory building the model ", mc_.str(), " with ", B_local_, " sequences of ", c.seq_len,
+        " tokens per rank: use a smaller --batch-size or --micro-batch-size, --recompute, a grid with more "
+        "model-parallel ranks (--grid), or a smaller model"));
+  }
   // weights (random, --init) or, resuming, the checkpoint's whole state
-  first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_, shard_->size());
+  first_step_ = detail::start_state(*start_, c, mc_, host_grid(), *gpt_, *opt_, *loader_);
   gpt_->weights_updated();  // the shards were written directly: no gathered block of before is valid
+  guard_ = StepGuard(c.skip_loss_z, c.skip_grad_z);
+  if (start_->resume_manifest) restore_guard(*start_->resume_manifest);
 
   // MFU's denominator: given, or measured now (on the CPU the GEMM of the precision: sgemm, or the bf16 GEMM
   // in bf16; a bf16 GEMM on the GPU)
@@ -240,17 +290,55 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
 
 Session::~Session() = default;
 
+void Session::raise_deferred_error() {
+  std::exception_ptr e = std::move(deferred_);
+  deferred_ = nullptr;
+  checkpoint::agree_on_errors(*world_, e);
+}
+
+std::map<std::string, std::string> Session::guard_record() const {
+  return {{"skipped_steps", std::to_string(skipped_steps_)},
+          {"guard_losses", guard_.losses().to_text()},
+          {"guard_norms", guard_.norms().to_text()}};
+}
+
+void Session::restore_guard(const checkpoint::Manifest& m) {
+  const std::string& dir = start_->resume_dir;
+  skipped_steps_ = detail::recorded_int(m, "skipped_steps", 0, m.step, dir, 0);
+  const std::pair<const char*, OutlierDetector*> windows[] = {{"guard_losses", &guard_.losses()},
+                                                                {"guard_norms", &guard_.norms()}};
+  for (const auto& [key, window] : windows) {
+    auto it = m.extra.find(key);
+    if (it == m.extra.end()) continue;
+    try {
+      window->from_text(it->second);
+    } catch (const std::invalid_argument& e) {
+      throw IoError(::axonn::detail::concat("checkpoint '", dir, "' records ", key, " = '", it->second, "': ", e.what(),
+                                            "; the manifest is corrupt or was edited"));
+    }
+  }
+}
+
 void Session::open_data() {
   const TrainConfig& c = c_;
-  if (!c.data.empty()) {
-    shard_ = std::make_unique<data::TokenShard>(c.data, mc_.vocab_size);
-  } else {
-    shard_ = std::make_unique<data::TokenShard>(data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed));
+  // the shards --data names (a file, a glob, a directory's training shards), or the synthetic corpus
+  if (c.data.empty()) {
+    const double bytes = 4.0 * static_cast<double>(c.synthetic_tokens);
+    const std::optional<double> room = memory_per_rank();
+    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", gib(bytes),
+                    " of memory on every rank, more than half the ", room ? gib(*room) : "?",
+                    " free per rank: use a smaller --synthetic-tokens, or --data FILE");
   }
-  loader_ = std::make_unique<data::BatchLoader>(*shard_, c.batch_size, c.seq_len);
+  corpus_ = c.data.empty() ? std::make_unique<data::TokenCorpus>(std::make_unique<data::TokenShard>(
+                                 data::synthetic_markov_tokens(mc_.vocab_size, c.synthetic_tokens, c.seed)))
+                           : std::make_unique<data::TokenCorpus>(data::find_shards(c.data), mc_.vocab_size);
+  loader_ = std::make_unique<data::BatchLoader>(*corpus_, c.batch_size, c.seq_len,
+                                                data::LoaderOptions{c.shuffle, c.data_seed});
   if (!c.val_data.empty()) {
-    val_shard_ = std::make_unique<data::TokenShard>(c.val_data, mc_.vocab_size);
-    val_loader_ = std::make_unique<data::BatchLoader>(*val_shard_, c.batch_size, c.seq_len);
+    // a directory gives its validation shards (names with "val", as axonn prepare writes them)
+    val_corpus_ = std::make_unique<data::TokenCorpus>(data::find_shards(c.val_data, data::ShardSplit::kVal),
+                                                      mc_.vocab_size);
+    val_loader_ = std::make_unique<data::BatchLoader>(*val_corpus_, c.batch_size, c.seq_len);
   }
 }
 
@@ -294,17 +382,25 @@ void Session::log_setup() const {
            !start.resume_dir.empty() ? ("resumed from " + start.resume_dir).c_str()
            : c.init.empty()        ? ("random init (seed " + std::to_string(c.seed) + ")").c_str()
                                    : c.init.c_str());
-  log_info("data      %s, %lld tokens", c.data.empty() ? "synthetic Markov chain (built in)" : c.data.c_str(),
-           static_cast<long long>(shard_->size()));
-  if (val_shard_)
-    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", c.val_data.c_str(),
-             static_cast<long long>(val_shard_->size()), c.val_batches, c.val_batches > 1 ? "es" : "",
+  log_info("data      %s, %lld tokens%s", c.data.empty() ? "synthetic Markov chain (built in)" : corpus_->describe().c_str(),
+           static_cast<long long>(corpus_->num_tokens()), c.shuffle ? ", shuffled" : "");
+  if (val_corpus_)
+    log_info("validate  %s, %lld tokens: the first %d batch%s, %s", val_corpus_->describe().c_str(),
+             static_cast<long long>(val_corpus_->num_tokens()), c.val_batches, c.val_batches > 1 ? "es" : "",
              c.val_every > 0 ? ("every " + std::to_string(c.val_every) + " steps and at the end").c_str()
                              : "after the last step");
   log_info("batch     B=%d sequences x T=%d tokens, %d steps", c.batch_size, c.seq_len, c.steps);
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
            c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
+  if (goldfish_) {
+    const model::GoldfishConfig& g = goldfish_->config();
+    const std::string how = g.strategy == model::GoldfishStrategy::kStatic
+                                ? "every " + std::to_string(g.k) + "th position from " + std::to_string(g.start)
+                                : "h=" + std::to_string(g.h) + (g.table.empty() ? "" : ", table " + g.table);
+    log_info("loss      Goldfish k=%d, %s (%s): about 1/%d of the targets leave the loss", g.k,
+             model::goldfish_strategy_name(g.strategy), how.c_str(), g.k);
+  }
   log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank%s", shape_.gx, shape_.gy,
            shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "",
            shape_.order == parallel::kAxonnGridOrder ? ""

@@ -2,8 +2,8 @@
 #include "axonn/train/step.hpp"
 
 #include <cmath>
-
-#include "axonn/core/error.hpp"
+#include <limits>
+#include <vector>
 
 namespace axonn::train {
 
@@ -12,33 +12,68 @@ namespace {
 enum class Pass { kTrain, kEvaluate };
 
 // The micro-batches' forwards (and, training, their backwards); returns the mean of their losses.
-float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass) {
-  double loss_sum = 0.0;
+// `poison`: the first backward on world rank 0 scales its gradient by NaN (--fault-nonfinite-grad).
+// `goldfish` (training only): the mean over the kept targets of the whole step, and its parts.
+float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass, bool poison = false,
+               const model::GoldfishMask* goldfish = nullptr, std::optional<GoldfishLosses>* report = nullptr) {
+  // Goldfish: every target of the step decided first, and the kept ones counted over the global batch,
+  // so that each micro-batch's backward gets its share of the step's normaliser
+  std::vector<uint8_t> keep;
+  double step_kept = 0.0;
+  if (goldfish) {
+    const int64_t tokens = b.micro_batches * b.micro_tokens;
+    keep.resize(static_cast<size_t>(tokens));
+    const int T = gpt.seq_len();
+    step_kept = gpt.sum_over_batch(static_cast<double>(goldfish->apply(b.targets, tokens / T, T, keep.data())));
+  }
+  double loss_sum = 0.0, kept_sum = 0.0, all_sum = 0.0, all = 0.0;
   for (int k = 0; k < b.micro_batches; k++) {
     const int64_t at = k * b.micro_tokens;
-    const float lk = gpt.forward(b.inputs + at, b.targets + at);
+    const float lk = gpt.forward(b.inputs + at, b.targets + at, goldfish ? keep.data() + at : nullptr);
+    double scale = 1.0 / b.micro_batches;
+    if (goldfish) {
+      const model::LossParts& parts = gpt.last_loss();
+      scale = step_kept > 0 ? parts.kept / step_kept : 0.0;  // this micro-batch's share of the kept targets
+      kept_sum += parts.kept_sum;
+      all_sum += parts.all_sum;
+      all += parts.all;
+    }
+    // a non-finite loss goes on through the backward (the gradient sums must run on every rank); the
+    // guard skips the update
     if (pass == Pass::kTrain) {
-      AXONN_CHECK(std::isfinite(lk), "the loss is ", lk, "; training diverged: lower --lr or enable --grad-clip");
-      gpt.backward({1.0 / b.micro_batches, k == b.micro_batches - 1});
+      if (poison && k == 0 && gpt.grid().world().rank() == 0) scale = std::numeric_limits<double>::quiet_NaN();
+      gpt.backward({scale, k == b.micro_batches - 1});
     }
     loss_sum += lk;
   }
-  return static_cast<float>(loss_sum / b.micro_batches);
+  if (!goldfish) return static_cast<float>(loss_sum / b.micro_batches);
+  const double dropped = all - step_kept;
+  *report = GoldfishLosses{
+      .loss_all_tokens = static_cast<float>(all_sum / all),
+      .loss_dropped_tokens = dropped > 0 ? static_cast<float>((all_sum - kept_sum) / dropped)
+                                         : std::numeric_limits<float>::quiet_NaN(),
+      .dropped_fraction = dropped / all};
+  return step_kept > 0 ? static_cast<float>(kept_sum / step_kept) : 0.0f;
 }
 
 }  // namespace
 
 StepResult train_step(model::Gpt& gpt, optim::AdamW& opt, const LocalBatch& batch, const StepOptions& o) {
-  TraceScope step_span(o.trace, "step", SpanKind::kGroup);
   {
     ProfileScope zero(o.profiler, "zero_grad");
     gpt.zero_grad();
   }
   StepResult r;
-  r.loss = forwards(gpt, batch, Pass::kTrain);
+  r.loss = forwards(gpt, batch, Pass::kTrain, o.inject_nonfinite_gradient, o.goldfish, &r.goldfish);
   gpt.sync_gradients();
   ProfileScope update(o.profiler, "optimizer");
   r.grad_norm = gpt.grad_norm();
+  // Every rank sees the same loss (the global mean) and norm (the whole model's), unless a value went
+  // bad after the gradient sums on some rank: the ranks agree on finiteness first, then judge alike.
+  int32_t bad = std::isfinite(r.loss) && std::isfinite(r.grad_norm) ? 0 : 1;
+  if (o.agreement) o.agreement->all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over the world
+  r.verdict = bad ? Verdict::kNonFinite : o.guard ? o.guard->judge(r.loss, r.grad_norm) : Verdict::kUpdate;
+  if (r.verdict != Verdict::kUpdate) return r;
   TraceScope opt_span(o.trace, "adamw_step");
   opt.step(gpt.params(), gpt.grads(), o.lr, optim::clip_scale(r.grad_norm, o.grad_clip));
   gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time

@@ -2,9 +2,13 @@
 #include "stop.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "axonn/core/error.hpp"
 
@@ -20,6 +24,15 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 constexpr int kBase[] = {SIGTERM, SIGINT};
 struct sigaction g_previous[3];
+
+// The handlers' own stack. oneDNN's JIT GEMM kernels (before oneDNN PR #4855; Debian 12 has 2.6)
+// point rsp into a heap buffer while they run, and a signal handled on the interrupted stack writes
+// its frame (about 1 KiB with the AVX state) below rsp, into the heap: stopped runs died in free()
+// about one time in ten. On this stack (SA_ONSTACK) the frame goes nowhere else. It is the
+// installing thread's; process-directed signals go to the main thread, which installs them.
+std::unique_ptr<char[]> g_alt_stack;
+stack_t g_previous_stack{};
+bool g_stack_installed = false;
 
 void on_stop_signal(int sig) {
   if (g_count.fetch_add(1) == 0) {
@@ -60,10 +73,18 @@ StopSignals::StopSignals(int extra) : extra_(extra) {
   AXONN_CHECK(!g_installed.exchange(true), "stop-signal handlers are already installed in this process");
   g_first.store(0);
   g_count.store(0);
+  const long min_size = sysconf(_SC_SIGSTKSZ);
+  stack_t alt{};
+  alt.ss_size = static_cast<size_t>(std::max<long>(64 * 1024, min_size > 0 ? 4 * min_size : 0));
+  g_alt_stack = std::make_unique<char[]>(alt.ss_size);
+  alt.ss_sp = g_alt_stack.get();
+  AXONN_CHECK(sigaltstack(&alt, &g_previous_stack) == 0, "sigaltstack: ", std::strerror(errno));
+  g_stack_installed = true;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // a blocked write or read goes on; the loop looks after the step
+  // SA_RESTART: a blocked write or read goes on, the loop looks after the step; SA_ONSTACK: above
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;
   for (int i = 0; i < 2; i++) sigaction(kBase[i], &sa, &g_previous[i]);
   if (extra_) sigaction(extra_, &sa, &g_previous[2]);
 }
@@ -71,6 +92,12 @@ StopSignals::StopSignals(int extra) : extra_(extra) {
 StopSignals::~StopSignals() {
   for (int i = 0; i < 2; i++) sigaction(kBase[i], &g_previous[i], nullptr);
   if (extra_) sigaction(extra_, &g_previous[2], nullptr);
+  if (g_stack_installed) {
+    // the stack in use cannot be replaced: no handler of ours runs any more here
+    sigaltstack(&g_previous_stack, nullptr);
+    g_stack_installed = false;
+    g_alt_stack.reset();
+  }
   g_installed.store(false);
 }
 

@@ -2,11 +2,15 @@
 // hooks.
 #include "axonn/train/trainer.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "axonn/checkpoint/sharded.hpp"
+#include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
@@ -40,7 +44,8 @@ void write_gemm_tuning_report(const std::string& path) {
   }
   std::ofstream f(path, std::ios::trunc);
   f << nlohmann::json({{"gemm_tuning", records}}).dump(1) << '\n';
-  AXONN_CHECK_IO(f.good(), "cannot write --gemm-tuning-report file '", path, "'");
+  f.close();  // the buffered rest goes out here: check after it
+  AXONN_CHECK_IO(!f.fail(), "cannot write --gemm-tuning-report file '", path, "': ", std::strerror(errno));
 }
 
 }  // namespace
@@ -57,6 +62,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
   std::exception_ptr error;
   try {  // a hook that cannot work (an output it cannot write) fails every rank now, not after training
     if (!c.trace.empty()) hooks.push_back(std::make_unique<detail::TraceHook>(s, &trace));
+    hooks.push_back(std::make_unique<detail::GuardHook>());
     if (s.has_validation()) hooks.push_back(std::make_unique<detail::ValidationHook>());
     hooks.push_back(std::make_unique<detail::ProgressHook>(s));
     hooks.push_back(std::make_unique<detail::CheckpointHook>(s));
@@ -70,9 +76,11 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
   for (auto& h : extra) hooks.push_back(std::move(h));
 
   TrainResult result;
+  const std::set<int> faults = fault_steps(c);
   const double flops = s.gpt().flops_per_step() * s.micro_batches();
   int done = s.first_step();
   for (int step = s.first_step(); step < c.steps; step++) {
+    comm::set_activity(::axonn::detail::concat("step ", step + 1, "/", c.steps));  // for the watchdog's report
     for (auto& h : hooks) h->before_step(s, step);
     Timer timer;
     StepMetrics m;
@@ -82,11 +90,20 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     {
       TraceScope step_span(c.trace.empty() ? nullptr : &trace, "step", SpanKind::kGroup);
       const LocalBatch batch = s.next_batch();
-      r = train_step(s.gpt(), s.opt(), batch, {m.lr, c.grad_clip, c.trace.empty() ? nullptr : &trace, nullptr});
+      const StepOptions o{.lr = m.lr,
+                          .grad_clip = c.grad_clip,
+                          .trace = c.trace.empty() ? nullptr : &trace,
+                          .guard = &s.guard(),
+                          .agreement = &s.world(),
+                          .inject_nonfinite_gradient = faults.count(step + 1) > 0,
+                          .goldfish = s.goldfish()};
+      r = train_step(s.gpt(), s.opt(), batch, o);
     }
     const double seconds = timer.seconds();
     m.loss = r.loss;
     m.grad_norm = r.grad_norm;
+    m.verdict = r.verdict;
+    m.goldfish = r.goldfish;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = static_cast<double>(s.tokens_per_step()) / seconds;
     m.mfu = flops / seconds / (s.peak_gflops() * 1e9 * s.world().size());
@@ -95,13 +112,20 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     done = step + 1;
     bool stopping = false;
     for (auto& h : hooks) stopping = h->stop_requested() || stopping;
-    if (stopping) break;
+    if (stopping) {
+      if (!stop->stop_requested()) result.stop = Stop::kBadSteps;  // the guard's
+      break;
+    }
   }
+  comm::set_activity(::axonn::detail::concat("the end of the run, after step ", done));
   for (auto& h : hooks) h->at_end(s, done);
-  result.stop = stop->stop();
+  if (result.stop != Stop::kBadSteps) result.stop = stop->stop();
   result.signal = stop->signal();
+  if (s.skipped_steps() > 0)
+    log_info("guard     %lld step%s skipped since the run began", static_cast<long long>(s.skipped_steps()),
+             s.skipped_steps() > 1 ? "s" : "");
   result.checkpoint = checkpoints->last_written();
-  if (result.stop != Stop::kFinished && done < c.steps) {
+  if (result.stop != Stop::kFinished && result.stop != Stop::kBadSteps && done < c.steps) {
     const std::string why = result.stop == Stop::kSignal ? detail::signal_name(result.signal)
                             : result.stop == Stop::kExitAfterSteps
                                 ? "--exit-after-steps " + std::to_string(c.exit_after_steps)
@@ -116,10 +140,15 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
   if (kernels::gemm_tuning()) {  // rank 0's choices (every rank tunes its own shapes)
     for (const auto& line : kernels::gemm_tuner().report_lines()) log_info("gemm-tuning %s", line.c_str());
     if (!c.gemm_tuning_report.empty() && s.world().rank() == 0) {
-      write_gemm_tuning_report(c.gemm_tuning_report);
-      log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
+      try {
+        write_gemm_tuning_report(c.gemm_tuning_report);
+        log_info("gemm-tuning report written to %s", c.gemm_tuning_report.c_str());
+      } catch (const IoError&) {
+        s.defer_error(std::current_exception());
+      }
     }
   }
+  s.raise_deferred_error();  // collective: a write that failed on one rank fails every rank
   return result;
 }
 

@@ -63,7 +63,9 @@ def gelu(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def gpt2_loss(cfg, p, idx, tgt):
+def gpt2_logits(cfg, p, idx):
+    """The logits [B, T, V] of the tokens idx [B, T] (also the generation oracle's,
+    tests/cli/generate/gen_oracle.py)."""
     maxT, V, L, NH, C, Vp = cfg
     wte, wpe, ln1w, ln1b, qkvw, qkvb, apw, apb, ln2w, ln2b, fcw, fcb, fpw, fpb, lnfw, lnfb = p
     B, T = idx.shape
@@ -78,8 +80,12 @@ def gpt2_loss(cfg, p, idx, tgt):
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ apw[l].T + apb[l]
         x = x + gelu(layernorm(x, ln2w[l], ln2b[l]) @ fcw[l].T + fcb[l]) @ fpw[l].T + fpb[l]
-    logits = (layernorm(x, lnfw, lnfb) @ wte.T)[..., :V]  # tied head; loss over the first V only
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+    return (layernorm(x, lnfw, lnfb) @ wte.T)[..., :V]  # tied head; the first V only
+
+
+def gpt2_loss(cfg, p, idx, tgt):
+    V = cfg[1]
+    return torch.nn.functional.cross_entropy(gpt2_logits(cfg, p, idx).reshape(-1, V), tgt.reshape(-1))
 
 
 def lr_at(s, step):

@@ -1,8 +1,9 @@
-// axonn convert — GPT-2 weights between llm.c .bin, Hugging Face safetensors and axonn checkpoints.
+// axonn convert — model weights between llm.c .bin (GPT-2), Hugging Face safetensors (GPT-2, Llama; a
+// file or a model directory, sharded or not) and axonn checkpoints.
 //
 // The input kind is read from the file itself (llm.c's magic number, or a safetensors header) or is a
-// checkpoint directory (a root or one step); the output format comes from --format, or from --to's
-// name (.bin, .safetensors, a directory for HF's layout).
+// directory (an HF model directory, or a checkpoint root or step); the output format comes from
+// --format, or from --to's name (.bin, .safetensors, a directory for HF's layout).
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -11,12 +12,13 @@
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
-#include "axonn/checkpoint/hf_gpt2.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 #include "axonn/model/gpt.hpp"
 #include "commands.hpp"
 
@@ -29,7 +31,25 @@ namespace fs = std::filesystem;
 struct ConvertOptions {
   std::string from, to, format = "auto";
   int heads = 0;
+  std::string dtype = "fp32";  // of the HF output
+  std::string shard_size = "0";  // HF directory output: at most this many bytes per shard (0: one file)
 };
+
+// "5000000", "100KB", "2GB" (powers of 1000, as Hugging Face's max_shard_size); InvalidArgument otherwise.
+uint64_t parse_size(const std::string& text) {
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  const std::string unit = text.substr(end);
+  const double scale = unit.empty() || unit == "B" ? 1 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : -1;
+  AXONN_CHECK_ARG(end > 0 && scale > 0 && v >= 0, "--shard-size takes a size such as 500MB or 2GB (B, KB, MB, GB), got '",
+                  text, "'");
+  return static_cast<uint64_t>(v * scale);
+}
 
 // A model read from any supported input.
 struct Loaded {
@@ -40,6 +60,7 @@ struct Loaded {
 
 // First int32 of a file, or nullopt if it is shorter.
 std::optional<int32_t> first_int(const std::string& path) {
+  require_regular_file(path, "");  // a named pipe is refused, not waited on
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return std::nullopt;
   int32_t v;
@@ -52,7 +73,7 @@ Loaded load_any(const ConvertOptions& o) {
   Loaded m;
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(o.from, ec), "cannot open '", o.from, "': no such file or directory");
-  if (fs::is_directory(o.from, ec)) {
+  if (fs::is_directory(o.from, ec) && !checkpoint::is_hf_model_dir(o.from)) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a checkpoint records its heads");
     // any grid: the shards are put together into full tensors (checkpoint/sharded.hpp)
     checkpoint::Manifest man = checkpoint::load_consolidated_params(o.from, m.params);
@@ -60,23 +81,23 @@ Loaded load_any(const ConvertOptions& o) {
     m.what = "checkpoint step " + std::to_string(man.step) + ", grid " + man.grid.str();
     return m;
   }
-  if (first_int(o.from) == checkpoint::kLlmcModelMagic) {
+  if (!fs::is_directory(o.from, ec) && first_int(o.from) == checkpoint::kLlmcModelMagic) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; an llm.c file records its heads");
     m.config = checkpoint::read_llmc_config(o.from);
-    model::reserve_gpt_params(m.params, m.config);
+    model::reserve_params(m.params, model::model_spec(m.config));
     m.params.allocate();
     checkpoint::load_llmc_params(o.from, m.config, m.params);
     m.what = "llm.c model file";
     return m;
   }
-  AXONN_CHECK_IO(checkpoint::looks_like_safetensors(o.from), "'", o.from,
+  AXONN_CHECK_IO(checkpoint::is_hf_model_dir(o.from) || checkpoint::looks_like_safetensors(o.from), "'", o.from,
                  "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint directory");
-  checkpoint::SafetensorsFile f(o.from);
-  m.config = checkpoint::read_hf_gpt2_config(f, o.heads);
-  model::reserve_gpt_params(m.params, m.config);
+  checkpoint::HfCheckpoint hf(o.from, o.heads);
+  m.config = hf.config();
+  model::reserve_params(m.params, model::model_spec(m.config));
   m.params.allocate();
-  checkpoint::load_hf_gpt2_params(f, m.config, m.params);
-  m.what = "HF GPT-2 safetensors";
+  hf.load(m.params);
+  m.what = hf.kind();
   return m;
 }
 
@@ -98,6 +119,11 @@ int run_convert(const ConvertOptions& o) {
   int world = comm::Runtime::process_world_size();
   AXONN_CHECK_ARG(world == 1, "axonn convert runs in one process (the job has ", world, "); run it without mpirun -n");
   const std::string format = output_format(o);
+  AXONN_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16, got '", o.dtype, "'");
+  AXONN_CHECK_ARG((o.dtype == "fp32" && o.shard_size == "0") || format == "safetensors-hf",
+                  "--dtype and --shard-size apply to Hugging Face output (--format safetensors-hf) only");
+  const uint64_t shard_bytes = parse_size(o.shard_size);
+  const DType hf_dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   Loaded m = load_any(o);
 
   std::string written = o.to;
@@ -105,16 +131,13 @@ int run_convert(const ConvertOptions& o) {
     checkpoint::save_llmc(o.to, m.config, m.params, format == "llmc" ? 3 : 5);
   } else if (format == "safetensors-hf") {
     if (names_directory(o.to)) {
-      // HF's model directory: weights plus the config.json transformers needs to load them
-      std::error_code ec;
-      fs::create_directories(o.to, ec);
-      AXONN_CHECK_IO(!ec, "cannot create directory '", o.to, "': ", ec.message());
-      written = (fs::path(o.to) / "model.safetensors").string();
-      checkpoint::save_hf_gpt2(written, m.config, m.params);
-      checkpoint::write_file_atomic((fs::path(o.to) / "config.json").string(),
-                                    checkpoint::hf_gpt2_config_json(m.config));
+      // HF's model directory: the weights (one file or shards) plus the config.json transformers
+      // needs to load them
+      checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes);
+      written = o.to;
     } else {
-      checkpoint::save_hf_gpt2(o.to, m.config, m.params);
+      AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
+      checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype);
     }
   } else {  // checkpoint: a new root with one step holding the weights alone (no optimizer state)
     // Into a run's existing root, step 0 would become `latest` and hide the run's own steps.
@@ -143,10 +166,12 @@ int run_convert(const ConvertOptions& o) {
 
 void add_convert_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<ConvertOptions>();
-  auto* sub = app.add_subcommand("convert", "convert GPT-2 weights: llm.c .bin <-> Hugging Face safetensors");
+  auto* sub = app.add_subcommand("convert", "convert model weights: llm.c .bin (GPT-2), Hugging Face safetensors "
+                                            "(GPT-2, Llama), axonn checkpoints");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--from", o->from,
-                  "input: llm.c model file, HF GPT-2 safetensors, or checkpoint directory (kind read from the file)")
+                  "input: llm.c model file, HF safetensors file or model directory (GPT-2 or Llama), or "
+                  "checkpoint directory (kind read from the file)")
       ->required();
   sub->add_option("--to", o->to, "output file (or directory, for HF's layout or --format checkpoint)")->required();
   sub->add_option("--format", o->format,
@@ -156,6 +181,10 @@ void add_convert_command(CLI::App& app, Action* action) {
   sub->add_option("--heads", o->heads,
                   "attention heads, for safetensors input without n_head metadata or config.json (0: from the file)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--dtype", o->dtype, "fp32|bf16: the tensors' type in Hugging Face output");
+  sub->add_option("--shard-size", o->shard_size,
+                  "Hugging Face directory output: at most this many bytes per shard, e.g. 2GB "
+                  "(model-0000N-of-0000M.safetensors + model.safetensors.index.json; 0: one model.safetensors)");
   sub->callback([o, action] { *action = [o] { return run_convert(*o); }; });
 }
 

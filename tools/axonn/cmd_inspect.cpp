@@ -1,8 +1,10 @@
 // axonn inspect — what a model file or checkpoint holds, and whether it is intact.
 //
-// An llm.c .bin: header and tensors. A safetensors file: metadata and tensors. A checkpoint directory
-// (a root: its steps and the latest one; or a step): the manifest, each file's size and checksum
-// status, and each file's tensors. Exit code 1, after the report, if any file fails verification.
+// An llm.c .bin: header and tensors. A safetensors file: metadata and tensors. A Hugging Face model
+// directory: the model config.json describes, the shards of model.safetensors.index.json, and each
+// file's tensors. A checkpoint directory (a root: its steps and the latest one; or a step): the
+// manifest, each file's size and checksum status, and each file's tensors. Exit code 1, after the
+// report, if any file fails verification.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -10,10 +12,12 @@
 #include <string>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 #include "axonn/model/gpt.hpp"
 #include "commands.hpp"
 
@@ -24,9 +28,15 @@ namespace {
 namespace fs = std::filesystem;
 
 void print_config(const model::GptConfig& c) {
-  std::printf("  model: layers %d, heads %d, channels %d, vocab %d (padded %d), max_seq_len %d, %lld parameters\n",
-              c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
-              static_cast<long long>(c.num_parameters()));
+  std::printf("  model: %slayers %d, heads %d, channels %d, vocab %d (padded %d), max_seq_len %d, %lld parameters\n",
+              c.family == model::Family::kLlama ? "llama, " : "", c.num_layers, c.num_heads, c.channels, c.vocab_size,
+              c.padded_vocab_size, c.max_seq_len, static_cast<long long>(c.num_parameters()));
+  if (c.family == model::Family::kLlama)
+    std::printf("  llama: %d KV heads, head size %d, MLP %d, rope_theta %g%s, rms_norm_eps %g, %s embeddings\n",
+                c.kv_heads(), c.head_size(), c.mlp_hidden(), c.rope_theta,
+                c.rope_scaling.enabled() ? (", llama3 rope_scaling factor " + std::to_string(c.rope_scaling.factor)).c_str()
+                                         : "",
+                static_cast<double>(c.norm_eps), c.tied_embeddings ? "tied" : "untied");
 }
 
 void inspect_llmc(const std::string& path) {
@@ -40,16 +50,19 @@ void inspect_llmc(const std::string& path) {
   std::printf("llm.c model file '%s': version %d (%s), %llu bytes\n", path.c_str(), h[1], bf16 ? "bf16" : "fp32",
               static_cast<unsigned long long>(fs::file_size(path)));
   print_config(c);
-  std::printf("  tensors (%d, in file order):\n", model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    auto p = static_cast<model::Param>(i);
-    std::printf("    %-10s %-5s %s\n", model::param_name(p), bf16 ? "bf16" : "f32",
-                model::param_shape(c, p).str().c_str());
-  }
+  const model::ModelSpec spec = model::model_spec(c);
+  std::printf("  tensors (%zu, in file order):\n", spec.params.size());
+  for (const model::ParamSpec& p : spec.params)
+    std::printf("    %-10s %-5s %s\n", p.name.c_str(), bf16 ? "bf16" : "f32", p.shape.str().c_str());
 }
 
 void print_safetensors(const checkpoint::SafetensorsFile& f, const char* indent) {
-  for (const auto& [k, v] : f.metadata()) std::printf("%s  metadata %s = %s\n", indent, k.c_str(), v.c_str());
+  for (const auto& [k, v] : f.metadata()) {
+    std::string one_line;  // a config.json held in the metadata, on one line
+    for (char ch : v)
+      if (ch != '\n') one_line += ch;
+    std::printf("%s  metadata %s = %s\n", indent, k.c_str(), one_line.c_str());
+  }
   std::printf("%s  tensors (%zu, in data order):\n", indent, f.tensors().size());
   for (const auto& t : f.tensors())
     std::printf("%s    %-32s %-5s %-18s %llu bytes\n", indent, t.name.c_str(),
@@ -62,6 +75,17 @@ void inspect_safetensors(const std::string& path) {
   std::printf("safetensors file '%s': %llu bytes, header %llu bytes\n", path.c_str(),
               static_cast<unsigned long long>(f.file_bytes()), static_cast<unsigned long long>(f.header_bytes()));
   print_safetensors(f, "");
+}
+
+void inspect_hf_dir(const std::string& path) {
+  checkpoint::HfCheckpoint hf(path);
+  std::printf("Hugging Face model directory '%s': %s\n", path.c_str(), hf.kind().c_str());
+  print_config(hf.config());
+  for (const auto& f : hf.files()) {
+    std::printf("  %s: %llu bytes, header %llu bytes\n", std::filesystem::path(f->path()).filename().c_str(),
+                static_cast<unsigned long long>(f->file_bytes()), static_cast<unsigned long long>(f->header_bytes()));
+    print_safetensors(*f, "  ");
+  }
 }
 
 // Prints one step directory; returns the number of files that fail verification.
@@ -100,6 +124,7 @@ int run_inspect(const std::string& path) {
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(path, ec), "cannot open '", path, "': no such file or directory");
   if (!fs::is_directory(path, ec)) {
+    require_regular_file(path, "");  // a named pipe is refused, not waited on
     int32_t magic = 0;
     if (FILE* f = std::fopen(path.c_str(), "rb")) {
       if (std::fread(&magic, sizeof magic, 1, f) != 1) magic = 0;
@@ -113,6 +138,10 @@ int run_inspect(const std::string& path) {
                      "directory");
       inspect_safetensors(path);
     }
+    return 0;
+  }
+  if (checkpoint::is_hf_model_dir(path)) {
+    inspect_hf_dir(path);
     return 0;
   }
   std::string dir = checkpoint::resolve_checkpoint(path);
@@ -134,7 +163,9 @@ int run_inspect(const std::string& path) {
 void add_inspect_command(CLI::App& app, Action* action) {
   auto path = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("inspect", "show what a model file or checkpoint holds and verify its checksums");
-  sub->add_option("path", *path, "llm.c .bin, safetensors file, or checkpoint directory (root or step)")->required();
+  sub->add_option("path", *path,
+                  "llm.c .bin, safetensors file, Hugging Face model directory, or checkpoint directory (root or step)")
+      ->required();
   sub->callback([path, action] { *action = [path] { return run_inspect(*path); }; });
 }
 

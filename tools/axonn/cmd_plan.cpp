@@ -1,4 +1,4 @@
-// axonn plan — rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT model on a machine, with the
+// axonn plan — rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT-2 or Llama model on a machine, with the
 // planner's performance model (docs/perf-model.md). Needs no MPI and no GPU; thin wiring over
 // axonn::planner.
 //
@@ -67,7 +67,7 @@ std::string known_model_names() {
 }
 
 // --model NAME gives the shape; explicit --layers/--hidden/--heads/--vocab override it. Without
-// --model, the first three are required.
+// --model, the first three are required (a GPT-2-shaped model).
 planner::ModelShape resolve_model(const PlanOptions& o) {
   planner::ModelShape m;
   if (!o.model.empty()) {
@@ -78,12 +78,13 @@ planner::ModelShape resolve_model(const PlanOptions& o) {
   } else {
     AXONN_CHECK_ARG(o.layers > 0 && o.hidden > 0 && o.heads > 0, "give --model NAME (", known_model_names(),
                     ") or all of --layers, --hidden and --heads", " (--vocab defaults to ", kDefaultVocab, ")");
-    m.vocab = kDefaultVocab;
+    m = planner::gpt_shape("", o.layers, o.hidden, o.heads, kDefaultVocab);
   }
-  if (o.layers != 0) m.layers = o.layers;
-  if (o.hidden != 0) m.hidden = o.hidden;
-  if (o.heads != 0) m.heads = o.heads;
-  if (o.vocab != 0) m.vocab = o.vocab;
+  model::GptConfig& c = m.config;
+  if (o.layers != 0) c.num_layers = static_cast<int>(o.layers);
+  if (o.hidden != 0) c.channels = static_cast<int>(o.hidden);
+  if (o.heads != 0) c.num_heads = static_cast<int>(o.heads);
+  if (o.vocab != 0) c.vocab_size = c.padded_vocab_size = static_cast<int>(o.vocab);
   if (!o.model.empty() && (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0)) m.name += " (modified)";
   return m;
 }
@@ -132,14 +133,15 @@ int run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand(
-      "plan", "rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT model by predicted step time and memory");
+      "plan", "rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT-2 or Llama model by predicted step time and memory");
   sub->add_option("--machine", o->machine,
                   "machine profile: built-in name (alps, frontier, perlmutter), a NAME.json on "
                   "$AXONN_PROFILE_PATH or ~/.config/axonn/profiles, or a .json file")
       ->capture_default_str();
   sub->add_option("--model", o->model,
-                  "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 "
-                  "gpt2-medium gpt2-large gpt2-xl (or give the shape below)");
+                  "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 gpt2-medium gpt2-large gpt2-xl "
+                  "tinyllama-1.1b llama-3.2-1b llama-2-7b llama-3.1-8b llama-3.1-70b llama-3.1-405b (or give "
+                  "the shape below)");
   sub->add_option("--layers", o->layers, "transformer layers L (0: from --model)")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "hidden size H (0: from --model)")->capture_default_str();
   sub->add_option("--heads", o->heads, "attention heads (0: from --model)")->capture_default_str();

@@ -11,23 +11,27 @@ namespace axonn::tools {
 
 void add_train_command(CLI::App& app, Action* action) {
   auto c = std::make_shared<train::TrainConfig>();
-  auto* sub = app.add_subcommand("train", "train a GPT model (llm.c checkpoints and token shards)");
+  auto* sub = app.add_subcommand("train", "train a GPT-2 or Llama model (llm.c, Hugging Face or axonn checkpoints; llm.c token shards)");
   sub->option_defaults()->always_capture_default();
   std::string models;
   for (const auto& n : model::gpt_preset_names()) models += (models.empty() ? "" : "|") + n;
 
   sub->add_option("--init", c->init,
-                  "weights to start from: llm.c file (version 3 fp32 or 5 bf16), HF GPT-2 safetensors, or a "
-                  "checkpoint directory (any grid; fresh optimizer)");
+                  "weights to start from: llm.c file (version 3 fp32 or 5 bf16), Hugging Face safetensors file or "
+                  "model directory (GPT-2 or Llama), or a checkpoint directory (any grid; fresh optimizer)");
   sub->add_option("--model", c->model, "model shape for random init: " + models + " (default gpt2-tiny)");
   sub->add_option("--layers", c->layers, "override the number of layers (0: from --model)");
   sub->add_option("--heads", c->heads, "override the number of attention heads");
   sub->add_option("--channels", c->channels, "override the hidden size");
   sub->add_option("--vocab", c->vocab, "override the vocabulary size (padded to a multiple of 128)");
   sub->add_option("--max-seq-len", c->max_seq_len, "override the number of positions");
-  sub->add_option("--data", c->data, "llm.c token shard (default: a built-in synthetic corpus)");
-  sub->add_option("--val-data", c->val_data, "llm.c token shard to validate on: val_loss in the progress line and "
-                  "the metrics, forwards only");
+  sub->add_option("--data", c->data, "llm.c token shards: a file, a glob, or a directory (its *.bin without 'val', as "
+                  "axonn prepare writes them); default: a built-in synthetic corpus");
+  sub->add_flag("--shuffle", c->shuffle, "read the sequences in a new pseudo-random order every epoch (the same on "
+                "every grid; resumable)");
+  sub->add_option("--data-seed", c->data_seed, "seed of the --shuffle order");
+  sub->add_option("--val-data", c->val_data, "llm.c token shards to validate on (a file, a glob, or a directory's "
+                  "*.bin with 'val' in their names): val_loss in the progress line and the metrics, forwards only");
   sub->add_option("--val-every", c->val_every, "validate every N steps (0: after the last step only)");
   sub->add_option("--val-batches", c->val_batches, "batches of --batch-size x --seq-len tokens per validation, "
                   "from the start of --val-data");
@@ -56,7 +60,21 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--beta2", c->beta2, "AdamW beta2");
   sub->add_option("--eps", c->eps, "AdamW epsilon");
   sub->add_option("--grad-clip", c->grad_clip, "clip the global gradient norm to this (0 = off)");
-  sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)");
+  sub->add_option("--seed", c->seed, "random seed (initialisation, synthetic data)")
+      ->check([](const std::string& v) {  // CLI11 would read -1 into the unsigned seed as 2^64-1
+        return v.find('-') == std::string::npos ? std::string() : "must be >= 0 (an unsigned 64-bit number), got " + v;
+      });
+  // the Goldfish loss (docs/goldfish.md)
+  sub->add_option("--goldfish-k", c->goldfish_k, "Goldfish loss: drop about 1/K of the targets from the loss, the "
+                  "same ones wherever a passage repeats (K >= 2; default: off, the standard loss)");
+  sub->add_option("--goldfish-h", c->goldfish_h, "Goldfish: the context width H, the targets hashed per decision "
+                  "(the H-1 before a target and itself; its first H-1 targets are never dropped)");
+  sub->add_option("--goldfish-strategy", c->goldfish_strategy, "Goldfish: hash-avalanche (integer hash of the "
+                  "H-gram)|static (every K-th position from --goldfish-start)|hash-table (the authors' table, "
+                  "--goldfish-table)");
+  sub->add_option("--goldfish-start", c->goldfish_start, "Goldfish static: the first dropped position");
+  sub->add_option("--goldfish-table", c->goldfish_table, "Goldfish hash-table: the table, a file of little-endian "
+                  "float32 values in [0, 1) (docs/goldfish.md)");
   sub->add_option("--metrics", c->metrics, "write one JSON object per step to this file (JSON Lines)");
   sub->add_option("--save", c->save, "write the final weights as an llm.c checkpoint (version 3)");
   sub->add_option("--checkpoint-dir", c->checkpoint_dir,
@@ -106,6 +124,17 @@ void add_train_command(CLI::App& app, Action* action) {
                   "(0: never)");
   sub->add_option("--exit-after-minutes", c->exit_after_minutes, "stop after the step that ends M minutes after the "
                   "start, with a checkpoint (0: never)");
+  sub->add_option("--comm-timeout", c->comm_timeout, "seconds a rank may wait in one collective before the job is "
+                  "aborted with a report of who did not arrive (0: no deadline)");
+  sub->add_option("--skip-loss-z", c->skip_loss_z, "skip the update of a step whose loss has a z-score above this "
+                  "over the last 128 steps, as llm.c's -sl (0: off; non-finite steps are always skipped)");
+  sub->add_option("--skip-grad-z", c->skip_grad_z, "the same for the gradient norm, as llm.c's -sg (0: off)");
+  sub->add_option("--max-bad-steps", c->max_bad_steps, "stop after this many skipped steps in a row (0: never)");
+  sub->add_option("--fault-nonfinite-grad", c->fault_nonfinite_grad, "testing: put a NaN in a gradient of rank 0 at "
+                  "these steps (1-based, comma-separated), for the guard's tests");
+  sub->add_flag("--continue-on-save-error", c->continue_on_save_error,
+                "a periodic checkpoint that cannot be written (full disk) is reported and the run trains on, instead of "
+                "stopping; the previous checkpoint stays the latest, and the final save must still succeed");
   sub->add_flag("--allow-config-change", c->allow_config_change, "with --resume: continue with flags that change "
                 "the recorded run (--data, --lr, --batch-size, ...), which are refused otherwise");
   sub->callback([c, action, sub] {
@@ -114,9 +143,12 @@ void add_train_command(CLI::App& app, Action* action) {
     for (const CLI::Option* o : sub->get_options())
       if (o->count() > 0) c->given->insert(o->get_name());
     *action = [c] {
-      const train::TrainResult r = train::run(*c, comm::world());
+      comm::CommOptions options;
+      options.timeout_s = c->comm_timeout;
+      const train::TrainResult r = train::run(*c, comm::world(options));
       // stopped by a signal with nothing saved: the conventional exit code of that signal, so that a
       // scheduler does not take the job for done
+      if (r.stop == train::Stop::kBadSteps) return 1;  // the guard stopped a diverged run (said why)
       return r.stop == train::Stop::kSignal && r.checkpoint.empty() ? 128 + r.signal : 0;
     };
   });

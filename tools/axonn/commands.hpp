@@ -21,5 +21,10 @@ void add_bench_command(CLI::App& app, Action* action);  // bench comm, bench ove
 void add_convert_command(CLI::App& app, Action* action);
 void add_inspect_command(CLI::App& app, Action* action);
 void add_trace_summary_command(CLI::App& app, Action* action);
+void add_prepare_command(CLI::App& app, Action* action);    // text to token shards
+void add_tokenizer_command(CLI::App& app, Action* action);  // tokenizer train, encode, decode, info
+void add_report_command(CLI::App& app, Action* action);
+void add_generate_command(CLI::App& app, Action* action);  // continue a prompt (KV cache)
+void add_memorization_command(CLI::App& app, Action* action);  // greedy extraction of documents (memorisation)
 
 }  // namespace axonn::tools

@@ -1,9 +1,12 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank.
 #include <exception>
+#include <new>
+#include <string>
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/version.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -27,7 +30,7 @@ int main(int argc, char** argv) {
   Runtime mpi(&argc, &argv);
   CLI::App app{"axonn: 4D hybrid-parallel (AxoNN) training of GPT models, in C++ on MPI"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "axonn 0.1.0");
+  app.set_version_flag("--version", std::string("axonn ") + axonn::version() + " (git " + axonn::git_commit() + ")");
   axonn::tools::Action action;
   axonn::tools::add_train_command(app, &action);
   axonn::tools::add_plan_command(app, &action);
@@ -36,6 +39,11 @@ int main(int argc, char** argv) {
   axonn::tools::add_convert_command(app, &action);
   axonn::tools::add_inspect_command(app, &action);
   axonn::tools::add_trace_summary_command(app, &action);
+  axonn::tools::add_prepare_command(app, &action);
+  axonn::tools::add_tokenizer_command(app, &action);
+  axonn::tools::add_report_command(app, &action);
+  axonn::tools::add_generate_command(app, &action);
+  axonn::tools::add_memorization_command(app, &action);
 
   try {
     app.parse(argc, argv);
@@ -53,6 +61,12 @@ int main(int argc, char** argv) {
     fail_once(mpi, e.what(), 2);
   } catch (const axonn::IoError& e) {
     fail_once(mpi, e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    // one rank out of memory where no check foresaw it: say what to change, and bring the job down
+    axonn::log_error("out of memory (std::bad_alloc) on this rank: the run needs more memory than the machine gives "
+                     "it; use more ranks (--grid), a smaller --batch-size or --micro-batch-size, --recompute, or a "
+                     "smaller model");
+    Runtime::abort(1);
   } catch (const std::exception& e) {
     // anything else may have happened on this rank alone: print it here and bring the job down
     axonn::log_error("%s", e.what());

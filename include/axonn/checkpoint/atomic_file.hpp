@@ -30,6 +30,8 @@ struct FileDigest {
 
 // "xxh3_64": the name of the hash, as manifests record it.
 constexpr std::string_view kHashName = "xxh3_64";
+// XXH3-64 (seed 0) of a buffer.
+uint64_t hash_bytes(std::string_view bytes);
 // 16 lower-case hex digits, and back (nullopt unless exactly 16 hex digits).
 std::string hash_to_hex(uint64_t h);
 std::optional<uint64_t> hash_from_hex(std::string_view s);

@@ -4,6 +4,7 @@
 //
 //   ROOT/
 //     latest                        "step-00000200\n", replaced atomically, written last
+//     lock                          held by the run that writes here (DirectoryLock)
 //     step-00000100/                a complete checkpoint (kept by --keep)
 //     step-00000200/
 //       manifest.json               model config, grid, step, tokens, loader, RNG, version, files
@@ -40,8 +41,9 @@
 
 namespace axonn::checkpoint {
 
-// Version of the manifest's schema; loading refuses newer ones.
-constexpr int kManifestVersion = 1;
+// Version of the manifest's schema; loading refuses newer ones. Version 2 adds the manifest's own
+// checksum ("manifest_xxh3"); version 1 manifests (older axonn) have none and are still read.
+constexpr int kManifestVersion = 2;
 constexpr std::string_view kManifestName = "manifest.json";
 constexpr std::string_view kLatestName = "latest";
 
@@ -93,8 +95,10 @@ struct Manifest {
   std::vector<FileEntry> files;
 };
 
-// JSON text of a manifest (pretty-printed, stable key order), and back. Parsing checks every field's
-// presence and type; errors are IoError "manifest 'WHERE': PROBLEM".
+// JSON text of a manifest (pretty-printed, stable key order), and back. The text ends with
+// "manifest_xxh3": the XXH3-64 of the text without that field. Parsing checks every field's presence
+// and type, then (version 2) that checksum, so an edited or corrupted manifest is refused; errors are
+// IoError "manifest 'WHERE': PROBLEM".
 std::string manifest_to_json(const Manifest& m);
 Manifest manifest_from_json(std::string_view text, const std::string& where);
 
@@ -133,14 +137,33 @@ std::string commit_checkpoint(const std::string& root, const Manifest& manifest,
 // leaves a half-deleted directory under a step name.
 void prune_checkpoints(const std::string& root, int keep);
 
+// The run that writes into a checkpoint root holds its lock (ROOT/lock, an fcntl write lock, which
+// also works on NFS): two runs saving into one root at once would race (one could report a
+// checkpoint saved that the other's pruning or replacement broke). The lock file says who holds it;
+// the lock ends with the holder (its process, even if killed). One rank per job takes it.
+class DirectoryLock {
+ public:
+  // Creates ROOT if needed and takes the lock; IoError naming the holder ("pid P on host H since T")
+  // if another process has it, or if ROOT cannot be created.
+  explicit DirectoryLock(const std::string& root);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+constexpr std::string_view kLockName = "lock";
+
 // --- finding and loading ---------------------------------------------------------------------------
 
 // Steps of ROOT that are committed (a step-N directory with a manifest.json), ascending. An absent
 // ROOT has none.
 std::vector<int64_t> list_checkpoints(const std::string& root);
-// The step directory to resume from: the one `latest` names if it is committed, else (a crash
-// between the rename and the pointer update, or a deleted pointer) the newest committed step; nullopt
-// if there is none. Does not verify checksums.
+// The step directory to resume from: the one `latest` names, which must be committed (IoError if it
+// is missing, incomplete or `latest` is malformed: never an older step in its place); without a
+// `latest` (a crash before the first pointer, or a deleted one) the newest committed step; nullopt if
+// there is none. Does not verify checksums.
 std::optional<std::string> find_latest(const std::string& root);
 // A path given by the user: a step directory (has manifest.json) is returned as is; a root resolves
 // to find_latest. Throws IoError saying what is wrong otherwise (missing, an unfinished .tmp save, a

@@ -1,7 +1,8 @@
 // checkpoint/llmc.hpp — llm.c's model checkpoint format (spec/formats.md).
 //
 // A 256 x int32 header (magic 20240326; version 3 = fp32, 5 = bf16; maxT, V, L, NH, C, Vp) and
-// then llm.c's 16 parameter tensors in order. Both versions load into fp32 parameters; saving
+// then llm.c's 16 parameter tensors in order (GPT-2 only: model::Param's order, model_spec's for the
+// gpt2 family). Both versions load into fp32 parameters; saving
 // writes version 3 (or 5), to a temporary file renamed into place, so a crash never leaves a
 // half-written checkpoint under the final name.
 //
@@ -24,13 +25,14 @@ constexpr int kLlmcModelMagic = 20240326;
 // sizes) naming the file and the problem.
 model::GptConfig read_llmc_config(const std::string& path);
 // Reads every parameter tensor, one layer at a time for the per-layer ones, widened to fp32, and
-// hands each to consume(param, layer, data) (non-per-layer tensors come as layer 0). Memory: one
-// layer's tensor at a time, so every rank of a large grid can take its shard from the file.
+// hands each to consume(tensor, layer, data), tensor = its index in model_spec (model::Param);
+// non-per-layer tensors come as layer 0. Memory: one layer's tensor at a time, so every rank of a
+// large grid can take its shard from the file.
 void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
-                       const std::function<void(model::Param, int, const float*)>& consume);
-// Reads the parameters into an arena laid out by model::reserve_gpt_params for `config`.
+                       const std::function<void(int, int, const float*)>& consume);
+// Reads the parameters into an arena laid out by model::reserve_params for `config`.
 void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params);
-// Writes a checkpoint (version 3 fp32, or 5 bf16) atomically: temporary file, fsync, rename, fsync
+// Writes a checkpoint (version 3 fp32, or 5 bf16) of a GPT-2 model (InvalidArgument for another) atomically: temporary file, fsync, rename, fsync
 // of the directory (checkpoint/atomic_file.hpp).
 void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version = 3);
 

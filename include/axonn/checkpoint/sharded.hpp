@@ -2,9 +2,10 @@
 //
 // A sharded checkpoint (docs/checkpoints.md) is a step directory of checkpoint_dir.hpp holding one
 // safetensors file per tensor-parallel coordinate (x, y, z), written by data rank 0 of it:
-//   params.<name>, adam_m.<name>, adam_v.<name>   that rank's shard of each of llm.c's 16 tensors,
-//                                                 shaped as model::ShardMap::shard_shape (= the
-//                                                 slots of Gpt::params()), F32
+//   params.<name>, adam_m.<name>, adam_v.<name>   that rank's shard of each of the model's tensors
+//                                                 (model/spec.hpp: GPT-2's are llm.c's 16), shaped as
+//                                                 model::ShardMap::shard_shape (= the slots of
+//                                                 Gpt::params()), F32
 //   __metadata__   format "axonn-shard", grid, the file's coordinates, the model's shape, step
 // and the manifest (model, grid, step, tokens, loader position, RNG, settings, per-file XXH3).
 // Which full-tensor element each shard element is follows from (model, grid, coordinates) alone
@@ -101,8 +102,8 @@ class ShardFiles {
   ShardFiles(const ShardFiles&) = delete;
   ShardFiles& operator=(const ShardFiles&) = delete;
 
-  // Writes state `prefix` into `dst` for the rank `target` describes: slot p of dst (in llm.c's order)
-  // must have target.shard_shape(p)'s element count (any shape: a reserve_gpt_params arena for a
+  // Writes state `prefix` into `dst` for the rank `target` describes: slot p of dst (the spec's order)
+  // must have target.shard_shape(p)'s element count (any shape: a reserve_params arena for a
   // one-rank target). Copies directly when the grid matches, else builds each layer of each full
   // tensor from the files (reading replicated shards once) and takes target's shard of it.
   void read(std::string_view prefix, const model::ShardMap& target, Arena& dst) const;
@@ -116,7 +117,7 @@ class ShardFiles {
 
 // Loads the parameters of a checkpoint directory (root or step), written on any grid, as full
 // tensors (one rank's view): resolves, verifies every file, and fills `full` (reserved here with
-// model::reserve_gpt_params and allocated). Returns the manifest. For `axonn convert` and tools.
+// model::reserve_params and allocated). Returns the manifest. For `axonn convert` and tools.
 Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out = nullptr);
 
 // Makes every rank of `comm` agree on failure: each passes its own error (null if none); if any has

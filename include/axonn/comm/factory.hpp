@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "axonn/comm/communicator.hpp"
 
@@ -27,7 +28,15 @@ struct CommOptions {
   // sched_yield only. Shorter finishes collectives sooner but takes more CPU from the computation.
   // While some thread is blocked in Work::wait(), the progress thread polls without pausing.
   int poll_interval_us = 50;
+  // Deadline of every blocking wait (blocking collectives, Work::wait, split), in seconds; 0: none.
+  // When one passes, a watchdog thread asks the other ranks what they do, prints the collective, the
+  // group, the activity (set_activity) and each rank's answer or silence, and aborts the job
+  // (src/comm/mpi/watchdog.hpp). The trainer's --comm-timeout.
+  double timeout_s = 600;
 };
+
+// What this rank is doing, for the watchdog's report (e.g. "step 12/50"). Thread-safe.
+void set_activity(const std::string& what);
 
 // Communicator over all ranks (named "world"). Collective over MPI_COMM_WORLD.
 std::shared_ptr<Communicator> world(const CommOptions& options = {});

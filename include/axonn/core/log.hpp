@@ -17,6 +17,11 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 // Called once the rank is known (after MPI init); before that every message is printed as rank 0.
 void set_log_rank(int rank, int world_size);
+// The rank given to set_log_rank (0 before), for code that, like the logger, prints on rank 0 only.
+int log_rank();
+// Info, debug and trace lines go to stdout (errors and warnings to stderr); true sends them to stderr
+// too, for commands whose stdout is their output (axonn generate).
+void set_log_info_to_stderr(bool to_stderr);
 
 void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 #define AXONN_LOG_FN(name, level)                                                  \

@@ -80,10 +80,12 @@ struct Ops {
   // rank of the reducer's group.
   void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const int* targets,
                                        int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
-  // dlogits[N,Vs] += (probs - onehot(target)) * dloss over the valid columns (may alias probs: then it
-  // is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N.
-  void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, float dloss,
-                                        int64_t N, int Vvalid, int Vs, int vocab_begin);
+  // dlogits[N,Vs] += (probs - onehot(target)) * dloss * weights[n] over the valid columns (may alias
+  // probs: then it is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N; weights
+  // [N] (the model's memory) weigh each token's loss, e.g. the Goldfish mask (model/goldfish.hpp: 0 for
+  // a dropped target, 1 for a kept one); null: every token weighs 1.
+  void (*softmax_crossentropy_backward)(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                        float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW (Loshchilov & Hutter), as llm.c: g = grad * grad_scale; m = b1 m + (1-b1) g;
   // v = b2 v + (1-b2) g^2; p -= lr (m_hat / (sqrt(v_hat) + eps) + weight_decay p), with
   // m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), t >= 1.
@@ -91,6 +93,51 @@ struct Ops {
                        float beta2, float eps, float weight_decay, float grad_scale, int t);
   // sum of squares, accumulated in double (gradient-norm clipping)
   double (*sum_squares)(const float* x, int64_t n);
+
+  // --- the Llama block's ops ---
+  // RMSNorm over rows of C_total channels of which this rank holds C, in steps so that the caller
+  // completes each row statistic over the channels' group between them (model/block.hpp):
+  // sumsq[N] = sum over this rank's channels of inp^2
+  void (*rmsnorm_sumsq)(float* sumsq, const float* inp, int64_t N, int C);
+  // rstd[N]: on entry the complete sums of squares, on return 1/sqrt(sum / C_total + eps) (kept for the
+  // backward); out[N,C] = inp * rstd * weight[C]
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,
+                          int C_total, float eps);
+  // dot[N] = sum over this rank's channels of dout * weight * inp
+  void (*rmsnorm_backward_dot)(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C);
+  // with the complete dot: dinp[N,C] += rstd (dout weight - inp rstd^2 dot / C_total);
+  // dweight[C] += sum over the rows of dout inp rstd
+  void (*rmsnorm_backward)(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                           const float* rstd, const float* dot, int64_t N, int C, int C_total);
+  // RoPE, Hugging Face's rotate-half layout: in row b*T + t of x [B*T, stride], the first `heads` heads
+  // of HS channels rotate in place, channel pair (i, i + HS/2) by the angle of (t, i):
+  // (x_i, x_j) <- (x_i cos - x_j sin, x_j cos + x_i sin) with cos, sin [T, HS/2]
+  void (*rope_forward)(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+  // dx in place: the inverse rotation (the transpose of the forward's)
+  void (*rope_backward)(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+  // SwiGLU: out[N,F] = silu(gate) * up, where row n of inp [N,2F] is gate | up; silu(g) = g / (1 + exp(-g))
+  void (*swiglu_forward)(float* out, const float* inp, int64_t N, int F);
+  // dinp[N,2F] += the gradients of gate and up
+  void (*swiglu_backward)(float* dinp, const float* inp, const float* dout, int64_t N, int F);
+  // Grouped-query attention on attention_forward's layout: inp [N, (NH + 2 NKV) HS] holds q | k | v with
+  // NKV heads in k and v; out [N, 3 NH HS] holds q | k | v with KV head j repeated for the query heads
+  // [j G, (j+1) G), G = NH / NKV
+  void (*repeat_kv_forward)(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);
+  // dinp += dout folded back: q's gradient, and each KV head's the sum of its G copies'
+  void (*repeat_kv_backward)(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);
+
+  // --- inference with a KV cache (docs/generate.md) ---
+  // n new positions [pos, pos + n) of each of B sequences; row b*n + i of qkv [B*n, (NH + 2 NKV) HS]
+  // holds q | k | v (NKV heads in k and v; NKV = NH without grouping). The cache kcache, vcache
+  // [B, Tc, NKV*HS] holds the keys and values of positions [0, Tc) of each sequence.
+  // kcache, vcache at positions [pos, pos + n) <- the rows' k and v (pos + n <= Tc)
+  void (*kv_cache_append)(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH,
+                          int NKV, int HS);
+  // Causal attention of the new positions over the cache: out[B*n, NH*HS]; query head h of row b*n + i
+  // attends to KV head h / (NH / NKV) at cache positions [0, pos + i]; scale 1/sqrt(HS). With pos = 0
+  // and n = T, attention_forward's output (on the repeated heads of repeat_kv_forward).
+  void (*attention_cached_forward)(float* out, const float* qkv, const float* kcache, const float* vcache, int B,
+                                   int n, int pos, int Tc, int NH, int NKV, int HS);
 };
 
 // The table of a backend. kCuda is the table registered by kernels::cuda_setup() (kernels/cuda.hpp);
@@ -125,11 +172,30 @@ void register_cuda_ops(const Ops* ops);
   void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
   void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,     \
                                     int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);\
-  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,     \
-                                     int64_t N, int Vvalid, int Vs, int vocab_begin);                         \
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,                  \
+                                     const float* weights, float dloss, int64_t N, int Vvalid, int Vs,        \
+                                     int vocab_begin);                                                        \
   void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,  \
                     float beta2, float eps, float weight_decay, float grad_scale, int t);                     \
-  double sum_squares(const float* x, int64_t n);
+  double sum_squares(const float* x, int64_t n);                                                              \
+  void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C);                                       \
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,       \
+                       int C_total, float eps);                                                               \
+  void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N,  \
+                            int C);                                                                           \
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, \
+                        const float* rstd, const float* dot, int64_t N, int C, int C_total);                  \
+  void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);\
+  void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS,          \
+                     int stride);                                                                             \
+  void swiglu_forward(float* out, const float* inp, int64_t N, int F);                                        \
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F);                   \
+  void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);                   \
+  void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);                  \
+  void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH,  \
+                       int NKV, int HS);                                                                      \
+  void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, \
+                                int n, int pos, int Tc, int NH, int NKV, int HS);
 
 namespace ref {
 AXONN_DECLARE_OPS

@@ -1,21 +1,24 @@
-// model/gpt.hpp — GPT-2 with an explicit forward and backward, on AxoNN's 4D grid.
+// model/gpt.hpp — a GPT-style model (GPT-2 or Llama, GptConfig::family) with an explicit forward and
+// backward, on AxoNN's 4D grid.
 //
-// Every rank of a Grid (Gx x Gy x Gz x Gdata; one rank is the 1x1x1x1 grid) holds its shards of
-// llm.c's 16 parameter tensors, in llm.c's order, stacked over layers, and runs the model on its
-// B_local sequences (the global batch split over Z and data). Layouts (docs/parallelism.md):
-//   residual stream, LayerNorms:  [tokens, C/Gx], replicated over Y; statistics all-reduced over X
-//   QKV, FC (normal linear):      C/Gx -> (3C|4C)/Gy; heads split over Y
-//   attention projection, FC2:    transposed linear, (C|4C)/Gy -> C/Gx
-//   token embedding = LM head:    vocabulary rows split over X*Y (full C); vocabulary-parallel
-//                                 cross-entropy over X*Y
-//   position embedding:           [maxT, C/Gx]
+// Every rank of a Grid (Gx x Gy x Gz x Gdata; one rank is the 1x1x1x1 grid) holds its shards of the
+// model's parameter tensors (model/spec.hpp: GPT-2's are llm.c's 16, in llm.c's order), stacked over
+// layers, and runs the model on its B_local sequences (the global batch split over Z and data).
+// Layouts (docs/parallelism.md):
+//   residual stream, norms:       [tokens, C/Gx], replicated over Y; statistics all-reduced over X
+//   QKV, FC / gate|up (normal):   C/Gx -> out/Gy; heads (and their KV heads) split over Y
+//   attention projection, FC2 / down: transposed linear, in/Gy -> C/Gx
+//   token embedding, LM head:     vocabulary rows split over X*Y (full C); vocabulary-parallel
+//                                 cross-entropy over X*Y (GPT-2: the head is the embedding)
+//   position embedding (GPT-2):   [maxT, C/Gx]
 // The forward and backward are straight-line code over the layers (src/model/gpt.cpp), one forward
-// and one backward per block, every collective visible where it runs; the backward runs in exact
-// reverse order. GptRunOptions chooses which collectives overlap with computation (docs/overlap.md),
-// activation recompute and the caching of gathered weights; none of them changes the results.
+// and one backward per block kind (src/model/gpt2_block.cpp, llama_block.cpp), every collective visible
+// where it runs; the backward runs in exact reverse order. GptRunOptions chooses which collectives
+// overlap with computation (docs/overlap.md), activation recompute and the caching of gathered
+// weights; none of them changes the results.
 //
 //   model::Gpt gpt(cfg, grid, B_local, T, kernels::Backend::kCpu);
-//   gpt.init_random(seed);                      // or load_llmc(...) through load_full_layer
+//   gpt.init_random(seed);                      // or load_full_layer from a checkpoint
 //   gpt.zero_grad();
 //   float loss = gpt.forward(inputs, targets);  // this rank's B_local*T tokens; returns the global mean
 //   gpt.backward();
@@ -25,6 +28,9 @@
 //   gpt.zero_grad();
 //   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
 //   gpt.sync_gradients();
+// A loss over some targets only (the Goldfish loss, model/goldfish.hpp): forward(in, tg, keep) returns
+// the mean over the kept targets of the global batch and backward() the gradient of loss_scale * it;
+// last_loss() has its parts (train/step.cpp weighs the micro-batches by their kept counts).
 // bf16 mixed precision (docs/precision.md): GptRunOptions run; run.precision = DType::kBF16; and the same
 // calls; params(), grads() and the optimizer stay fp32.
 // Gathered weights (and the cache, --cache-gathered-weights) are reused only within one step: the
@@ -32,10 +38,8 @@
 // of the optimizer loop above (loading, a step without backward), call weights_updated().
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "axonn/core/profiler.hpp"
@@ -43,6 +47,7 @@
 #include "axonn/kernels/ops.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
 #include "axonn/model/gpt_config.hpp"
+#include "axonn/model/spec.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/linear.hpp"
 #include "axonn/parallel/overlap.hpp"
@@ -52,31 +57,29 @@
 namespace axonn::model {
 
 class ShardMap;  // model/shard_map.hpp: which elements of the full tensors this rank holds
+namespace detail {
+struct PassContext;
+struct CachedChunk;
+class GradientSync;
+class Gpt2Block;
+class LlamaBlock;
+}  // namespace detail
 
-// llm.c's parameter tensors, in checkpoint order.
-enum class Param : int {
+// GPT-2's tensors, llm.c's 16 in checkpoint order: their indices in model_spec's list for the gpt2
+// family (and in llm.c files).
+enum Param : int {
   kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
   kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb,
 };
-constexpr int kNumParamTensors = 16;
-const char* param_name(Param p);
-// Shape of one full parameter tensor (stacked over layers where per-layer).
-Shape param_shape(const GptConfig& c, Param p);
-// True for the tensors stacked over layers ([L, ...]).
-bool param_is_per_layer(Param p);
-// True for the matrices (embeddings and linear weights), the tensors that take weight decay.
-bool param_is_matrix(Param p);
+constexpr int kGpt2Tensors = 16;
 
-// Reserves the 16 full parameter tensors in an arena, in llm.c's order (slot i is Param(i)).
-void reserve_gpt_params(Arena& arena, const GptConfig& c);
-
-// GPT-2's initialisation of element `index` of the full tensor p: normal(0, 0.02) for embeddings
-// and linear weights, 0.02/sqrt(2L) for the residual projections, LayerNorm weights 1, biases 0,
-// padded vocabulary rows 0. A counter-based generator: the value depends only on (seed, p, index),
-// so every shard of every grid initialises to the same model.
-float gpt2_init_value(const GptConfig& c, Param p, int64_t index, uint64_t seed);
-// Fills an arena of full tensors (reserve_gpt_params) with gpt2_init_value.
-void init_gpt_params(Arena& params, const GptConfig& c, uint64_t seed);
+// The initialisation of element `index` of the full tensor t (model/spec.hpp's InitSpec): GPT-2's
+// normal(0, 0.02), 0.02/sqrt(2L) for the residual projections; Llama's normal(0, 0.02); norm weights
+// 1, biases 0, padded vocabulary rows 0. A counter-based generator: the value depends only on (seed,
+// t, index), so every shard of every grid initialises to the same model.
+float init_value(const ModelSpec& spec, int t, int64_t index, uint64_t seed);
+// Fills an arena of full tensors (reserve_params) with init_value.
+void init_params(Arena& params, const ModelSpec& spec, uint64_t seed);
 
 // How the model runs. The precision chooses the numerics (docs/precision.md). The rest (docs/overlap.md)
 // never changes the results: losses, gradients and updated weights are bit-identical for every
@@ -92,6 +95,14 @@ struct GptRunOptions {
   bool cache_gathered_weights = false;  // keep every weight block gathered over Z for the whole step
                                         // (all micro-batches), instead of two buffers
   int reduce_scatter_slots = 4;         // ORS: dW blocks in flight at once (a transformer block's four)
+};
+
+// The last forward's loss over the global batch (every rank's tokens; the same on every rank).
+struct LossParts {
+  double kept_sum = 0.0;  // the sum of the counted targets' losses (every target's without a mask)
+  double kept = 0.0;      // the counted targets
+  double all_sum = 0.0;   // the sum of every target's loss
+  double all = 0.0;       // every target
 };
 
 struct BackwardOptions {
@@ -112,7 +123,9 @@ class Gpt {
   ~Gpt();
   const GptRunOptions& run_options() const { return run_; }
 
-  const GptConfig& config() const { return config_; }
+  const GptConfig& config() const { return spec_.config; }
+  // The model's tensors (slot t of params() and grads() is spec().params[t]).
+  const ModelSpec& spec() const { return spec_; }
   const parallel::Grid& grid() const { return grid_; }
   int batch_size() const { return B_; }
   int seq_len() const { return T_; }
@@ -120,17 +133,19 @@ class Gpt {
   const Arena& params() const { return params_; }
   Arena& grads() { return grads_; }
   const Arena& grads() const { return grads_; }
-  Tensor param(Param p) const { return params_.tensor(static_cast<size_t>(p)); }
-  Tensor grad(Param p) const { return grads_.tensor(static_cast<size_t>(p)); }
+  Tensor param(int t) const { return params_.tensor(static_cast<size_t>(t)); }
+  Tensor grad(int t) const { return grads_.tensor(static_cast<size_t>(t)); }
+  // Which slots take AdamW weight decay (the spec's matrices; every one with decay_all).
+  std::vector<bool> decay_mask(bool decay_all = false) const;
 
-  // Index in the full tensor p (within one layer's slice for per-layer tensors) of element j of
+  // Index in the full tensor t (within one layer's slice for per-layer tensors) of element j of
   // this rank's shard of one layer (the grid's ShardMap, model/shard_map.hpp).
-  int64_t global_index(Param p, int64_t j) const;
+  int64_t global_index(int t, int64_t j) const;
   const ShardMap& shard_map() const { return *shards_; }
-  // Elements of one layer's slice of the full tensor p (the whole tensor if not per-layer).
-  int64_t full_layer_numel(Param p) const;
-  // Copies this rank's shard out of one layer of the full tensor p (full: full_layer_numel floats).
-  void load_full_layer(Param p, int layer, const float* full);
+  // Elements of one layer's slice of the full tensor t (the whole tensor if not per-layer).
+  int64_t full_layer_numel(int t) const;
+  // Copies this rank's shard out of one layer of the full tensor t (full: full_layer_numel floats).
+  void load_full_layer(int t, int layer, const float* full);
 
   void init_random(uint64_t seed);
 
@@ -138,6 +153,16 @@ class Gpt {
   // global batch (all ranks' tokens), the same value on every rank. targets may be null: then only
   // the logits are computed and NaN is returned.
   float forward(const int* inputs, const int* targets);
+  // The same with a mask over the targets: keep[B_local*T] (host memory), 1 where the target counts in
+  // the loss and 0 where it is dropped. Every target's loss is still computed (last_loss().all_sum);
+  // returns the mean over the kept targets of the global batch (0 when none is kept), the loss whose
+  // gradient the next backward() takes. keep == null: forward(inputs, targets).
+  float forward(const int* inputs, const int* targets, const uint8_t* keep);
+  // The last forward's sums and counts (after a forward with targets).
+  const LossParts& last_loss() const { return last_loss_; }
+  // Sums a value of this rank's tokens (host memory; e.g. a count) over the ranks that hold the global
+  // batch's other tokens (Z, then data). Collective over Z and data; exact for integers below 2^24.
+  double sum_over_batch(double local) const;
   // Zeroes the gradients (after completing any weight-gradient reduce-scatter still in flight, whose
   // late accumulation would otherwise land in the new step's gradients).
   void zero_grad();
@@ -157,6 +182,17 @@ class Gpt {
   // gathered weight blocks.
   void weights_updated();
 
+  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
+  // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
+  // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
+  // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
+  // KV heads) to its cache and attending over positions [0, pos + n) of it. Writes to `logits` (host
+  // memory) the logits of all V tokens (gathered over X*Y: the same on every rank of the group), of
+  // each sequence's last position [B_local, V], or with all_positions of every position
+  // [B_local, n, V]. Collective over X*Y*Z; the weights are gathered over Z as in forward() (once per
+  // generation with cache_gathered_weights). No gradients: backward() needs a forward().
+  void forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions = false);
+
   // This rank's softmax probabilities [B_local, T, its vocabulary rows] after a forward with
   // targets, logits without; vocab_begin() is the id of the first column. In the model's memory
   // (device memory with Backend::kCuda), of the model's precision (fp32 or bf16).
@@ -168,7 +204,7 @@ class Gpt {
   // the communication buffers (gathered weight blocks, the reduce-scatter pool, at their largest).
   size_t param_bytes() const { return params_.bytes() + params_bf16_.bytes(); }  // (with the bf16 copies)
   size_t grad_bytes() const { return grads_.bytes(); }
-  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
+  size_t activation_bytes() const;
   size_t comm_buffer_bytes() const;
   // Where the arenas live: Device::kCuda with Backend::kCuda.
   Device device() const { return mem_->device; }
@@ -185,8 +221,6 @@ class Gpt {
   // Record kernels, layers and collectives into `trace` while it records (null: off).
   void set_trace(Trace* trace) { tl_.set_trace(trace); }
 
-  // The tensor-parallel linears of a block, in forward order (the weight all-gathers' order).
-  enum Linear : int { kLinQkv, kLinAttproj, kLinFc, kLinFcproj, kNumLinears };
   // Reduction context of a RowReducer: the group, and the timeline that records the collective.
   struct Reduction {
     parallel::Timeline* tl;
@@ -196,42 +230,31 @@ class Gpt {
  private:
   // The passes, written once for both precisions: E = float (fp32) or kernels::bf16 (mixed precision).
   template <class E>
-  float forward_pass(const int* inputs, const int* targets);
-  template <class E>
-  void forward_block(int l);
+  float forward_pass(const int* inputs, const int* targets, const uint8_t* keep);
   template <class E>
   void backward_pass(const BackwardOptions& options);
+  // One block of the model's kind, forward (from `in` to `out`) and backward.
+  // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>
-  void backward_block(int l, bool last);
+  void embed(const int* in, int B, int T, int pos);
+  template <class E>
+  void block_forward(int l, const detail::CachedChunk* chunk = nullptr);
+  template <class E>
+  void block_backward(int l, bool last);
   template <class E>
   const E* full_channels(const E* x_slice, E* full, E* scratch);
-  // The kernels of precision E, and the tensor of parameter p they read (the bf16 copy in mixed precision).
   template <class E>
-  const typename kernels::Precision<E>::Table& kernels_of() const;
-  template <class E>
-  Tensor weight(Param p) const;
+  const E* full_channels(const E* x_slice, E* full, E* scratch, int64_t rows);
   // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
   void refresh_bf16_copies();
   // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
   std::vector<parallel::WeightGather::Use> forward_uses() const;
   std::vector<parallel::WeightGather::Use> backward_uses() const;
-  // Activation slot of layer l: l, or 0 under recompute (one block's activations are kept).
-  int slot(int l) const { return run_.recompute ? 0 : l; }
-  const parallel::TpLinear& linear(int k) const;
-  static Param weight_param(int k);
   bool on_device() const { return mem_->device != Device::kCpu; }
   // Sums values[n] (host memory, n <= 4) over group, through a device word on the GPU.
   void all_reduce_scalars(comm::Communicator& group, float* values, int64_t n) const;
-  // Tag of the weight shard (linear k, layer l) in the reduce-scatter queue; odd on the last micro-batch.
-  static int shard_tag(int k, int l, bool last) { return 2 * (l * kNumLinears + k) + (last ? 1 : 0); }
-  // The buckets of the gradient sync (issued in the same order with and without DP overlap).
-  void issue_final_weight_grads();
-  void issue_shard_grad(int k, int l);
-  void issue_layer_grads(int l);
-  void issue_head_grads();
-  void issue_embedding_grads();
 
-  GptConfig config_;
+  ModelSpec spec_;
   const parallel::Grid& grid_;
   int B_, T_;
   const kernels::Ops* ops_;           // fp32 kernels: always (gradients are fp32 in both precisions)
@@ -241,21 +264,26 @@ class Gpt {
   // which elements of the full tensors this rank holds (the layouts of docs/parallelism.md)
   std::unique_ptr<ShardMap> shards_;
   // this rank's share of the dimensions
-  int Cx_, Cy_, NHy_, vocab_begin_, vocab_rows_, vocab_valid_;
-  parallel::TpLinear qkv_, attproj_, fc_, fcproj_;
+  int Cx_, vocab_begin_, vocab_rows_, vocab_valid_;
   Arena params_, grads_, acts_, scratch_;
   Arena params_bf16_;  // mixed precision: the bf16 copies of params_ that the kernels read (else empty)
   mutable parallel::Timeline tl_;  // kernels and collectives, timed and traced
   parallel::ReduceScatterQueue rs_;
-  parallel::GradAllReduce dp_;
+  std::unique_ptr<detail::GradientSync> sync_;
   std::unique_ptr<parallel::WeightGather> gather_;
   parallel::LinearRun linear_run_;
+  std::unique_ptr<detail::PassContext> ctx_;
+  std::unique_ptr<detail::Gpt2Block> gpt2_;    // the blocks: GPT-2's
+  std::unique_ptr<detail::LlamaBlock> llama_;  // or Llama's
   Reduction x_reduction_{}, xy_reduction_{};
   kernels::RowReducer x_reducer_{}, xy_reducer_{};
   bool have_targets_ = false;
+  bool masked_ = false;   // the last forward's loss counts only the kept targets (kLossWeights)
+  LossParts last_loss_;
+  std::vector<float> host_weights_;  // the mask as the backward's per-token weights, before the upload
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)
-  bool dp_armed_ = false;   // the last backward issued the gradient sums (DP overlap)
   std::vector<float> host_losses_;  // on the GPU: the per-token losses, downloaded to be summed
+  std::vector<float> vocab_rows_full_;  // forward_cached: logits rows of the padded vocabulary, summed over X*Y
 };
 
 }  // namespace axonn::model

@@ -1,79 +1,82 @@
-// model/shard_map.hpp — which elements of GPT-2's full tensors a rank of a grid holds, without MPI.
+// model/shard_map.hpp — which elements of a model's full tensors a rank of a grid holds, without MPI.
 //
-// The shards of model::Gpt are a pure function of (model config, grid shape, rank coordinates): the
-// layouts of docs/parallelism.md, computed with parallel::TpLinearLayout for the four linear layers.
-// ShardMap is that function on its own, so that code with no Grid (checkpoint resharding, `axonn
-// convert`) can say for any grid where each element of a rank's shard lives in the full tensor.
+// The shards of model::Gpt are a pure function of (model spec, grid shape, rank coordinates): the
+// layouts of docs/parallelism.md for each tensor's role (model/spec.hpp), with
+// parallel::TpLinearLayout for the linear layers. ShardMap is that function on its own, so that code
+// with no Grid (checkpoint resharding, `axonn convert`) can say for any grid where each element of a
+// rank's shard lives in the full tensor.
 //
 // Gpt builds its parameter shards from the ShardMap of its grid (Gpt::shard_map(), Gpt::global_index):
-// one definition of the layout.
+// one definition of the layout. Tensors are named by their index in ModelSpec::params (for GPT-2,
+// model::Param's values).
 //
 //   model::ShardMap map(cfg, {2, 1, 2, 1}, {.x = 1, .y = 0, .z = 1});
-//   for (int64_t j = 0; j < map.shard_layer_numel(Param::kQkvw); j++)
-//     shard[j] = full_layer[map.global_index(Param::kQkvw, j)];
+//   const int qkvw = map.spec().index("qkvw");
+//   for (int64_t j = 0; j < map.shard_layer_numel(qkvw); j++)
+//     shard[j] = full_layer[map.global_index(qkvw, j)];
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
-#include "axonn/model/gpt.hpp"
+#include "axonn/model/spec.hpp"
 #include "axonn/parallel/layout.hpp"
 #include "axonn/tensor/shape.hpp"
 
 namespace axonn::model {
 
-// The grid axes over which a tensor's shard is replicated (bit mask), besides data, over which
-// every tensor is.
-enum ReplicaAxis : unsigned { kReplicatedOverX = 1u, kReplicatedOverY = 2u, kReplicatedOverZ = 4u };
-// Axes along which ranks hold identical shards of p: the token embedding is split over X*Y (Z
-// replicates it), the position embedding and LayerNorms over X (Y and Z replicate them), linear
-// weights over X, Y and Z (no replica), a normal layer's bias over Y (X, Z replicate it), a
-// transposed layer's over X (Y, Z replicate it).
-unsigned replica_axes(Param p);
+// Throws InvalidArgument unless the grid divides the model: hidden size over X; heads (and, for
+// grouped-query attention, the KV heads, which Y splits with their query heads), the MLP's and the
+// attention's features over Y (the message lists the Gy values that work); each weight block over Z.
+void check_grid_fits(const ModelSpec& spec, const parallel::GridShape& shape);
 
-// The tensor-parallel linear layer behind a weight or bias tensor (qkv, attproj, fc, fcproj), as
-// Gpt builds it; InvalidArgument for tensors that are not part of a linear layer.
-parallel::TpLinearSpec linear_spec(const GptConfig& c, Param p);
+// The TpLinearSpec of a block's linear.
+parallel::TpLinearSpec tp_linear_spec(const LinearSpec& l);
 
 class ShardMap {
  public:
-  // Checks that the grid divides the model (InvalidArgument naming the size and the axis, as Gpt
-  // does) and that the coordinates lie on the grid.
+  // Checks that the grid divides the model (check_grid_fits) and that the coordinates lie on the grid.
   ShardMap(const GptConfig& config, const parallel::GridShape& shape, const parallel::GridCoords& coords);
+  ShardMap(ModelSpec spec, const parallel::GridShape& shape, const parallel::GridCoords& coords);
 
-  const GptConfig& config() const { return config_; }
+  const ModelSpec& spec() const { return spec_; }
+  const GptConfig& config() const { return spec_.config; }
   const parallel::GridShape& shape() const { return shape_; }
   const parallel::GridCoords& coords() const { return coords_; }
+  size_t size() const { return spec_.params.size(); }
 
-  // Shape of this rank's shard of p, stacked over layers where p is per-layer: the shape of slot p
-  // of Gpt::params() on that rank.
-  Shape shard_shape(Param p) const;
-  // Elements of one layer's shard (the whole shard if p is not per-layer).
-  int64_t shard_layer_numel(Param p) const;
-  // Elements of one layer's slice of the full tensor (the whole tensor if p is not per-layer).
-  int64_t full_layer_numel(Param p) const;
-  // Index in the full tensor p (within one layer's slice for per-layer tensors) of element j of
-  // this rank's shard of one layer, 0 <= j < shard_layer_numel(p).
-  int64_t global_index(Param p, int64_t j) const;
-  // How many elements from j on map to consecutive full-tensor indices (global_index(p, j + k) ==
-  // global_index(p, j) + k for k < run_length(p, j)), at least 1: shards are runs of rows or of a
+  // Shape of this rank's shard of tensor t, stacked over layers where t is per-layer: the shape of
+  // slot t of Gpt::params() on that rank.
+  Shape shard_shape(int t) const;
+  // Elements of one layer's shard (the whole shard if t is not per-layer).
+  int64_t shard_layer_numel(int t) const;
+  // Elements of one layer's slice of the full tensor (the whole tensor if t is not per-layer).
+  int64_t full_layer_numel(int t) const { return spec_.params[static_cast<size_t>(t)].layer_numel(); }
+  // Index in the full tensor t (within one layer's slice for per-layer tensors) of element j of
+  // this rank's shard of one layer, 0 <= j < shard_layer_numel(t).
+  int64_t global_index(int t, int64_t j) const;
+  // How many elements from j on map to consecutive full-tensor indices (global_index(t, j + k) ==
+  // global_index(t, j) + k for k < run_length(t, j)), at least 1: shards are runs of rows or of a
   // row's columns, so copying them run by run costs one global_index per run.
-  int64_t run_length(Param p, int64_t j) const;
-  // True if this rank's shard of p equals that of the rank with coordinate 0 on every replica axis
-  // of p; false for that canonical rank itself and for tensors it alone holds.
-  bool is_replica(Param p) const;
+  int64_t run_length(int t, int64_t j) const;
+  // True if this rank's shard of t equals that of the rank with coordinate 0 on every replica axis
+  // of t; false for that canonical rank itself and for tensors it alone holds.
+  bool is_replica(int t) const;
 
-  // First vocabulary row and rows of the token embedding on this rank.
+  // The layout of the block's linear k (ModelSpec::linears) on this rank.
+  const parallel::TpLinearLayout& linear_layout(int k) const { return layouts_[static_cast<size_t>(k)]; }
+  // First vocabulary row and rows of the vocabulary tensors on this rank.
   int vocab_begin() const { return vocab_begin_; }
   int vocab_rows() const { return vocab_rows_; }
 
  private:
-  const parallel::TpLinearLayout& layout(Param p) const;
+  const parallel::TpLinearLayout& layout_of(int t) const;
 
-  GptConfig config_;
+  ModelSpec spec_;
   parallel::GridShape shape_;
   parallel::GridCoords coords_;
   int Cx_ = 0, vocab_begin_ = 0, vocab_rows_ = 0;
-  parallel::TpLinearLayout qkv_, attproj_, fc_, fcproj_;
+  std::vector<parallel::TpLinearLayout> layouts_;
 };
 
 }  // namespace axonn::model

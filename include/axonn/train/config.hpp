@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "axonn/model/goldfish.hpp"
+
 namespace axonn::train {
 
 struct TrainConfig {
@@ -19,12 +21,15 @@ struct TrainConfig {
   std::string init;                 // --init FILE|DIR
   std::string model;                // --model NAME (default gpt2-tiny when no --init)
   int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
-  // data: an llm.c token shard; empty = a synthetic Markov-chain corpus generated in memory
-  std::string data;                 // --data FILE
+  // data: llm.c token shards (a file, a glob, or a directory's training shards: data::find_shards);
+  // empty = a synthetic Markov-chain corpus generated in memory
+  std::string data;                 // --data FILE|GLOB|DIR
+  bool shuffle = false;             // --shuffle: a new order of the sequences every epoch (data/token_dataset.hpp)
+  uint64_t data_seed = 0;           // --data-seed: that order's seed
   int64_t synthetic_tokens = 200000;
   // validation: the mean loss of the first --val-batches batches of --val-data (forwards only) every
   // --val-every steps and after the last step
-  std::string val_data;             // --val-data FILE (empty: no validation)
+  std::string val_data;             // --val-data FILE|GLOB|DIR (a directory's val shards; empty: no validation)
   int val_every = 0;                // --val-every N (0: after the last step only)
   int val_batches = 10;             // --val-batches M: batches of --batch-size x --seq-len tokens
   // the 4D grid: --grid "GX,GY,GZ,GD" or the four numbers (0 = unset); default 1,1,1,world size;
@@ -49,6 +54,12 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float grad_clip = 1.0f;           // 0 = off
   uint64_t seed = 1337;
+  // the Goldfish loss (model/goldfish.hpp, docs/goldfish.md): about 1/k of the targets leave the loss
+  int goldfish_k = 0;                              // --goldfish-k K >= 2 (0: off, the standard loss)
+  int goldfish_h = 13;                             // --goldfish-h H: the hashed context width
+  std::string goldfish_strategy = "hash-avalanche";  // --goldfish-strategy hash-avalanche|static|hash-table
+  int goldfish_start = 0;                          // --goldfish-start P: static's first dropped position
+  std::string goldfish_table;                      // --goldfish-table FILE: hash-table's table
   // run
   std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
   std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
@@ -63,6 +74,9 @@ struct TrainConfig {
   std::string checkpoint_dir;       // --checkpoint-dir DIR: where checkpoints are written
   int checkpoint_every = 0;         // --checkpoint-every N: every N steps (0: only at the end)
   int keep = 0;                     // --keep N: the newest N checkpoints (0: all)
+  // A periodic checkpoint that cannot be written (a full disk) stops the run with its error, the previous
+  // checkpoint staying the latest; with this the run warns and trains on (the final save still must succeed).
+  bool continue_on_save_error = false;  // --continue-on-save-error
   bool resume = false;              // --resume: continue from the latest checkpoint in checkpoint_dir
   std::string resume_from;          // --resume-from DIR: continue from that checkpoint (any grid)
   // Resuming restores the checkpoint's recorded configuration (train/resume.hpp) except the flags in
@@ -78,6 +92,16 @@ struct TrainConfig {
   std::string stop_signal = "USR1";  // --stop-signal USR1|USR2|HUP|none
   int exit_after_steps = 0;          // --exit-after-steps N
   double exit_after_minutes = 0.0;   // --exit-after-minutes M
+  // the watchdog: a blocking wait of a collective longer than this aborts the job with a report of
+  // which collective, group and step, and what every rank does (comm::CommOptions::timeout_s; set
+  // where the world is made, tools/axonn/cmd_train.cpp)
+  double comm_timeout = 600;         // --comm-timeout SECONDS (0: none)
+  // the numerical guard (guard.hpp): steps with a non-finite loss or gradient norm are skipped;
+  // optionally also outliers (z-score over the last 128 steps above the threshold; 0: off)
+  float skip_loss_z = 0.0f;          // --skip-loss-z Z (llm.c's -sl)
+  float skip_grad_z = 0.0f;          // --skip-grad-z Z (llm.c's -sg)
+  int max_bad_steps = 10;            // --max-bad-steps N: stop after N skipped steps in a row (0: never)
+  std::string fault_nonfinite_grad;  // testing: "3,7": a NaN gradient on world rank 0 at these steps (1-based)
   // overlap, micro-batches, recompute and the timeline trace (docs/overlap.md)
   std::string overlap = "all";      // --overlap none|all|oar,ors,oag,dp (results are identical for all)
   int micro_batch_size = 0;         // sequences per rank per micro-batch (gradient accumulation); 0 = all
@@ -91,6 +115,12 @@ struct TrainConfig {
 // The traced steps of --trace-steps: [first, last], 1-based. An empty text gives 2..min(4, steps)
 // (step 1 warms up), or step 1 when there is only one. Throws InvalidArgument outside [1, steps].
 std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
+
+// The steps (1-based) of --fault-nonfinite-grad. InvalidArgument for a malformed list.
+std::set<int> fault_steps(const TrainConfig& c);
+
+// The Goldfish settings as the mask takes them (k = 0: off). The strategy must be valid (validate_config).
+model::GoldfishConfig goldfish_config(const TrainConfig& c);
 
 // Checks every value that needs neither the world nor a file (InvalidArgument saying what to
 // change). train::Session calls it; tools may call it before anything is built.

@@ -12,9 +12,14 @@
 //   }
 #pragma once
 
+#include <exception>
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/comm/communicator.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/model/gpt.hpp"
@@ -22,6 +27,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/compute.hpp"
 #include "axonn/train/config.hpp"
+#include "axonn/train/guard.hpp"
 #include "axonn/train/launch.hpp"
 #include "axonn/train/step.hpp"
 
@@ -64,6 +70,26 @@ class Session {
   // only; training is not changed by it). Collective over the grid.
   float validate();
 
+  // The numerical guard (its outlier windows are training state: checkpointed, restored) and the
+  // steps it skipped since the run began (a resumed run counts on).
+  StepGuard& guard() { return guard_; }
+  // The Goldfish loss's mask (--goldfish-k; docs/goldfish.md), or null for the standard loss.
+  const model::GoldfishMask* goldfish() const { return goldfish_ ? &*goldfish_ : nullptr; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  void count_skipped() { skipped_steps_++; }
+  // What a checkpoint records of that state (manifest extra).
+  std::map<std::string, std::string> guard_record() const;
+
+  // An error one rank met where the others cannot know (rank 0 writing the metrics or the trace): kept
+  // until the ranks agree to raise it together (raise_deferred_error, collective), so that every rank
+  // stops with the same message instead of the others waiting in their next collective.
+  void defer_error(std::exception_ptr e) {
+    if (!deferred_) deferred_ = std::move(e);
+  }
+  bool has_deferred_error() const { return deferred_ != nullptr; }
+  // Collective over the world: throws the lowest failing rank's deferred error on every rank, if any.
+  void raise_deferred_error();
+
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
   int64_t tokens_per_step() const;               // global: batch_size * seq_len
@@ -73,15 +99,16 @@ class Session {
   void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
   LocalBatch local_part();  // this rank's part of the batch in inputs_/targets_
   void log_setup() const;
+  void restore_guard(const checkpoint::Manifest& m);
 
   TrainConfig c_;
   std::shared_ptr<comm::Communicator> world_;
   parallel::GridShape shape_;
   std::unique_ptr<detail::StartPlan> start_;
   model::GptConfig mc_;
-  std::unique_ptr<data::TokenShard> shard_;
+  std::unique_ptr<data::TokenCorpus> corpus_;
   std::unique_ptr<data::BatchLoader> loader_;
-  std::unique_ptr<data::TokenShard> val_shard_;
+  std::unique_ptr<data::TokenCorpus> val_corpus_;
   std::unique_ptr<data::BatchLoader> val_loader_;
   Compute compute_;
   Launch launch_;
@@ -93,6 +120,10 @@ class Session {
   int64_t block_offset_ = 0;
   double peak_ = 0.0;
   std::vector<int> inputs_, targets_;
+  StepGuard guard_{0, 0};
+  std::exception_ptr deferred_;
+  std::optional<model::GoldfishMask> goldfish_;
+  int64_t skipped_steps_ = 0;
 };
 
 }  // namespace axonn::train

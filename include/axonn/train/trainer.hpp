@@ -16,6 +16,7 @@
 
 #include "axonn/comm/communicator.hpp"
 #include "axonn/train/config.hpp"
+#include "axonn/train/guard.hpp"
 #include "axonn/train/session.hpp"
 
 namespace axonn::train {
@@ -29,6 +30,9 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double mfu = 0.0;       // model FLOPs / step time / peak
   std::optional<float> val_loss;  // after this step's update, on the steps that validate (--val-data)
+  std::optional<GoldfishLosses> goldfish;  // --goldfish-k: `loss` is over the kept targets; these the rest
+  Verdict verdict = Verdict::kUpdate;  // else the guard skipped the update (guard.hpp)
+  int64_t skipped_steps = 0;           // skipped since the run began, this one included
 };
 
 // Something the loop runs around every step. Hooks run in the order they were added; every rank
@@ -61,6 +65,7 @@ enum class Stop {
   kSignal,            // SIGTERM, SIGINT or --stop-signal
   kExitAfterSteps,    // --exit-after-steps
   kExitAfterMinutes,  // --exit-after-minutes
+  kBadSteps,          // --max-bad-steps skipped steps in a row
 };
 
 struct TrainResult {

@@ -62,6 +62,22 @@ std::string MpiCommunicator::describe(const char* collective, size_t count, DTyp
                 "'");
 }
 
+WaitInfo MpiCommunicator::next_call(const char* collective, size_t count, DType dtype) {
+  WaitInfo w;
+  w.collective = collective;
+  w.count = count;
+  w.dtype = dtype;
+  w.group = &name_;
+  w.call = ++calls_;
+  return w;
+}
+
+WaitInfo MpiCommunicator::next_call(const char* collective) {
+  WaitInfo w = next_call(collective, 0, DType::kF32);
+  w.counted = false;
+  return w;
+}
+
 std::shared_ptr<PendingOp> MpiCommunicator::pending(std::string what) const {
   auto op = std::make_shared<PendingOp>();
   op->what = std::move(what);
@@ -75,6 +91,7 @@ std::unique_ptr<Work> MpiCommunicator::started(std::shared_ptr<PendingOp> op) {
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name) {
   MPI_Comm comm = MPI_COMM_NULL;
+  WaitScope deadline(ctx_->watchdog(), next_call("split"));
   AXONN_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &comm),
                   "splitting communicator '" + name_ + "' into '" + name + "'");
   if (comm == MPI_COMM_NULL) return nullptr;
@@ -83,6 +100,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::st
 
 std::unique_ptr<Communicator> MpiCommunicator::dup(std::string name) {
   MPI_Comm comm = MPI_COMM_NULL;
+  WaitScope deadline(ctx_->watchdog(), next_call("dup"));
   AXONN_MPI_CHECK(MPI_Comm_dup(comm_, &comm),
                   "duplicating communicator '" + name_ + "' as '" + name + "'");
   return std::make_unique<MpiCommunicator>(ctx_, comm, std::move(name));
@@ -96,13 +114,16 @@ std::unique_ptr<Work> MpiCommunicator::do_all_reduce(void* buf, size_t count, DT
   const MPI_Datatype t = ctx_->datatype(dtype);
   const MPI_Op mop = ctx_->op(dtype, op);
   auto after = avg_step(op, buf, count, dtype, size_);
+  const WaitInfo call = next_call("all_reduce", count, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, to_int(count), t, mop, comm_),
                     describe("all_reduce", count, dtype));
     if (after) after();
     return nullptr;
   }
   auto p = pending(describe("all_reduce", count, dtype));
+  p->wait = call;
   p->on_complete = std::move(after);
   AXONN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(count), t, mop, comm_, &p->request),
                   p->what);
@@ -115,11 +136,14 @@ std::unique_ptr<Work> MpiCommunicator::do_all_gather(const void* send, void* rec
   const auto* mine = static_cast<const char*>(recv) + static_cast<size_t>(rank_) * count * dtype_size(dtype);
   const void* sbuf = send == mine ? MPI_IN_PLACE : send;
   const int n = to_int(count);
+  const WaitInfo call = next_call("all_gather", count, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Allgather(sbuf, n, t, recv, n, t, comm_), describe("all_gather", count, dtype));
     return nullptr;
   }
   auto p = pending(describe("all_gather", count, dtype));
+  p->wait = call;
   AXONN_MPI_CHECK(MPI_Iallgather(sbuf, n, t, recv, n, t, comm_, &p->request), p->what);
   return started(std::move(p));
 }
@@ -131,7 +155,9 @@ std::unique_ptr<Work> MpiCommunicator::do_all_gather_v(const void* send, void* r
   auto p = pending(describe("all_gather_v", recv_counts[static_cast<size_t>(rank_)], dtype));
   counts_and_displs(recv_counts, p->counts, p->displs);
   const int n = p->counts[static_cast<size_t>(rank_)];
+  p->wait = next_call("all_gather_v", recv_counts[static_cast<size_t>(rank_)], dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), p->wait);
     AXONN_MPI_CHECK(MPI_Allgatherv(send, n, t, recv, p->counts.data(), p->displs.data(), t, comm_),
                     p->what);
     return nullptr;
@@ -149,13 +175,16 @@ std::unique_ptr<Work> MpiCommunicator::do_reduce_scatter(const void* send, void*
   const MPI_Op mop = ctx_->op(dtype, op);
   auto after = avg_step(op, recv, recv_count, dtype, size_);
   const int n = to_int(recv_count);
+  const WaitInfo call = next_call("reduce_scatter", recv_count, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, t, mop, comm_),
                     describe("reduce_scatter", recv_count, dtype));
     if (after) after();
     return nullptr;
   }
   auto p = pending(describe("reduce_scatter", recv_count, dtype));
+  p->wait = call;
   p->on_complete = std::move(after);
   AXONN_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, t, mop, comm_, &p->request), p->what);
   return started(std::move(p));
@@ -164,11 +193,14 @@ std::unique_ptr<Work> MpiCommunicator::do_reduce_scatter(const void* send, void*
 std::unique_ptr<Work> MpiCommunicator::do_broadcast(void* buf, size_t count, DType dtype, int root,
                                                     bool async) {
   const MPI_Datatype t = ctx_->datatype(dtype);
+  const WaitInfo call = next_call("broadcast", count, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Bcast(buf, to_int(count), t, root, comm_), describe("broadcast", count, dtype));
     return nullptr;
   }
   auto p = pending(describe("broadcast", count, dtype));
+  p->wait = call;
   AXONN_MPI_CHECK(MPI_Ibcast(buf, to_int(count), t, root, comm_, &p->request), p->what);
   return started(std::move(p));
 }
@@ -177,11 +209,14 @@ std::unique_ptr<Work> MpiCommunicator::do_all_to_all(const void* send, void* rec
                                                      DType dtype, bool async) {
   const MPI_Datatype t = ctx_->datatype(dtype);
   const int n = to_int(count);
+  const WaitInfo call = next_call("all_to_all", count, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Alltoall(send, n, t, recv, n, t, comm_), describe("all_to_all", count, dtype));
     return nullptr;
   }
   auto p = pending(describe("all_to_all", count, dtype));
+  p->wait = call;
   AXONN_MPI_CHECK(MPI_Ialltoall(send, n, t, recv, n, t, comm_, &p->request), p->what);
   return started(std::move(p));
 }
@@ -197,7 +232,9 @@ std::unique_ptr<Work> MpiCommunicator::do_all_to_all_v(const void* send,
   auto p = pending(describe("all_to_all_v", total, dtype));
   counts_and_displs(send_counts, p->counts, p->displs);
   counts_and_displs(recv_counts, p->counts2, p->displs2);
+  p->wait = next_call("all_to_all_v", total, dtype);
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), p->wait);
     AXONN_MPI_CHECK(MPI_Alltoallv(send, p->counts.data(), p->displs.data(), t, recv,
                                   p->counts2.data(), p->displs2.data(), t, comm_),
                     p->what);
@@ -211,11 +248,14 @@ std::unique_ptr<Work> MpiCommunicator::do_all_to_all_v(const void* send,
 
 std::unique_ptr<Work> MpiCommunicator::do_barrier(bool async) {
   const std::string what = "barrier on communicator '" + name_ + "'";
+  const WaitInfo call = next_call("barrier");
   if (!async) {
+    WaitScope deadline(ctx_->watchdog(), call);
     AXONN_MPI_CHECK(MPI_Barrier(comm_), what);
     return nullptr;
   }
   auto p = pending(what);
+  p->wait = call;
   AXONN_MPI_CHECK(MPI_Ibarrier(comm_, &p->request), p->what);
   return started(std::move(p));
 }

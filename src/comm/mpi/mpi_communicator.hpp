@@ -46,6 +46,9 @@ class MpiCommunicator final : public Communicator {
  private:
   // "all_reduce of 1024 f32 on communicator 'x'"
   std::string describe(const char* collective, size_t count, DType dtype) const;
+  // The watchdog's record of this communicator's next collective (counts it).
+  WaitInfo next_call(const char* collective, size_t count, DType dtype);
+  WaitInfo next_call(const char* collective);  // barrier, split, dup: no count
   std::shared_ptr<PendingOp> pending(std::string what) const;
   // Hands a started op to the progress thread (if any) and wraps it in a Work.
   std::unique_ptr<Work> started(std::shared_ptr<PendingOp> op);
@@ -55,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
+  uint64_t calls_ = 0;  // collectives issued (the watchdog names the n-th)
 };
 
 }  // namespace axonn::comm::detail

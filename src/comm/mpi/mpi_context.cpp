@@ -61,6 +61,7 @@ void PendingOp::wait_done() {
 // --- MpiWork ----------------------------------------------------------------------------------
 
 void MpiWork::wait() {
+  WaitScope deadline(ctx_->watchdog(), op_->wait);
   if (ctx_->has_progress_thread()) {
     ctx_->add_waiter();
     op_->wait_done();
@@ -102,9 +103,10 @@ MpiContext::MpiContext(const CommOptions& options) : options_(options) {
   // Both are commutative: rounding a+b gives the same bits as rounding b+a.
   AXONN_MPI_CHECK(MPI_Op_create(&bf16_sum_fn, 1, &bf16_sum_), "creating the bf16 sum");
   AXONN_MPI_CHECK(MPI_Op_create(&bf16_max_fn, 1, &bf16_max_), "creating the bf16 max");
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (options_.timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(options_.timeout_s, level >= MPI_THREAD_MULTIPLE);
   if (options_.progress_thread) {
-    int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
     if (level < MPI_THREAD_MULTIPLE) {
       log_warn("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: no progress thread; "
                "non-blocking collectives advance only in test() and wait()", level);

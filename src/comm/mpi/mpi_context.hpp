@@ -33,6 +33,7 @@
 #include "axonn/comm/reduce_op.hpp"
 #include "axonn/comm/work.hpp"
 #include "axonn/core/dtype.hpp"
+#include "watchdog.hpp"
 
 namespace axonn::comm::detail {
 
@@ -41,6 +42,7 @@ struct PendingOp {
   MPI_Request request = MPI_REQUEST_NULL;
   std::string what;                   // "all_reduce of 1024 f32 on communicator 'x'"
   std::function<void()> on_complete;  // e.g. kAvg's division; runs once, before waiters wake
+  WaitInfo wait;                      // what Work::wait() waits for (the watchdog's record)
   // Count and displacement arrays of v-collectives: MPI reads them until completion.
   std::vector<int> counts, displs, counts2, displs2;
 
@@ -66,6 +68,8 @@ class MpiContext {
   MPI_Datatype datatype(DType t) const;
   MPI_Op op(DType t, ReduceOp op) const;
   bool has_progress_thread() const { return thread_.joinable(); }
+  // The deadline keeper of every blocking wait (null when options.timeout_s <= 0).
+  Watchdog* watchdog() const { return watchdog_.get(); }
 
   // Hands a started request over to the progress thread.
   void submit(std::shared_ptr<PendingOp> op);
@@ -87,6 +91,7 @@ class MpiContext {
   bool stop_ = false;                                  // guarded by mu_
   std::atomic<int> waiters_{0};
   std::thread thread_;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 // The Work of one PendingOp.

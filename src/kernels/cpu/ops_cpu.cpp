@@ -384,24 +384,25 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   bool in_place = dlogits == probs;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (in_place) {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * d;
     }
     int t = targets[n] - vocab_begin;
-    if (t >= 0 && t < Vvalid) dz[t] -= dloss;
+    if (t >= 0 && t < Vvalid) dz[t] -= d;
   }
 }
 
@@ -425,6 +426,235 @@ double sum_squares(const float* x, int64_t n) {
 #pragma omp parallel for simd reduction(+ : s) schedule(static)
   for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
   return s;
+}
+
+// --- the Llama block's ops: rows in parallel, SIMD within a row ---------------------------------
+
+void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) {
+  // sumsq [N], inp [N,C]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < C; i++) s += x[i] * x[i];
+    sumsq[n] = s;
+  }
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  // out [N,C], rstd [N] (in: sums of squares over C_total channels; out: 1/rms), inp [N,C], weight [C]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float r = 1.0f / std::sqrt(rstd[n] / (float)C_total + eps);
+    rstd[n] = r;
+    const float* x = inp + n * C;
+    float* o = out + n * C;
+#pragma omp simd
+    for (int i = 0; i < C; i++) o[i] = x[i] * r * weight[i];
+  }
+}
+
+void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+  // dot [N], dout [N,C], inp [N,C], weight [C]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* dy = dout + n * C;
+    const float* x = inp + n * C;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < C; i++) s += dy[i] * weight[i] * x[i];
+    dot[n] = s;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  // dinp [N,C], dweight [C], dout [N,C], inp [N,C], weight [C], rstd [N], dot [N] (complete); the
+  // weight gradient as per-thread partials added in thread order
+  int nthr = omp_get_max_threads();
+  std::vector<float> partial((size_t)nthr * C, 0.0f);
+#pragma omp parallel num_threads(nthr)
+  {
+    int tid = omp_get_thread_num();
+    float* pw = partial.data() + (size_t)tid * C;
+    int64_t n0, n1;
+    split_range(N, tid, omp_get_num_threads(), &n0, &n1);
+    for (int64_t n = n0; n < n1; n++) {
+      const float* dy = dout + n * C;
+      const float* x = inp + n * C;
+      float* dx = dinp + n * C;
+      const float r = rstd[n], k = r * r * dot[n] / (float)C_total;
+#pragma omp simd
+      for (int i = 0; i < C; i++) {
+        pw[i] += dy[i] * x[i] * r;
+        dx[i] += r * (dy[i] * weight[i] - x[i] * k);
+      }
+    }
+  }
+  for (int t = 0; t < nthr; t++) {
+    const float* pw = partial.data() + (size_t)t * C;
+    for (int i = 0; i < C; i++) dweight[i] += pw[i];
+  }
+}
+
+namespace {
+// The rotate-half rotation of `heads` heads in each row, by +angle (sign 1) or -angle (sign -1).
+void rope_rotate(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride,
+                 float sign) {
+  const int half = HS / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < (int64_t)B * T; r++) {
+    const float* c = cos + (r % T) * half;
+    const float* s = sin + (r % T) * half;
+    for (int h = 0; h < heads; h++) {
+      float* v = x + r * stride + (int64_t)h * HS;
+#pragma omp simd
+      for (int i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half], sn = sign * s[i];
+        v[i] = a * c[i] - b * sn;
+        v[i + half] = b * c[i] + a * sn;
+      }
+    }
+  }
+}
+}  // namespace
+
+void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope_rotate(x, cos, sin, B, T, heads, HS, stride, 1.0f);
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope_rotate(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
+}
+
+void swiglu_forward(float* out, const float* inp, int64_t N, int F) {
+  // out [N,F], inp [N,2F] = gate | up
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* g = inp + n * 2 * F;
+    const float* u = g + F;
+    float* o = out + n * F;
+#pragma omp simd
+    for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F) {
+  // dinp [N,2F], inp [N,2F], dout [N,F]
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* g = inp + n * 2 * F;
+    const float* u = g + F;
+    const float* d = dout + n * F;
+    float* dg = dinp + n * 2 * F;
+    float* du = dg + F;
+#pragma omp simd
+    for (int i = 0; i < F; i++) {
+      const float sig = 1.0f / (1.0f + std::exp(-g[i]));
+      dg[i] += d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+      du[i] += d[i] * g[i] * sig;
+    }
+  }
+}
+
+void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+  // out [N, 3 NH HS], inp [N, (NH + 2 NKV) HS]: whole heads copied
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const size_t head = sizeof(float) * static_cast<size_t>(HS);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* in = inp + n * (Q + 2 * K);
+    float* o = out + n * 3 * Q;
+    std::memcpy(o, in, sizeof(float) * static_cast<size_t>(Q));
+    for (int h = 0; h < NH; h++) {
+      std::memcpy(o + Q + h * HS, in + Q + (h / G) * HS, head);
+      std::memcpy(o + 2 * Q + h * HS, in + Q + K + (h / G) * HS, head);
+    }
+  }
+}
+
+void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
+  // dinp [N, (NH + 2 NKV) HS], dout [N, 3 NH HS]; the copies of a KV head added in head order
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    float* d = dinp + n * (Q + 2 * K);
+    const float* o = dout + n * 3 * Q;
+#pragma omp simd
+    for (int i = 0; i < Q; i++) d[i] += o[i];
+    for (int h = 0; h < NH; h++) {
+      float* dk = d + Q + (h / G) * HS;
+      float* dv = d + Q + K + (h / G) * HS;
+      const float* ok = o + Q + h * HS;
+      const float* ov = o + 2 * Q + h * HS;
+#pragma omp simd
+      for (int i = 0; i < HS; i++) {
+        dk[i] += ok[i];
+        dv[i] += ov[i];
+      }
+    }
+  }
+}
+
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]: each row's k and v copied whole
+  const int Q = NH * HS, K = NKV * HS;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(K);
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      std::memcpy(kcache + ((int64_t)b * Tc + pos + i) * K, row + Q, bytes);
+      std::memcpy(vcache + ((int64_t)b * Tc + pos + i) * K, row + Q + K, bytes);
+    }
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]. One (b, h, i) per
+  // task: scores against the cache's keys, softmax, then the weighted sum of its values (decode has
+  // n = 1: a matrix-vector product per head, too small for a GEMM to pay).
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const float scale = 1.0f / std::sqrt((float)HS);
+#pragma omp parallel
+  {
+    std::vector<float> a(static_cast<size_t>(Tc));
+#pragma omp for schedule(static) collapse(3)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < n; i++) {
+          const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
+          const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+          const float* kc = kcache + (int64_t)b * Tc * K + (h / G) * HS;
+          const float* vc = vcache + (int64_t)b * Tc * K + (h / G) * HS;
+          float maxv = -1e30f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = kc + (int64_t)t2 * K;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+            a[t2] = dot * scale;
+            maxv = std::max(maxv, a[t2]);
+          }
+          float sum = 0.0f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            a[t2] = std::exp(a[t2] - maxv);
+            sum += a[t2];
+          }
+          const float inv = 1.0f / sum;
+          float* o = out + ((int64_t)b * n + i) * Q + h * HS;
+          for (int j = 0; j < HS; j++) o[j] = 0.0f;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* v = vc + (int64_t)t2 * K;
+            const float w = a[t2] * inv;
+#pragma omp simd
+            for (int j = 0; j < HS; j++) o[j] += w * v[j];
+          }
+        }
+  }
 }
 
 }  // namespace axonn::kernels::cpu

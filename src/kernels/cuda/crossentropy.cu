@@ -34,19 +34,21 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* probs,
   if (threadIdx.x == 0) losses[n] = logf(s) + m - target_logit;
 }
 
-// dlogits += (probs - onehot) * dloss over the valid columns; in place (dlogits == probs) it
-// overwrites instead and zeroes the padding, as kernels::ref.
+// dlogits += (probs - onehot) * dloss * weights[n] over the valid columns (weights null: 1); in place
+// (dlogits == probs) it overwrites instead and zeroes the padding, as kernels::ref.
 __global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float* probs, const int* targets,
-                                                     float dloss, int Vvalid, int Vs, int vocab_begin) {
+                                                     const float* weights, float dloss, int Vvalid, int Vs,
+                                                     int vocab_begin) {
   const int64_t n = blockIdx.x;
   float* dz = dlogits + n * Vs;
   const float* p = probs + n * Vs;
   const int t = targets[n] - vocab_begin;
+  const float d = weights ? dloss * weights[n] : dloss;
   if (dz == p) {
     for (int i = threadIdx.x; i < Vs; i += blockDim.x)
-      dz[i] = i < Vvalid ? (dz[i] - (i == t ? 1.0f : 0.0f)) * dloss : 0.0f;
+      dz[i] = i < Vvalid ? (dz[i] - (i == t ? 1.0f : 0.0f)) * d : 0.0f;
   } else {
-    for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+    for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * d;
   }
 }
 
@@ -137,13 +139,13 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss, int64_t N,
-                                   int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs] (may alias probs), probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs] (may alias probs), probs [N,Vs], targets [N], weights [N] (device memory) or null
   check_rows(N);
   if (N == 0) return;
   softmax_crossentropy_backward_kernel<<<static_cast<unsigned>(N), kThreads, 0, detail::stream()>>>(
-      dlogits, probs, targets, dloss, Vvalid, Vs, vocab_begin);
+      dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin);
   AXONN_CUDA_CHECK_LAUNCH();
 }
 

@@ -64,20 +64,22 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, uint16_t* pro
   if (threadIdx.x == 0) losses[n] = logf(s) + m - target_logit;
 }
 
-// dlogits += (probs - onehot) * dloss over the valid columns (sum in fp32, rounded once); in place
-// (dlogits == probs) it overwrites instead and zeroes the padding, as kernels::ref.
+// dlogits += (probs - onehot) * dloss * weights[n] over the valid columns (weights null: 1; sum in fp32,
+// rounded once); in place (dlogits == probs) it overwrites instead and zeroes the padding, as kernels::ref.
 __global__ void softmax_crossentropy_backward_kernel(uint16_t* dlogits, const uint16_t* probs, const int* targets,
-                                                     float dloss, int Vvalid, int Vs, int vocab_begin) {
+                                                     const float* weights, float dloss, int Vvalid, int Vs,
+                                                     int vocab_begin) {
   const int64_t n = blockIdx.x;
   uint16_t* dz = dlogits + n * Vs;
   const uint16_t* p = probs + n * Vs;
   const int t = targets[n] - vocab_begin;
+  const float d = weights ? dloss * weights[n] : dloss;
   if (dz == p) {
     for (int i = threadIdx.x; i < Vs; i += blockDim.x)
-      dz[i] = i < Vvalid ? detail::round_bf16((widen(dz[i]) - (i == t ? 1.0f : 0.0f)) * dloss) : uint16_t{0};
+      dz[i] = i < Vvalid ? detail::round_bf16((widen(dz[i]) - (i == t ? 1.0f : 0.0f)) * d) : uint16_t{0};
   } else {
     for (int i = threadIdx.x; i < Vvalid; i += blockDim.x)
-      dz[i] = detail::round_bf16(widen(dz[i]) + (widen(p[i]) - (i == t ? 1.0f : 0.0f)) * dloss);
+      dz[i] = detail::round_bf16(widen(dz[i]) + (widen(p[i]) - (i == t ? 1.0f : 0.0f)) * d);
   }
 }
 
@@ -110,13 +112,13 @@ void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits
   pass(kApply);
 }
 
-void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                   int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs] (may alias probs), probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs] (may alias probs), probs [N,Vs], targets [N], weights [N] (device memory) or null
   check_rows(N);
   if (N == 0) return;
   softmax_crossentropy_backward_kernel<<<static_cast<unsigned>(N), kThreads, 0, detail::stream()>>>(
-      dlogits, probs, targets, dloss, Vvalid, Vs, vocab_begin);
+      dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin);
   AXONN_CUDA_CHECK_LAUNCH();
 }
 

@@ -29,7 +29,17 @@ const OpsBf16& cuda_bf16_ops() {
                              cuda_bf16::softmax_crossentropy_backward,
                              cuda_bf16::adamw_update,
                              cuda_bf16::cast_to_bf16,
-                             cuda_bf16::cast_to_f32};
+                             cuda_bf16::cast_to_f32,
+                             cuda_bf16::rmsnorm_sumsq,
+                             cuda_bf16::rmsnorm_forward,
+                             cuda_bf16::rmsnorm_backward_dot,
+                             cuda_bf16::rmsnorm_backward,
+                             cuda_bf16::rope_forward,
+                             cuda_bf16::rope_backward,
+                             cuda_bf16::swiglu_forward,
+                             cuda_bf16::swiglu_backward,
+                             cuda_bf16::repeat_kv_forward,
+                             cuda_bf16::repeat_kv_backward};
   return table;
 }
 

@@ -42,12 +42,25 @@ void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
 void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
                                   int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
-void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                   int Vvalid, int Vs, int vocab_begin);
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void cast_to_bf16(bf16* out, const float* in, int64_t n);
 void cast_to_f32(float* out, const bf16* in, int64_t n);
+// The Llama block's ops (llama.cu).
+void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C);
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
+                     float eps);
+void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C);
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total);
+void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F);
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F);
+void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS);
+void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS);
 
 namespace detail {
 

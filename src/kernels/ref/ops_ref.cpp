@@ -262,18 +262,19 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss,
-                                   int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs], probs [N,Vs], targets [N]
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   for (int64_t n = 0; n < N; n++) {
     float* dz = dlogits + n * Vs;
     const float* p = probs + n * Vs;
     int t = targets[n] - vocab_begin;
+    const float d = weights ? dloss * weights[n] : dloss;
     if (dz == p) {  // in place: overwrite
-      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] = (dz[i] - (i == t ? 1.0f : 0.0f)) * d;
       for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
     } else {
-      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * dloss;
+      for (int i = 0; i < Vvalid; i++) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * d;
     }
   }
 }
@@ -296,6 +297,183 @@ double sum_squares(const float* x, int64_t n) {
   double s = 0.0;
   for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
   return s;
+}
+
+// --- the Llama block's ops -----------------------------------------------------------------------
+
+void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) {
+  // sumsq [N], inp [N,C]
+  for (int64_t n = 0; n < N; n++) {
+    float s = 0.0f;
+    for (int i = 0; i < C; i++) s += inp[n * C + i] * inp[n * C + i];
+    sumsq[n] = s;
+  }
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  // out [N,C], rstd [N] (in: sums of squares over C_total channels; out: 1/rms), inp [N,C], weight [C]
+  for (int64_t n = 0; n < N; n++) {
+    rstd[n] = 1.0f / std::sqrt(rstd[n] / (float)C_total + eps);
+    for (int i = 0; i < C; i++) out[n * C + i] = inp[n * C + i] * rstd[n] * weight[i];
+  }
+}
+
+void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+  // dot [N], dout [N,C], inp [N,C], weight [C]
+  for (int64_t n = 0; n < N; n++) {
+    float s = 0.0f;
+    for (int i = 0; i < C; i++) s += dout[n * C + i] * weight[i] * inp[n * C + i];
+    dot[n] = s;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  // dinp [N,C], dweight [C], dout [N,C], inp [N,C], weight [C], rstd [N], dot [N] (complete).
+  // y = x r w with r = (sum x^2 / C_total + eps)^(-1/2): dr/dx_j = -r^3 x_j / C_total, so
+  // dx_j = r (dy_j w_j - x_j r^2 dot / C_total), dot = sum_i dy_i w_i x_i.
+  for (int64_t n = 0; n < N; n++) {
+    const float r = rstd[n], k = r * r * dot[n] / (float)C_total;
+    for (int i = 0; i < C; i++) {
+      const float dy = dout[n * C + i], x = inp[n * C + i];
+      dweight[i] += dy * x * r;
+      dinp[n * C + i] += r * (dy * weight[i] - x * k);
+    }
+  }
+}
+
+void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  // x [B*T, stride] (in place), cos, sin [T, HS/2]
+  const int half = HS / 2;
+  for (int64_t r = 0; r < (int64_t)B * T; r++) {
+    const float* c = cos + (r % T) * half;
+    const float* s = sin + (r % T) * half;
+    for (int h = 0; h < heads; h++) {
+      float* v = x + r * stride + (int64_t)h * HS;
+      for (int i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  // dx [B*T, stride] (in place), cos, sin [T, HS/2]: the rotation by minus the angle
+  const int half = HS / 2;
+  for (int64_t r = 0; r < (int64_t)B * T; r++) {
+    const float* c = cos + (r % T) * half;
+    const float* s = sin + (r % T) * half;
+    for (int h = 0; h < heads; h++) {
+      float* v = dx + r * stride + (int64_t)h * HS;
+      for (int i = 0; i < half; i++) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] + b * s[i];
+        v[i + half] = b * c[i] - a * s[i];
+      }
+    }
+  }
+}
+
+void swiglu_forward(float* out, const float* inp, int64_t N, int F) {
+  // out [N,F], inp [N,2F] = gate | up
+  for (int64_t n = 0; n < N; n++)
+    for (int i = 0; i < F; i++) {
+      const float g = inp[n * 2 * F + i], u = inp[n * 2 * F + F + i];
+      out[n * F + i] = g / (1.0f + std::exp(-g)) * u;
+    }
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F) {
+  // dinp [N,2F], inp [N,2F], dout [N,F]; silu'(g) = sig(g) (1 + g (1 - sig(g)))
+  for (int64_t n = 0; n < N; n++)
+    for (int i = 0; i < F; i++) {
+      const float g = inp[n * 2 * F + i], u = inp[n * 2 * F + F + i], d = dout[n * F + i];
+      const float sig = 1.0f / (1.0f + std::exp(-g));
+      dinp[n * 2 * F + i] += d * u * sig * (1.0f + g * (1.0f - sig));
+      dinp[n * 2 * F + F + i] += d * g * sig;
+    }
+}
+
+void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+  // out [N, 3 NH HS], inp [N, (NH + 2 NKV) HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  for (int64_t n = 0; n < N; n++) {
+    const float* in = inp + n * (Q + 2 * K);
+    float* o = out + n * 3 * Q;
+    for (int i = 0; i < Q; i++) o[i] = in[i];
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < HS; i++) {
+        o[Q + h * HS + i] = in[Q + (h / G) * HS + i];
+        o[2 * Q + h * HS + i] = in[Q + K + (h / G) * HS + i];
+      }
+  }
+}
+
+void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
+  // dinp [N, (NH + 2 NKV) HS], dout [N, 3 NH HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  for (int64_t n = 0; n < N; n++) {
+    float* d = dinp + n * (Q + 2 * K);
+    const float* o = dout + n * 3 * Q;
+    for (int i = 0; i < Q; i++) d[i] += o[i];
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < HS; i++) {
+        d[Q + (h / G) * HS + i] += o[Q + h * HS + i];
+        d[Q + K + (h / G) * HS + i] += o[2 * Q + h * HS + i];
+      }
+  }
+}
+
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]
+  const int Q = NH * HS, K = NKV * HS;
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      float* kc = kcache + ((int64_t)b * Tc + pos + i) * K;
+      float* vc = vcache + ((int64_t)b * Tc + pos + i) * K;
+      for (int j = 0; j < K; j++) {
+        kc[j] = row[Q + j];
+        vc[j] = row[Q + K + j];
+      }
+    }
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  std::vector<float> a(static_cast<size_t>(Tc));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < n; i++) {
+        const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
+        const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+        float maxv = -1e30f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* k = kcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          float dot = 0.0f;
+          for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+          a[t2] = dot * scale;
+          if (a[t2] > maxv) maxv = a[t2];
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          a[t2] = std::exp(a[t2] - maxv);
+          sum += a[t2];
+        }
+        float* o = out + ((int64_t)b * n + i) * Q + h * HS;
+        for (int j = 0; j < HS; j++) o[j] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+          const float* v = vcache + ((int64_t)b * Tc + t2) * K + (h / G) * HS;
+          for (int j = 0; j < HS; j++) o[j] += a[t2] / sum * v[j];
+        }
+      }
 }
 
 }  // namespace axonn::kernels::ref

@@ -247,17 +247,80 @@ struct Widened {
     round_into(probs, p);
   }
 
-  static void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, float dloss, int64_t N,
-                                     int Vvalid, int Vs, int vocab_begin) {
+  static void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                            float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
     // dlogits [N,Vs] (added to; overwritten when it aliases probs, as ref), probs [N,Vs], targets [N]
     Vec dz = widen(dlogits, N * Vs);
     if (static_cast<const bf16*>(dlogits) == probs) {
-      fp32().softmax_crossentropy_backward(dz.data(), dz.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+      fp32().softmax_crossentropy_backward(dz.data(), dz.data(), targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
     } else {
       Vec p = widen(probs, N * Vs);
-      fp32().softmax_crossentropy_backward(dz.data(), p.data(), targets, dloss, N, Vvalid, Vs, vocab_begin);
+      fp32().softmax_crossentropy_backward(dz.data(), p.data(), targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
     }
     round_into(dlogits, dz);
+  }
+
+  // --- the Llama block's ops ---
+  static void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C) {
+    Vec x = widen(inp, N * C);
+    fp32().rmsnorm_sumsq(sumsq, x.data(), N, C);
+  }
+
+  static void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C,
+                              int C_total, float eps) {
+    Vec x = widen(inp, N * C), w = widen(weight, C), o(static_cast<size_t>(N * C));
+    fp32().rmsnorm_forward(o.data(), rstd, x.data(), w.data(), N, C, C_total, eps);
+    round_into(out, o);
+  }
+
+  static void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N,
+                                   int C) {
+    Vec dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
+    fp32().rmsnorm_backward_dot(dot, dy.data(), x.data(), w.data(), N, C);
+  }
+
+  static void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                               const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+    Vec dx = widen(dinp, N * C), dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
+    fp32().rmsnorm_backward(dx.data(), dweight, dy.data(), x.data(), w.data(), rstd, dot, N, C, C_total);
+    round_into(dinp, dx);
+  }
+
+  static void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+    Vec v = widen(x, (int64_t)B * T * stride);
+    fp32().rope_forward(v.data(), cos, sin, B, T, heads, HS, stride);
+    round_into(x, v);
+  }
+
+  static void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS,
+                            int stride) {
+    Vec v = widen(dx, (int64_t)B * T * stride);
+    fp32().rope_backward(v.data(), cos, sin, B, T, heads, HS, stride);
+    round_into(dx, v);
+  }
+
+  static void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F) {
+    Vec x = widen(inp, N * 2 * F), o(static_cast<size_t>(N * F));
+    fp32().swiglu_forward(o.data(), x.data(), N, F);
+    round_into(out, o);
+  }
+
+  static void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F) {
+    Vec dx = widen(dinp, N * 2 * F), x = widen(inp, N * 2 * F), dy = widen(dout, N * F);
+    fp32().swiglu_backward(dx.data(), x.data(), dy.data(), N, F);
+    round_into(dinp, dx);
+  }
+
+  static void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS) {
+    Vec x = widen(inp, N * (NH + 2 * NKV) * HS), o(static_cast<size_t>(N * 3 * NH * HS));
+    fp32().repeat_kv_forward(o.data(), x.data(), N, NH, NKV, HS);
+    round_into(out, o);
+  }
+
+  static void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS) {
+    Vec dx = widen(dinp, N * (NH + 2 * NKV) * HS), dy = widen(dout, N * 3 * NH * HS);
+    fp32().repeat_kv_backward(dx.data(), dy.data(), N, NH, NKV, HS);
+    round_into(dinp, dx);
   }
 
   static void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
@@ -297,7 +360,17 @@ OpsBf16 widened_table() {
                  W::softmax_crossentropy_backward,
                  W::adamw_update,
                  cast_to_bf16,
-                 cast_to_f32};
+                 cast_to_f32,
+                 W::rmsnorm_sumsq,
+                 W::rmsnorm_forward,
+                 W::rmsnorm_backward_dot,
+                 W::rmsnorm_backward,
+                 W::rope_forward,
+                 W::rope_backward,
+                 W::swiglu_forward,
+                 W::swiglu_backward,
+                 W::repeat_kv_forward,
+                 W::repeat_kv_backward};
 }
 
 }  // namespace

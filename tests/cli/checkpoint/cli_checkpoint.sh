@@ -122,7 +122,7 @@ PY
     same "$model" "$tmp/c.bin" ;;
   keep)
     run_np 1 train "${flags[@]}" --steps 5 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2
-    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "--keep 2 left $(ls "$tmp/ck" | tr '\n' ' ')"
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000004 step-00000005 " ] || fail "--keep 2 left $(ls "$tmp/ck" | tr '\n' ' ')"
     [ "$(cat "$tmp/ck/latest")" = "step-00000005" ] || fail "latest is $(cat "$tmp/ck/latest"), not step-00000005"
     echo "ok: --keep 2 left $(ls "$tmp/ck" | tr '\n' ' ')" ;;
   resume_nothing_yet)

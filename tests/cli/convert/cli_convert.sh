@@ -7,6 +7,7 @@ case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
 model=$ref/gpt2-tiny/model.bin
+llama=$(cd "$here/../../golden" && pwd)/llama-gqa  # the PyTorch oracle's Llama, a Hugging Face directory
 
 # flip_byte FILE OFFSET_FROM_END
 flip_byte() {
@@ -15,6 +16,49 @@ b[-k] ^= 0x40; open(p, 'wb').write(b)" "$1" "$2"
 }
 
 case $case_name in
+  # Llama (docs/llama.md): HF directory <-> checkpoint <-> HF, sharded and bf16, byte for byte
+  llama_roundtrip)
+    run "$axonn" convert --from "$llama" --to "$tmp/hf/"
+    expect_output "'$llama' \(HF Llama safetensors, llama L=2 NH=6 KV=2 C=48 FFN=136 V=397 \(padded 512\)"
+    run "$axonn" convert --from "$llama" --to "$tmp/ck" --format checkpoint
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf2/"
+    same "$tmp/hf/model.safetensors" "$tmp/hf2/model.safetensors"
+    same "$tmp/hf/config.json" "$tmp/hf2/config.json"
+    # sharded: 100 kB shards and the index; read back into one file, the same bytes
+    run "$axonn" convert --from "$tmp/hf/" --to "$tmp/sharded/" --shard-size 100KB
+    [ -f "$tmp/sharded/model.safetensors.index.json" ] && [ -f "$tmp/sharded/model-00004-of-00004.safetensors" ] ||
+      { echo "FAIL: no 4 shards"; ls "$tmp/sharded"; exit 1; }
+    [ ! -e "$tmp/sharded/model.safetensors" ] || { echo "FAIL: model.safetensors beside the shards"; exit 1; }
+    run "$axonn" convert --from "$tmp/sharded/" --to "$tmp/one/"
+    same "$tmp/hf/model.safetensors" "$tmp/one/model.safetensors"
+    # bf16: rounded once; bf16 -> fp32 -> bf16 is the same file
+    run "$axonn" convert --from "$tmp/hf/" --to "$tmp/b16/" --dtype bf16
+    grep -q '"torch_dtype": "bfloat16"' "$tmp/b16/config.json" || { echo "FAIL: torch_dtype"; exit 1; }
+    run "$axonn" convert --from "$tmp/b16/" --to "$tmp/b32/"
+    run "$axonn" convert --from "$tmp/b32/" --to "$tmp/b16again/" --dtype bf16
+    same "$tmp/b16/model.safetensors" "$tmp/b16again/model.safetensors"
+    # an llm.c file holds GPT-2 only
+    expect_error "llm.c model files hold GPT-2 models" "$axonn" convert --from "$llama" --to "$tmp/x.bin" ;;
+  inspect_hf_dir)
+    run "$axonn" convert --from "$llama" --to "$tmp/sharded/" --shard-size 100KB
+    run "$axonn" inspect "$tmp/sharded/"
+    expect_output "Hugging Face model directory '$tmp/sharded/': HF Llama safetensors \(4 shards\)"
+    expect_output "model: llama, layers 2, heads 6, channels 48, vocab 397 \(padded 512\), max_seq_len 32"
+    expect_output "llama: 2 KV heads, head size 8, MLP 136, rope_theta 10000, rms_norm_eps 1e-05, untied embeddings"
+    expect_output "model-00001-of-00004.safetensors: [0-9]+ bytes"
+    expect_output "model.layers.0.self_attn.k_proj.weight +F32 +\[16, 48\]" ;;
+  llama_bad_config)
+    cp -r "$llama" "$tmp/m"
+    sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "linear", "factor": 2.0}/' "$tmp/m/config.json"
+    expect_error "rope_scaling type 'linear' is not supported; axonn implements Llama 3.1's \"llama3\"" \
+      "$axonn" convert --from "$tmp/m" --to "$tmp/x/"
+    cp "$llama/config.json" "$tmp/m/config.json"
+    sed -i 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/m/config.json"
+    expect_error "num_key_value_heads 4 does not divide the 6 attention heads" "$axonn" inspect "$tmp/m"
+    cp "$llama/config.json" "$tmp/m/config.json"
+    sed -i 's/"intermediate_size": 136/"intermediate_size": 100/' "$tmp/m/config.json"
+    expect_error "tensor 'model.layers.0.mlp.gate_proj.weight' has shape \[136, 48\], expected \[100, 48\]" \
+      "$axonn" convert --from "$tmp/m" --to "$tmp/x/" ;;
   llmc_hf_llmc)
     run "$axonn" convert --from "$model" --to "$tmp/m.safetensors"
     expect_output "-> '$tmp/m.safetensors' \(safetensors-hf, [0-9]+ bytes\)"

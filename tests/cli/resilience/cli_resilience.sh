@@ -56,6 +56,11 @@ rank_pids() {
   ps -o pid= --ppid "$1" | tr -d ' '
 }
 
+# rank_of PID: the MPI rank of a rank's process (Open MPI's environment).
+rank_of() {
+  tr '\0' '\n' <"/proc/$1/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'
+}
+
 # wait_rc PID: PID's exit code in $rc (the job is killed after 120 s).
 wait_rc() {
   rc=0
@@ -140,7 +145,189 @@ case $case_name in
     run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2 --quiet
     back_to 3 "$tmp/ck"
     run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
-    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+  watchdog_sigstop)
+    # a rank stopped mid-run (SIGSTOP): the others' watchdogs report the collective they wait in and
+    # the rank that does not answer, and the job ends within 40 s
+    start_bg "$tmp/out" "$mpiexec" -n 4 --oversubscribe "$axonn" train "${flags[@]}" --grid 2,1,1,2 --steps 100000 \
+      --quiet --metrics "$tmp/m.jsonl" --comm-timeout 20
+    wait_lines "$tmp/m.jsonl" 10
+    victim=$(rank_pids "$bg" | sort -n | sed -n 3p)
+    r=$(rank_of "$victim")
+    start=$(date +%s)
+    kill -STOP "$victim"
+    wait_rc "$bg"
+    took=$(( $(date +%s) - start ))
+    kill -9 "$victim" 2>/dev/null || true
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    [ "$took" -le 40 ] || fail "the job took $took s to end, more than 40"
+    expect_output "watchdog: [a-z_]+ #[0-9]+ of [0-9]+ [a-z0-9]+ on communicator '[a-z0-9]+' has waited 2[0-9] s \(--comm-timeout 20\) at step [0-9]+/100000"
+    expect_output "watchdog:   ranks? ([0-9], )*$r(, [0-9])* did not answer within [0-9]+ s: stopped, hung or dead"
+    echo "ok: rank $r stopped; the job ended $took s later, naming it" ;;
+  kill9_rank)
+    start_bg "$tmp/out" "$mpiexec" -n 4 --oversubscribe "$axonn" train "${flags[@]}" --grid 2,1,1,2 --steps 100000 \
+      --quiet --metrics "$tmp/m.jsonl"
+    wait_lines "$tmp/m.jsonl" 10
+    victim=$(rank_pids "$bg" | sort -n | sed -n 2p)
+    r=$(rank_of "$victim")
+    start=$(date +%s)
+    kill -9 "$victim"
+    wait_rc "$bg"
+    took=$(( $(date +%s) - start ))
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    [ "$took" -le 30 ] || fail "the job took $took s to end, more than 30"
+    expect_output "process rank $r .*exited on signal 9"
+    echo "ok: rank $r killed; the job ended $took s later, naming it" ;;
+  comm_timeout_flag)
+    expect_error "--comm-timeout must be a finite number of seconds >= 0 \(0: no deadline\), got -1" \
+      "$axonn" train --comm-timeout -1 ;;
+  guard_skips_nonfinite)
+    run_np 2 train "${flags[@]}" --grid 2,1,1,1 --steps 5 --metrics "$tmp/m.jsonl" --fault-nonfinite-grad 3
+    expect_output "guard     step 3 skipped: its loss or gradient norm is not finite .*weights and optimizer untouched"
+    expect_output "step +3/5 \| loss [0-9.]+ \| SKIPPED \(non-finite\)"
+    expect_output "guard     1 step skipped since the run began"
+    python3 - "$tmp/m.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r.get("skipped") for r in rows] == [None, None, "non-finite", None, None], rows
+assert [r.get("skipped_steps", 0) for r in rows] == [0, 0, 1, 1, 1], rows
+print("ok: step 3 skipped and counted in the metrics")
+PY
+    ;;
+  guard_max_bad_steps)
+    expect_error "guard     the last 2 steps \(to step 3\) were all skipped: the run stops. The weights are those of step 1" \
+      "$mpiexec" -n 2 --oversubscribe "$axonn" train "${flags[@]}" --grid 1,1,1,2 --steps 8 --fault-nonfinite-grad 2,3 \
+      --max-bad-steps 2 --checkpoint-dir "$tmp/ck"
+    expect_no_output "step +4/8" ;;
+  # --- the defects of the fault probe, each reproduced ---
+  outputs_checked_first)
+    # unwritable outputs fail before step 1, on every rank, not after training
+    expect_error "cannot write --save '/nonexistent/final.bin'.*checked before training" \
+      "$axonn" train "${flags[@]}" --steps 300 --save /nonexistent/final.bin
+    expect_no_output "step +1/300"
+    touch "$tmp/afile"
+    expect_once 2 "cannot create checkpoint directory '$tmp/afile/ck'" \
+      train "${flags[@]}" --grid 2,1,1,1 --steps 300 --checkpoint-dir "$tmp/afile/ck" --checkpoint-every 0
+    expect_no_output "step +1/300"
+    expect_error "--save '$tmp' is a directory" "$axonn" train "${flags[@]}" --steps 3 --save "$tmp" ;;
+  outputs_read_only)
+    # a read-only file system (root ignores file modes, not a read-only mount)
+    mkdir -p "$tmp/ro"
+    mount -t tmpfs -o ro,size=1m tmpfs "$tmp/ro" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT
+    expect_error "cannot (create|write).*'$tmp/ro/ck'.*Read-only file system" \
+      "$axonn" train "${flags[@]}" --steps 300 --checkpoint-dir "$tmp/ro/ck"
+    expect_no_output "step +1/300" ;;
+  metrics_write_checked)
+    expect_error "cannot write metrics file '/dev/full' after step 1: No space left on device" \
+      "$axonn" train "${flags[@]}" --steps 5 --metrics /dev/full
+    expect_once 2 "cannot write metrics file '/dev/full' after step 1" \
+      train "${flags[@]}" --grid 1,1,1,2 --steps 5 --metrics /dev/full ;;
+  nonfinite_weights_never_saved)
+    # the fault probe's run: the update of step 1 overflows the weights to Inf
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck"
+    expect_error "the state after step [0-9]+ holds [0-9]+ non-finite weights .* nothing was saved, the previous checkpoint stays the latest" \
+      "$axonn" train --init "$model" --data "$tokens" --steps 3 --lr 3.4e38 --grad-clip 0 --weight-decay 0.5 --decay-all \
+      --checkpoint-dir "$tmp/ck" --resume --allow-config-change --save "$tmp/w.bin" --max-bad-steps 0
+    absent "$tmp/w.bin" "$tmp/ck/step-00000003"
+    [ "$(cat "$tmp/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/ck/latest")"
+    run "$axonn" inspect "$tmp/ck"
+    expect_error "the weights after step 1 hold [0-9]+ non-finite values .*--save '$tmp/w.bin' was not written" \
+      "$axonn" train --init "$model" --data "$tokens" --steps 1 --lr 3.4e38 --grad-clip 0 --weight-decay 0.5 --decay-all \
+      --save "$tmp/w.bin"
+    absent "$tmp/w.bin" ;;
+  checkpoint_dir_locked)
+    start_bg "$tmp/a.out" "$axonn" train "${flags[@]}" --steps 100000 --checkpoint-dir "$tmp/ck" --checkpoint-every 50 \
+      --metrics "$tmp/m.jsonl" --quiet
+    wait_lines "$tmp/m.jsonl" 5
+    expect_once 2 "checkpoint directory '$tmp/ck' is in use by another run \(pid $bg on host .*\): two runs saving" \
+      train "${flags[@]}" --grid 1,1,1,2 --steps 10 --checkpoint-dir "$tmp/ck"
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 0 ] || fail "the first run exited $rc"
+    run "$axonn" inspect "$tmp/ck"
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 1 --quiet  # the lock went with its run
+    expect_output "stopped   by --exit-after-steps 1" ;;
+  manifest_edited)
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck" --quiet
+    python3 - "$tmp/ck/step-00000002/manifest.json" <<'PY'
+import sys
+p = sys.argv[1]
+t = open(p).read()
+assert '"num_heads": 4' in t
+open(p, "w").write(t.replace('"num_heads": 4', '"num_heads": 2'))
+PY
+    expect_error "manifest '.*step-00000002/manifest.json' fails its own checksum .*: it was edited or is corrupt" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 4
+    expect_error "fails its own checksum" "$axonn" convert --from "$tmp/ck" --to "$tmp/m.bin"
+    absent "$tmp/m.bin" ;;
+  latest_followed)
+    run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 2 --quiet
+    rm "$tmp/ck/step-00000004/manifest.json"
+    expect_error "'$tmp/ck/latest' names step-00000004, which is not a complete checkpoint \(its manifest.json is missing\)" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    rm -rf "$tmp/ck/step-00000004"
+    expect_error "names step-00000004, which is missing" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    echo "garbage" >"$tmp/ck/latest"
+    expect_error "'$tmp/ck/latest' does not name a step" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 6
+    rm "$tmp/ck/latest"  # no pointer at all: the newest committed step
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 6 --quiet
+    expect_output "resume    .*step-00000002: step 2" ;;
+  bounded_allocations)
+    expect_error "--synthetic-tokens 100000000000 needs 372.5 GiB of memory on every rank, more than half the .* free per rank" \
+      "$axonn" train --synthetic-tokens 100000000000
+    expect_error "--reduce-scatter-slots 2000000000 is more than the 8 weight-gradient blocks a step of this model has" \
+      "$axonn" train --reduce-scatter-slots 2000000000
+    expect_error "the model L=.* needs at least [0-9.]+ GiB per rank .*: use a smaller model" \
+      "$axonn" train --layers 100000 --channels 4096 --heads 32
+    # under a memory limit: a clear message, not std::bad_alloc
+    expect_error "out of memory allocating [0-9]+ MiB for .*reduce --batch-size or --seq-len, or use more ranks" \
+      bash -c "ulimit -v 2500000; exec \"\$@\"" _ "$axonn" train --model gpt2-124m --batch-size 16 --seq-len 128 --steps 1 \
+      --peak-gflops 100
+    expect_no_output "std::bad_alloc" ;;
+  fifo_inputs)
+    mkfifo "$tmp/f"
+    expect_error "'$tmp/f' is a named pipe \(FIFO\), not a regular file" "$axonn" inspect "$tmp/f"
+    expect_error "checkpoint '$tmp/f' is a named pipe" "$axonn" train --init "$tmp/f"
+    expect_error "token shard '$tmp/f' is a named pipe" "$axonn" train --data "$tmp/f"
+    expect_error "token shard '$tmp/f' is a named pipe" "$axonn" train --val-data "$tmp/f"
+    expect_error "is a named pipe" "$axonn" convert --from "$tmp/f" --to "$tmp/x.bin"
+    expect_error "machine file '$tmp/f' is a named pipe" "$axonn" plan --machine "$tmp/f" --model gpt2 --batch-size 8 --gpus 4 ;;
+  sizes_without_overflow)
+    expect_error "--vocab 2147483647 is too large: at most 2147483520" "$axonn" train --vocab 2147483647
+    expect_no_output "padded vocabulary -"
+    expect_error "--seed: must be >= 0 \(an unsigned 64-bit number\), got -1" "$axonn" train --seed -1
+    # a 32-bit shard (llm.c's Llama-3 format) with an id of 2^31 or more: refused when opened
+    python3 - "$tmp/t32.bin" <<'PY'
+import struct, sys
+toks = [1, 2, 3000000000, 4]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("256i", 20240801, 7, len(toks), *([0] * 253)))
+    f.write(struct.pack("%dI" % len(toks), *toks))
+PY
+    expect_error "token shard '$tmp/t32.bin' holds token id 3000000000 at position 2, outside the model's vocabulary of 500" \
+      "$axonn" train --data "$tmp/t32.bin" ;;
+  full_disk)
+    # checkpoints into a 3 MB tmpfs (one takes 1.6 MiB): the second cannot be written. The run stops with
+    # the error, the first stays the latest and loads; with --continue-on-save-error it trains on.
+    mkdir -p "$tmp/small"
+    mount -t tmpfs -o size=3m tmpfs "$tmp/small" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
+    trap 'umount "$tmp/small" 2>/dev/null; rm -rf "$tmp"' EXIT
+    expect_error "writing '$tmp/small/ck/step-00000004.tmp/.*' failed after [0-9]+ bytes: No space left on device" \
+      "$axonn" train "${flags[@]}" --steps 8 --checkpoint-every 2 --checkpoint-dir "$tmp/small/ck"
+    expect_no_output "step +5/8"
+    [ "$(cat "$tmp/small/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/small/ck/latest")"
+    run "$axonn" convert --from "$tmp/small/ck" --to "$tmp/from-ck.bin"
+    expect_output "checkpoint step 2,"
+    rm -rf "$tmp/small/ck"
+    # --continue-on-save-error: each failed save is reported, the run reaches its last step; its final
+    # save fails too (the disk is still full), so it exits 1, with the latest checkpoint still step 2
+    expect_exit 1 "$axonn" train "${flags[@]}" --steps 8 --checkpoint-every 2 --checkpoint-dir "$tmp/small/ck" \
+      --continue-on-save-error
+    expect_output "checkpoint at step 4 failed, training on \(--continue-on-save-error\); the latest checkpoint is still $tmp/small/ck/step-00000002"
+    expect_output "checkpoint at step 6 failed, training on"
+    expect_output "step +8/8"
+    [ "$(cat "$tmp/small/ck/latest")" = step-00000002 ] || fail "latest moved to $(cat "$tmp/small/ck/latest")" ;;
   stop_sigterm_np1) stop_and_resume 1 TERM self ;;
   stop_sigint_np1) stop_and_resume 1 INT self ;;
   stop_sigterm_np4) stop_and_resume 4 TERM ranks ;;

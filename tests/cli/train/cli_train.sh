@@ -5,7 +5,9 @@
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 . "$(dirname "$0")/../common.sh"
 model=$ref/gpt2-tiny/model.bin tokens=$ref/gpt2-tiny/tokens.bin
-ref_flags=(--batch-size 4 --seq-len 32 --steps 30 --lr 3e-3 --lr-schedule constant --weight-decay 0 --grad-clip 0)
+golden=$(cd "$(dirname "$0")/../../golden" && pwd)  # the PyTorch oracle's Llama (tests/golden/gen_llama_golden.py)
+short_flags=(--batch-size 4 --seq-len 32 --lr 3e-3 --lr-schedule constant --weight-decay 0 --grad-clip 0)
+ref_flags=("${short_flags[@]}" --steps 30)
 
 # shard FILE MAGIC VERSION DECLARED TOKEN...: writes a uint16 token shard
 shard() {
@@ -22,6 +24,33 @@ PY
 }
 
 case $case_name in
+  # Llama (docs/llama.md): a preset trains; the oracle's Hugging Face directory as --init; refusals
+  llama_preset_trains)
+    timeout 100 "$axonn" train --model llama-tiny --steps 3 --peak-gflops 100 >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    grep -Eq "model     llama L=2 NH=4 KV=2 C=64 FFN=176" "$tmp/out" || { echo "FAIL: no llama model line"; cat "$tmp/out"; exit 1; }
+    grep -Eq "step +3/3 \| loss [0-9.]+" "$tmp/out" || { echo "FAIL: no third step"; cat "$tmp/out"; exit 1; }
+    echo "ok: llama-tiny trained 3 steps" ;;
+  llama_init_hf_dir)
+    timeout 100 "$mpiexec" -n 2 --oversubscribe "$axonn" train --init "$golden/llama-gqa" --data "$golden/llama-gqa/tokens.bin" \
+      --grid 1,2,1,1 --batch-size 3 --seq-len 13 --steps 20 --lr 3e-3 --lr-schedule constant --grad-clip 0 \
+      --peak-gflops 100 --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+    python3 - "$tmp/m.jsonl" "$golden/llama-gqa/losses.txt" <<'PY' || exit 1
+import json, sys
+got = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+want = [float(l.split()[1]) for l in open(sys.argv[2]) if not l.startswith("#")]
+assert len(got) == len(want) == 20, (len(got), len(want))
+worst = max(abs(a - b) for a, b in zip(got, want))
+assert worst <= 1e-4, worst
+print("ok: --init the oracle's HF directory on 1,2,1,1: 20 losses within %.2g of PyTorch's" % worst)
+PY
+    ;;
+  llama_grid_kv_not_divisible)
+    # llama-tiny: 4 heads, 2 KV heads: Gy=4 divides the heads but not the KV heads
+    expect_once 4 "KV heads 2 are not divisible by Gy=4; K/V heads are split over Y together with their query heads: choose Gy from 1, 2" \
+      train --model llama-tiny --grid 1,4,1,1 ;;
+  llama_save_refused)
+    expect_error "--save writes an llm.c file, which holds GPT-2 models only" \
+      "$axonn" train --model llama-tiny --steps 1 --save "$tmp/x.bin" ;;
   missing_checkpoint) expect_error "cannot open checkpoint '/nonexistent.bin'" "$axonn" train --init /nonexistent.bin ;;
   truncated_checkpoint)
     head -c 5000 "$model" >"$tmp/m.bin"
@@ -97,6 +126,76 @@ if dtype == "bf16":
 print("ok: 30 steps on grid %s in %s, max |loss - llm.c| = %.3g (bound %g)" % (sys.argv[3], dtype, worst, bound))
 PY
     ;;
+  # the Goldfish loss (docs/goldfish.md)
+  goldfish_k_one) expect_error "--goldfish-k must be >= 2 \(about 1/K of the targets leave the loss; leave the flag out for the standard loss\), got 1" \
+    "$axonn" train --goldfish-k 1 ;;
+  goldfish_k_zero) expect_error "--goldfish-k must be >= 2 .*got 0" "$axonn" train --goldfish-k 0 ;;
+  goldfish_h_zero) expect_error "--goldfish-h must be >= 1 \(the hashed context width\), got 0" \
+    "$axonn" train --goldfish-k 4 --goldfish-h 0 ;;
+  goldfish_strategy_unknown)
+    expect_error "--goldfish-strategy wants hash-avalanche, static or hash-table, got 'hash'" \
+      "$axonn" train --goldfish-k 4 --goldfish-strategy hash ;;
+  goldfish_without_k) expect_error "turn it on with --goldfish-k K" "$axonn" train --goldfish-h 4 ;;
+  goldfish_start_not_static)
+    expect_error "--goldfish-start is the first dropped position of --goldfish-strategy static" \
+      "$axonn" train --goldfish-k 4 --goldfish-start 2 ;;
+  goldfish_table_needed)
+    expect_error "--goldfish-strategy hash-table needs --goldfish-table FILE" \
+      "$axonn" train --goldfish-k 4 --goldfish-strategy hash-table ;;
+  goldfish_table_unreadable)
+    expect_error "--goldfish-table: cannot open '/nonexistent.f32'" \
+      "$axonn" train --goldfish-k 4 --goldfish-strategy hash-table --goldfish-table /nonexistent.f32 ;;
+  goldfish_table_malformed)
+    printf 'abcde' >"$tmp/t5.f32"
+    expect_error "--goldfish-table '$tmp/t5.f32' has 5 bytes; it must hold n >= 1 little-endian float32 values" \
+      "$axonn" train --goldfish-k 4 --goldfish-strategy hash-table --goldfish-table "$tmp/t5.f32"
+    python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<3f', 0.5, 1.5, 0.1))" "$tmp/t3.f32"
+    expect_error "value 1 is 1.5; every value must be a float32 in \[0, 1\)" \
+      "$axonn" train --goldfish-k 4 --goldfish-strategy hash-table --goldfish-table "$tmp/t3.f32" ;;
+  goldfish_trains)
+    # the reference run, 5 steps, with and without --goldfish-k 4: the new metrics, and a loss that differs
+    run "$axonn" train --init "$model" --data "$tokens" "${short_flags[@]}" --steps 5 --peak-gflops 100 \
+      --metrics "$tmp/standard.jsonl"
+    run "$axonn" train --init "$model" --data "$tokens" "${short_flags[@]}" --steps 5 --peak-gflops 100 \
+      --goldfish-k 4 --metrics "$tmp/goldfish.jsonl"
+    expect_output "loss      Goldfish k=4, hash-avalanche \(h=13\)"
+    expect_output "step +1/5 \| loss [0-9.]+ \| all [0-9.]+ dropped [0-9.]+ \([0-9.]+%\)"
+    python3 - "$tmp/standard.jsonl" "$tmp/goldfish.jsonl" <<'PY' || fail "goldfish metrics"
+import json, sys
+std = [json.loads(l) for l in open(sys.argv[1])]
+gf = [json.loads(l) for l in open(sys.argv[2])]
+assert len(std) == len(gf) == 5, (len(std), len(gf))
+assert all("loss_all_tokens" not in m for m in std), "standard run reports goldfish metrics"
+for m in gf:
+    for key in ("loss_all_tokens", "loss_dropped_tokens", "goldfish_dropped_fraction"):
+        assert key in m, (key, m)
+    f = m["goldfish_dropped_fraction"]
+    # about 1/4 of the 20 of 32 targets after the first 12, and more: in this 500-token vocabulary 9% of the
+    # 13-grams' products have 32 factors of two (or a 0), whose low 32 bits, all the hash reads, are 0, and
+    # hash(0) is below the k=4 threshold (docs/goldfish.md); steps 1-3 drop 25%, 34%, 26% of all targets
+    assert 0.1 < f < 0.45, f
+    # the loss over all targets is the kept and the dropped ones' mean, weighted by their counts
+    mix = (1 - f) * m["loss"] + f * m["loss_dropped_tokens"]
+    assert abs(mix - m["loss_all_tokens"]) < 1e-4, (mix, m)
+# step 1: the same weights and forward, so the all-token loss is the standard loss
+assert abs(gf[0]["loss_all_tokens"] - std[0]["loss"]) < 1e-6, (gf[0], std[0])
+assert abs(gf[0]["loss"] - std[0]["loss"]) > 1e-4, "the masked loss equals the standard one"
+assert any(abs(a["loss"] - b["loss"]) > 1e-3 for a, b in zip(std[1:], gf[1:])), "training unchanged by goldfish"
+print("ok: goldfish metrics; step 1 all-token loss = standard loss %.6f, masked %.6f, dropped %.1f%%"
+      % (std[0]["loss"], gf[0]["loss"], 100 * gf[0]["goldfish_dropped_fraction"]))
+PY
+    ;;
+  goldfish_resume_restores)
+    # a Goldfish run's checkpoint resumed without the flags goes on with the recorded loss
+    run "$axonn" train --init "$model" --data "$tokens" "${short_flags[@]}" --steps 4 --peak-gflops 100 \
+      --goldfish-k 3 --goldfish-h 5 --checkpoint-dir "$tmp/ck" --checkpoint-every 2 --exit-after-steps 2
+    run "$axonn" train --checkpoint-dir "$tmp/ck" --resume --peak-gflops 100 --metrics "$tmp/m.jsonl"
+    expect_output "loss      Goldfish k=3, hash-avalanche \(h=5\)"
+    python3 -c "import json, sys; m = [json.loads(l) for l in open(sys.argv[1])]; assert [x['step'] for x in m] == [2, 3] and all('loss_all_tokens' in x for x in m), m" \
+      "$tmp/m.jsonl" || fail "resumed metrics"
+    expect_error "--goldfish-k 5 \(the checkpoint's run had 3\)" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --peak-gflops 100 --goldfish-k 5
+    echo "ok: resume restores --goldfish-k and --goldfish-h; a change is refused" ;;
   dtype_unknown) expect_error "unknown --dtype 'fp16'; use fp32 or bf16" "$axonn" train --dtype fp16 ;;
   overlap_unknown)
     expect_error "--overlap takes none, all, or a comma-separated list of oar, ors, oag, dp; 'fast' is none of them" \

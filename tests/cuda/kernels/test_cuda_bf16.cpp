@@ -164,6 +164,72 @@ TEST_P(CudaBf16, LayerNorm) {
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
 }
 
+// The Llama block's ops in bf16 against ref_bf16: within one bf16 rounding (the GPU sums the row
+// statistics in another order); fp32 statistics and weight gradient.
+TEST_P(CudaBf16, LlamaOps) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  (void)V, (void)Vp, (void)OC;
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), dy = rand_bf(N * C, 3), d0 = rand_bf(N * C, 4);
+  Bf out(N * C), dinp = d0;
+  Vec ss(N), dot(N), dw(C, 0.5f);
+  cpu().rmsnorm_sumsq(ss.data(), x.data(), N, C);
+  Vec rstd = ss;
+  cpu().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, C, 1e-5f);
+  cpu().rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+  cpu().rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), dot.data(), N, C, C);
+  BDev d_x(x), d_w(w), d_dy(dy), d_out(N * C), d_dinp(d0);
+  FDev d_ss(N), d_dot(N), d_dw(Vec(C, 0.5f));
+  gpu().rmsnorm_sumsq(d_ss.get(), d_x.get(), N, C);
+  EXPECT_TRUE(allclose(d_ss.host(), ss, 1e-4f, 1e-5f));
+  gpu().rmsnorm_forward(d_out.get(), d_ss.get(), d_x.get(), d_w.get(), N, C, C, 1e-5f);
+  EXPECT_TRUE(allclose(d_ss.host(), rstd, 1e-6f, 1e-5f));
+  EXPECT_TRUE(close_bf16(d_out.host(), out));
+  gpu().rmsnorm_backward_dot(d_dot.get(), d_dy.get(), d_x.get(), d_w.get(), N, C);
+  EXPECT_TRUE(allclose(d_dot.host(), dot, 1e-4f, 1e-4f));
+  gpu().rmsnorm_backward(d_dinp.get(), d_dw.get(), d_dy.get(), d_x.get(), d_w.get(), d_ss.get(), d_dot.get(), N, C, C);
+  EXPECT_TRUE(close_bf16(d_dinp.host(), dinp));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+
+  const int HS = C / NH - (C / NH) % 2, heads = NH, stride = C;
+  Vec cos(static_cast<size_t>(T) * HS / 2), sin(cos.size());
+  for (size_t i = 0; i < cos.size(); i++) {
+    cos[i] = std::cos(0.37f * static_cast<float>(i));
+    sin[i] = std::sin(0.37f * static_cast<float>(i));
+  }
+  FDev d_cos(cos), d_sin(sin);
+  Bf r = x;
+  BDev d_r(x);
+  cpu().rope_forward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+  gpu().rope_forward(d_r.get(), d_cos.get(), d_sin.get(), B, T, heads, HS, stride);
+  EXPECT_TRUE(close_bf16(d_r.host(), r)) << "rope_forward";
+  cpu().rope_backward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+  gpu().rope_backward(d_r.get(), d_cos.get(), d_sin.get(), B, T, heads, HS, stride);
+  EXPECT_TRUE(close_bf16(d_r.host(), r)) << "rope_backward";
+
+  const int F = C / 2;
+  Bf act(N * F), dact = rand_bf(N * F, 5), dgu = d0;
+  cpu().swiglu_forward(act.data(), x.data(), N, F);
+  cpu().swiglu_backward(dgu.data(), x.data(), dact.data(), N, F);
+  BDev d_act(N * F), d_dact(dact), d_dgu(d0);
+  gpu().swiglu_forward(d_act.get(), d_x.get(), N, F);
+  gpu().swiglu_backward(d_dgu.get(), d_x.get(), d_dact.get(), N, F);
+  EXPECT_TRUE(close_bf16(d_act.host(), act)) << "swiglu_forward";
+  EXPECT_TRUE(close_bf16(d_dgu.host(), dgu)) << "swiglu_backward";
+
+  const int NKV = 1, hs = C / (NH + 2 * NKV), in_w = (NH + 2 * NKV) * hs, out_w = 3 * NH * hs;
+  Bf compact = rand_bf(N * in_w, 6), rep(N * out_w), drep = rand_bf(N * out_w, 7), dcompact = rand_bf(N * in_w, 8);
+  Bf dref = dcompact;
+  cpu().repeat_kv_forward(rep.data(), compact.data(), N, NH, NKV, hs);
+  cpu().repeat_kv_backward(dref.data(), drep.data(), N, NH, NKV, hs);
+  BDev d_compact(compact), d_rep(N * out_w), d_drep(drep), d_dcompact(dcompact);
+  gpu().repeat_kv_forward(d_rep.get(), d_compact.get(), N, NH, NKV, hs);
+  gpu().repeat_kv_backward(d_dcompact.get(), d_drep.get(), N, NH, NKV, hs);
+  EXPECT_EQ(d_rep.host(), rep) << "repeat_kv_forward copies";
+  EXPECT_TRUE(close_bf16(d_dcompact.host(), dref)) << "repeat_kv_backward";
+}
+
 TEST_P(CudaBf16, MatmulThroughCublasLt) {
   AXONN_REQUIRE_GPU();
   const auto [B, T, C, NH, V, Vp, OC] = GetParam();
@@ -473,15 +539,22 @@ TEST_P(CudaBf16, SoftmaxCrossEntropy) {
   EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-5f));
   EXPECT_TRUE(close_bf16(d_z.host(), probs));
   const float dloss = 1.0f / static_cast<float>(N);
-  Bf d0 = rand_bf(N * Vp, 3), dz = d0;
-  BDev d_dz(d0), d_probs(probs);
-  cpu().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vp, 0);
-  gpu().softmax_crossentropy_backward(d_dz.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
-  EXPECT_TRUE(close_bf16(d_dz.host(), dz)) << "accumulating";
-  Bf inplace = probs;
-  cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), dloss, N, V, Vp, 0);
-  gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), dloss, N, V, Vp, 0);
-  EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place";
+  Vec mask(N, 1.0f);  // per-token weights (the Goldfish mask): every third token dropped
+  for (int64_t n = 0; n < N; n += 3) mask[n] = 0.0f;
+  FDev d_mask(mask);
+  for (bool weighted : {false, true}) {
+    const float* w = weighted ? mask.data() : nullptr;
+    const float* d_w = weighted ? d_mask.get() : nullptr;
+    Bf d0 = rand_bf(N * Vp, 3), dz = d0;
+    BDev d_dz(d0), d_probs(probs);
+    cpu().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), w, dloss, N, V, Vp, 0);
+    gpu().softmax_crossentropy_backward(d_dz.get(), d_probs.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
+    EXPECT_TRUE(close_bf16(d_dz.host(), dz)) << "accumulating" << (weighted ? ", weighted" : "");
+    Bf inplace = probs;
+    cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), w, dloss, N, V, Vp, 0);
+    gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
+    EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place" << (weighted ? ", weighted" : "");
+  }
 }
 
 TEST_P(CudaBf16, AdamW) {

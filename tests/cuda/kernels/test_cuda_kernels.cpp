@@ -294,16 +294,25 @@ TEST_P(CudaKernels, SoftmaxCrossEntropyOverTheWholeVocabularyAndASlice) {
                                           nullptr);
     EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "in place, slice at " << begin;
     EXPECT_TRUE(allclose(d_z.host(), probs, 1e-7f, 1e-5f)) << "in place, slice at " << begin;
-    // backward: accumulating, then in place
-    Vec d(N * width, 0.5f);
-    Dev d_d(d);
-    k::ref::softmax_crossentropy_backward(d.data(), probs.data(), tg.data(), 0.25f, N, valid, width, begin);
-    k::cuda::softmax_crossentropy_backward(d_d.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
-    EXPECT_TRUE(allclose(d_d.host(), d, 1e-6f, 1e-6f)) << "slice at " << begin;
-    Vec q = probs;
-    k::ref::softmax_crossentropy_backward(q.data(), q.data(), tg.data(), 0.25f, N, valid, width, begin);
-    k::cuda::softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_tg.get(), 0.25f, N, valid, width, begin);
-    EXPECT_TRUE(allclose(d_probs.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin;
+    // backward: accumulating, then in place; unweighted, then with per-token weights (the Goldfish mask)
+    Vec mask(N, 1.0f);
+    for (int64_t n = 1; n < N; n += 4) mask[n] = 0.0f;
+    Dev d_mask(mask), d_probs_kept(probs);
+    for (bool weighted : {false, true}) {
+      const float* w = weighted ? mask.data() : nullptr;
+      const float* d_w = weighted ? d_mask.get() : nullptr;
+      Vec d(N * width, 0.5f);
+      Dev d_d(d), d_q(probs);
+      k::ref::softmax_crossentropy_backward(d.data(), probs.data(), tg.data(), w, 0.25f, N, valid, width, begin);
+      k::cuda::softmax_crossentropy_backward(d_d.get(), d_probs_kept.get(), d_tg.get(), d_w, 0.25f, N, valid, width,
+                                             begin);
+      EXPECT_TRUE(allclose(d_d.host(), d, 1e-6f, 1e-6f)) << "slice at " << begin << (weighted ? ", weighted" : "");
+      Vec q = probs;
+      k::ref::softmax_crossentropy_backward(q.data(), q.data(), tg.data(), w, 0.25f, N, valid, width, begin);
+      k::cuda::softmax_crossentropy_backward(d_q.get(), d_q.get(), d_tg.get(), d_w, 0.25f, N, valid, width, begin);
+      EXPECT_TRUE(allclose(d_q.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin
+                                                          << (weighted ? ", weighted" : "");
+    }
   }
 }
 
@@ -322,6 +331,70 @@ TEST_P(CudaKernels, AdamWAndSumSquares) {
   const double ref = k::ref::sum_squares(g.data(), n);
   EXPECT_NEAR(k::cuda::sum_squares(d_g.get(), n), ref, 1e-9 * ref);
   EXPECT_EQ(k::cuda::sum_squares(d_g.get(), 0), 0.0);
+}
+
+// The Llama block's ops: RMSNorm's three kernels, RoPE both ways, SwiGLU, the KV repetition.
+TEST_P(CudaKernels, LlamaOps) {
+  AXONN_REQUIRE_GPU();
+  const auto [B, T, C, NH, V, Vp, OC] = GetParam();
+  const int64_t N = GetParam().N();
+  (void)V, (void)Vp, (void)OC;
+  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), dy = randn(N * C, 3), d0 = randn(N * C, 4);
+  Vec ss(N), rstd(N), out(N * C), dot(N), dx = d0, dw(C, 0.5f);
+  k::ref::rmsnorm_sumsq(ss.data(), x.data(), N, C);
+  rstd = ss;
+  k::ref::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, C, 1e-5f);
+  k::ref::rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+  k::ref::rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), dot.data(), N, C, C);
+  Dev d_x(x), d_w(w), d_dy(dy), d_ss(N), d_out(N * C), d_dot(N), d_dx(d0), d_dw(Vec(C, 0.5f));
+  k::cuda::rmsnorm_sumsq(d_ss.get(), d_x.get(), N, C);
+  EXPECT_TRUE(allclose(d_ss.host(), ss, 1e-4f, 1e-5f));
+  k::cuda::rmsnorm_forward(d_out.get(), d_ss.get(), d_x.get(), d_w.get(), N, C, C, 1e-5f);
+  EXPECT_TRUE(allclose(d_ss.host(), rstd, 1e-6f, 1e-5f)) << "rstd";
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-5f));
+  k::cuda::rmsnorm_backward_dot(d_dot.get(), d_dy.get(), d_x.get(), d_w.get(), N, C);
+  EXPECT_TRUE(allclose(d_dot.host(), dot, 1e-4f, 1e-5f));
+  k::cuda::rmsnorm_backward(d_dx.get(), d_dw.get(), d_dy.get(), d_x.get(), d_w.get(), d_ss.get(), d_dot.get(), N, C, C);
+  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-5f, 1e-4f));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+
+  const int HS = C / NH - (C / NH) % 2, heads = NH - 1, stride = C;  // even head size; the last head untouched
+  Vec cos(static_cast<size_t>(T) * HS / 2), sin(cos.size());
+  for (size_t i = 0; i < cos.size(); i++) {
+    cos[i] = std::cos(0.37f * static_cast<float>(i));
+    sin[i] = std::sin(0.37f * static_cast<float>(i));
+  }
+  Dev d_cos(cos), d_sin(sin);
+  Vec r = x;
+  Dev d_r(x);
+  k::ref::rope_forward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+  k::cuda::rope_forward(d_r.get(), d_cos.get(), d_sin.get(), B, T, heads, HS, stride);
+  EXPECT_TRUE(allclose(d_r.host(), r, 1e-6f, 1e-6f)) << "rope_forward";
+  k::ref::rope_backward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+  k::cuda::rope_backward(d_r.get(), d_cos.get(), d_sin.get(), B, T, heads, HS, stride);
+  EXPECT_TRUE(allclose(d_r.host(), r, 1e-6f, 1e-6f)) << "rope_backward";
+
+  const int F = C / 2;  // x as [N, 2F] = gate | up
+  Vec act(N * F), dact = randn(N * F, 5), dgu = d0;
+  k::ref::swiglu_forward(act.data(), x.data(), N, F);
+  k::ref::swiglu_backward(dgu.data(), x.data(), dact.data(), N, F);
+  Dev d_act(N * F), d_dact(dact), d_dgu(d0);
+  k::cuda::swiglu_forward(d_act.get(), d_x.get(), N, F);
+  k::cuda::swiglu_backward(d_dgu.get(), d_x.get(), d_dact.get(), N, F);
+  EXPECT_TRUE(allclose(d_act.host(), act, 1e-6f, 1e-5f)) << "swiglu_forward";
+  EXPECT_TRUE(allclose(d_dgu.host(), dgu, 1e-6f, 1e-5f)) << "swiglu_backward";
+
+  const int NKV = 1, hs = C / (NH + 2 * NKV);  // q of NH heads, k and v of one, in the row's first columns
+  const int in_w = (NH + 2 * NKV) * hs, out_w = 3 * NH * hs;
+  Vec compact = randn(N * in_w, 6), rep(N * out_w), drep = randn(N * out_w, 7), dcompact = randn(N * in_w, 8);
+  Vec dref = dcompact;
+  k::ref::repeat_kv_forward(rep.data(), compact.data(), N, NH, NKV, hs);
+  k::ref::repeat_kv_backward(dref.data(), drep.data(), N, NH, NKV, hs);
+  Dev d_compact(compact), d_rep(N * out_w), d_drep(drep), d_dcompact(dcompact);
+  k::cuda::repeat_kv_forward(d_rep.get(), d_compact.get(), N, NH, NKV, hs);
+  k::cuda::repeat_kv_backward(d_dcompact.get(), d_drep.get(), N, NH, NKV, hs);
+  EXPECT_TRUE(allclose(d_rep.host(), rep, 0, 0)) << "repeat_kv_forward";
+  EXPECT_TRUE(allclose(d_dcompact.host(), dref, 1e-6f, 1e-6f)) << "repeat_kv_backward";
 }
 
 TEST(CudaKernelsErrors, BadShapesAreRefusedBeforeAnyLaunch) {

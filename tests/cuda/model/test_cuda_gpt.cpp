@@ -1,5 +1,6 @@
-// GPT-2 on the GPU (one rank): llm.c's reference trajectory in fp32, and one training step against
-// the CPU kernels. Skipped (visibly) without a CUDA device.
+// GPT-2 and Llama on the GPU (one rank): llm.c's reference trajectory and the Llama oracle's
+// (tests/golden/gen_llama_golden.py) in fp32 and bf16, and one training step against the CPU kernels.
+// Skipped (visibly) without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
 #include "common/reference_run.hpp"
+#include "common/tensor_expect.hpp"
+#include "common/test_models.hpp"
 
 using namespace axonn;
 
@@ -110,7 +113,7 @@ TEST(GpuOneStep, EqualsCpu) {
     model::GptRunOptions options;
     options.precision = precision;
     model::Gpt gpt(cfg, grid, B, T, backend, options);
-    checkpoint::read_llmc_tensors(model_path, cfg, [&](model::Param p, int layer, const float* full) {
+    checkpoint::read_llmc_tensors(model_path, cfg, [&](int p, int layer, const float* full) {
       gpt.load_full_layer(p, layer, full);
     });
     optim::AdamW opt(gpt.params(), {}, {}, kernels::ops_for(backend));
@@ -128,7 +131,7 @@ TEST(GpuOneStep, EqualsCpu) {
   const Run cuda = run(gpu.backend, DType::kF32);
   EXPECT_NEAR(cuda.loss, cpu.loss, 1e-5f * std::fabs(cpu.loss));
   for (size_t i = 0; i < cpu.grads.size(); i++) {
-    const std::string name = model::param_name(static_cast<model::Param>(i));
+    const std::string name = model::model_spec(cfg).params[i].name;
     double diff2 = 0, ref2 = 0;
     for (size_t j = 0; j < cpu.grads[i].size(); j++) {
       const double d = static_cast<double>(cuda.grads[i][j]) - cpu.grads[i][j];
@@ -166,7 +169,80 @@ TEST(GpuOneStep, EqualsCpu) {
       ref2 += static_cast<double>(cpu16.grads[i][j]) * cpu16.grads[i][j];
     }
     EXPECT_LE(std::sqrt(diff2), 5e-2 * std::sqrt(ref2) + 1e-9)
-        << "bf16 gradient of " << model::param_name(static_cast<model::Param>(i));
+        << "bf16 gradient of " << model::model_spec(cfg).params[i].name;
+  }
+}
+
+// The PyTorch oracle's Llama (grouped-query attention, untied head) on the GPU from its Hugging Face
+// directory: fp32 within 1e-4 of the oracle at every step (as on the CPU), bf16 within the bf16 bound.
+TEST(GpuLlama, OracleTrajectoryInFp32AndBf16) {
+  AXONN_REQUIRE_GPU();
+  const std::vector<double> expected = test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt");
+  ASSERT_EQ(expected.size(), 20u);
+  for (const char* dtype : {"fp32", "bf16"}) {
+    train::TrainConfig c = test::llama_oracle_config();
+    c.kernels = "cuda";
+    c.comm = "mpi";
+    c.dtype = dtype;
+    const bool bf16 = std::string(dtype) == "bf16";
+    const std::vector<train::StepMetrics> got = train::train(c, comm::world());
+    ASSERT_EQ(got.size(), expected.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+      EXPECT_NEAR(got[i].loss, expected[i], bf16 ? test::kBf16LossBound : 1e-4) << dtype << " step " << i;
+      worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
+    }
+    if (bf16) {
+      EXPECT_GT(worst, 1e-4) << "bf16 gave fp32's losses: is the bf16 path running?";
+    }
+    std::printf("GPU llama %s: max |loss - pytorch| over 20 steps = %.3g\n", dtype, worst);
+  }
+}
+
+// One step of a Llama (4 KV heads for 8 query heads, tied, llama3 rope scaling) on the CPU and on the
+// GPU, from the same random weights: the loss and every gradient tensor, fp32 and bf16 (the bounds of
+// the GPT-2 step above).
+TEST(GpuLlama, OneStepEqualsCpu) {
+  AXONN_REQUIRE_GPU();
+  auto world = comm::world();
+  std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");
+  const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
+  const model::GptConfig cfg = test::tiny_llama_tied_scaled();
+  const int B = 4, T = 9;
+  const std::vector<int> in = test::randint(B * T, cfg.vocab_size, 1);
+  const std::vector<int> tg = test::randint(B * T, cfg.vocab_size, 2);
+  parallel::Grid grid({1, 1, 1, 1}, one);
+  struct Run {
+    float loss;
+    std::vector<std::vector<float>> grads;
+  };
+  auto run = [&](kernels::Backend backend, DType precision) {
+    model::GptRunOptions options;
+    options.precision = precision;
+    model::Gpt gpt(cfg, grid, B, T, backend, options);
+    gpt.init_random(5);
+    Run r;
+    gpt.zero_grad();
+    r.loss = gpt.forward(in.data(), tg.data());
+    gpt.backward();
+    gpt.sync_gradients();
+    for (size_t i = 0; i < gpt.grads().size(); i++) r.grads.push_back(host_copy(gpt.grads().tensor(i)));
+    return r;
+  };
+  for (DType precision : {DType::kF32, DType::kBF16}) {
+    const bool bf16 = precision == DType::kBF16;
+    const Run cpu = run(kernels::Backend::kCpu, precision), cuda = run(gpu.backend, precision);
+    EXPECT_NEAR(cuda.loss, cpu.loss, (bf16 ? 1e-3f : 1e-5f) * std::fabs(cpu.loss));
+    for (size_t i = 0; i < cpu.grads.size(); i++) {
+      double diff2 = 0, ref2 = 0;
+      for (size_t j = 0; j < cpu.grads[i].size(); j++) {
+        const double d = static_cast<double>(cuda.grads[i][j]) - cpu.grads[i][j];
+        diff2 += d * d;
+        ref2 += static_cast<double>(cpu.grads[i][j]) * cpu.grads[i][j];
+      }
+      EXPECT_LE(std::sqrt(diff2), (bf16 ? 5e-2 : 1e-4) * std::sqrt(ref2) + 1e-9)
+          << (bf16 ? "bf16 " : "fp32 ") << "gradient of " << model::model_spec(cfg).params[i].name;
+    }
   }
 }
 

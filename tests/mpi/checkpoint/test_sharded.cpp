@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
@@ -31,6 +32,7 @@
 #include "axonn/model/shard_map.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/shared_tmp_dir.hpp"
 
 namespace axonn {
 namespace {
@@ -50,6 +52,17 @@ model::GptConfig odd_config() {
   c.channels = 16;
   return c;
 }
+
+// The same as a Llama: grouped-query attention (its q|k|v linear's parts unequal), an untied head.
+model::GptConfig odd_llama_config() {
+  model::GptConfig c = odd_config();
+  c.family = model::Family::kLlama;
+  c.num_kv_heads = 2;
+  c.ffn_hidden = 24;
+  c.tied_embeddings = false;
+  return c;
+}
+const model::GptConfig kOddConfigs[] = {odd_config(), odd_llama_config()};
 
 // Every grid of n ranks that the model admits.
 std::vector<parallel::GridShape> grids_of(int n, const model::GptConfig& c) {
@@ -73,30 +86,7 @@ std::shared_ptr<comm::Communicator> self_comm() {
   return self;
 }
 
-// A directory every rank of the world sees under the same name; removed at the end of the test.
-class SharedTmpDir {
- public:
-  SharedTmpDir() {
-    auto world = comm::world();
-    std::vector<int32_t> buf(256, 0);
-    if (world->rank() == 0) {
-      char tmpl[] = "/tmp/axonn-sharded-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      if (d) std::memcpy(buf.data(), d, std::strlen(d));
-    }
-    world->broadcast(buf.data(), buf.size(), DType::kI32, 0);
-    path_ = reinterpret_cast<const char*>(buf.data());
-  }
-  ~SharedTmpDir() {
-    comm::world()->barrier();
-    std::error_code ec;
-    if (comm::world()->rank() == 0) fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using test::SharedTmpDir;
 
 // On rank 0 only, then a barrier: file-system changes every rank then sees.
 void on_rank0(const std::function<void()>& f) {
@@ -108,8 +98,7 @@ void on_rank0(const std::function<void()>& f) {
 
 Arena shard_arena(const model::ShardMap& map, const std::string& name) {
   Arena a(name);
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    a.reserve(model::param_name(static_cast<Param>(i)), map.shard_shape(static_cast<Param>(i)));
+  for (int i = 0; i < static_cast<int>(map.size()); i++) a.reserve(map.spec().params[static_cast<size_t>(i)].name, map.shard_shape(i));
   a.allocate();
   return a;
 }
@@ -127,10 +116,10 @@ float tag(int state, int p, int layer, int64_t g) {
 
 template <typename F>
 void for_each_element(const model::ShardMap& map, Arena& a, F f) {
-  for (int i = 0; i < model::kNumParamTensors; i++) {
+  for (int i = 0; i < static_cast<int>(map.size()); i++) {
     const auto p = static_cast<Param>(i);
     float* w = a.tensor(static_cast<size_t>(i)).f32();
-    const int layers = model::param_is_per_layer(p) ? map.config().num_layers : 1;
+    const int layers = map.spec().params[static_cast<size_t>(p)].per_layer ? map.config().num_layers : 1;
     const int64_t n = map.shard_layer_numel(p);
     for (int l = 0; l < layers; l++)
       for (int64_t j = 0; j < n; j++) f(w[l * n + j], i, l, map.global_index(p, j));
@@ -166,8 +155,8 @@ std::string save_tagged(const std::string& root, const model::GptConfig& cfg, co
 
 TEST(ShardMap, AgreesWithGptOnEveryGrid) {
   auto world = comm::world();
-  const model::GptConfig cfg = odd_config();
   int grids = 0;
+  for (const model::GptConfig& cfg : kOddConfigs)
   for (const parallel::GridShape& s : grids_of(world->size(), cfg)) {
     SCOPED_TRACE("grid " + s.str());
     parallel::Grid grid(s, world);
@@ -175,13 +164,13 @@ TEST(ShardMap, AgreesWithGptOnEveryGrid) {
     model::ShardMap map(cfg, s, grid.coords());
     EXPECT_EQ(map.vocab_begin(), gpt.vocab_begin());
     EXPECT_EQ(map.vocab_rows(), gpt.vocab_rows());
-    for (int i = 0; i < model::kNumParamTensors; i++) {
+    for (int i = 0; i < static_cast<int>(map.size()); i++) {
       const auto p = static_cast<Param>(i);
-      ASSERT_EQ(map.shard_shape(p), gpt.param(p).shape()) << model::param_name(p);
+      ASSERT_EQ(map.shard_shape(p), gpt.param(p).shape()) << map.spec().params[static_cast<size_t>(p)].name;
       ASSERT_EQ(map.full_layer_numel(p), gpt.full_layer_numel(p));
       int64_t bad = 0;
       for (int64_t j = 0; j < map.shard_layer_numel(p); j++) bad += map.global_index(p, j) != gpt.global_index(p, j);
-      EXPECT_EQ(bad, 0) << model::param_name(p);
+      EXPECT_EQ(bad, 0) << map.spec().params[static_cast<size_t>(p)].name;
     }
     grids++;
   }
@@ -191,41 +180,46 @@ TEST(ShardMap, AgreesWithGptOnEveryGrid) {
 // Replicas hold what the canonical rank holds, the canonical ranks together hold each element once, and
 // run_length finds runs of consecutive indices.
 TEST(ShardMap, ReplicasAndRunsAreRight) {
-  const model::GptConfig cfg = odd_config();
+  for (const model::GptConfig& cfg : kOddConfigs)
   for (const parallel::GridShape& s : grids_of(8, cfg)) {
-    for (int i = 0; i < model::kNumParamTensors; i++) {
+    for (int i = 0; i < static_cast<int>(model::model_spec(cfg).params.size()); i++) {
       const auto p = static_cast<Param>(i);
       std::vector<int> seen(static_cast<size_t>(model::ShardMap(cfg, s, {}).full_layer_numel(p)), 0);
       for (int z = 0; z < s.gz; z++)
         for (int y = 0; y < s.gy; y++)
           for (int x = 0; x < s.gx; x++) {
             model::ShardMap map(cfg, s, {x, y, z, 0});
-            const parallel::GridCoords c0{(model::replica_axes(p) & model::kReplicatedOverX) ? 0 : x,
-                                          (model::replica_axes(p) & model::kReplicatedOverY) ? 0 : y,
-                                          (model::replica_axes(p) & model::kReplicatedOverZ) ? 0 : z, 0};
+            const parallel::GridCoords c0{(map.spec().replica_axes(p) & model::kReplicatedOverX) ? 0 : x,
+                                          (map.spec().replica_axes(p) & model::kReplicatedOverY) ? 0 : y,
+                                          (map.spec().replica_axes(p) & model::kReplicatedOverZ) ? 0 : z, 0};
             model::ShardMap canon(cfg, s, c0);
             const int64_t n = map.shard_layer_numel(p);
             for (int64_t j = 0; j < n; j++) {
-              ASSERT_EQ(map.global_index(p, j), canon.global_index(p, j)) << s.str() << " " << model::param_name(p);
+              ASSERT_EQ(map.global_index(p, j), canon.global_index(p, j)) << s.str() << " " << map.spec().params[static_cast<size_t>(p)].name;
               if (!map.is_replica(p)) seen[static_cast<size_t>(map.global_index(p, j))]++;
               // runs: consecutive indices (not necessarily maximal)
               const int64_t len = map.run_length(p, j);
               ASSERT_TRUE(len >= 1 && j + len <= n);
               ASSERT_EQ(map.global_index(p, j + len - 1), map.global_index(p, j) + len - 1)
-                  << s.str() << " " << model::param_name(p) << " j " << j;
+                  << s.str() << " " << map.spec().params[static_cast<size_t>(p)].name << " j " << j;
             }
           }
-      for (int n : seen) ASSERT_EQ(n, 1) << s.str() << " " << model::param_name(p);
+      for (int n : seen) ASSERT_EQ(n, 1) << s.str() << " " << model::model_spec(cfg).params[static_cast<size_t>(p)].name;
     }
   }
 }
 
 // --- 2. resharding -----------------------------------------------------------------------------------
 
+void expect_loads_on_every_grid_exactly(const model::GptConfig& cfg);
+
 TEST(ShardedCheckpoint, LoadsOnEveryGridExactly) {
+  for (const model::GptConfig& cfg : kOddConfigs) expect_loads_on_every_grid_exactly(cfg);
+}
+
+void expect_loads_on_every_grid_exactly(const model::GptConfig& cfg) {
   auto world = comm::world();
   SharedTmpDir tmp;
-  const model::GptConfig cfg = odd_config();
   std::vector<parallel::GridShape> grids = grids_of(world->size(), cfg);
   int step = 0, loads = 0;
   for (const parallel::GridShape& from : grids) {
@@ -405,10 +399,11 @@ TEST(ShardedCheckpoint, RefusesBadCheckpointsOnEveryRankBeforeChangingState) {
 
 // --- 4. training: exact resume and resharding ---------------------------------------------------------
 
-train::TrainConfig resume_config() {
+// The reference GPT-2, or the oracle's Llama of tests/golden (from its Hugging Face directory).
+train::TrainConfig resume_config(bool llama = false) {
   train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.init = llama ? AXONN_GOLDEN_DIR "/llama-gqa" : AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  c.data = llama ? AXONN_GOLDEN_DIR "/llama-gqa/tokens.bin" : AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
   c.batch_size = 4;
   c.seq_len = 32;
   c.steps = 8;
@@ -434,7 +429,7 @@ void expect_same_tensors(const std::string& a, const std::string& b) {
   EXPECT_EQ(ma.extra.at("adam_steps"), mb.extra.at("adam_steps"));
   for (const ck::FileEntry& f : ma.files) {
     ck::SafetensorsFile fa(a + "/" + f.name), fb(b + "/" + f.name);
-    ASSERT_EQ(fa.tensors().size(), 48u);  // params, adam_m, adam_v
+    ASSERT_EQ(fa.tensors().size(), 3 * model::model_spec(ma.model).params.size());  // params, adam_m, adam_v
     for (const ck::TensorInfo& t : fa.tensors()) {
       const ck::TensorInfo& u = fb.get(t.name);
       ASSERT_EQ(t.bytes(), u.bytes());
@@ -449,10 +444,11 @@ TEST(Resume, BitIdenticalToTheUninterruptedRun) {
   std::vector<std::string> grids = n == 1 ? std::vector<std::string>{"1,1,1,1"}
                                    : n == 2 ? std::vector<std::string>{"1,1,2,1", "1,1,1,2"}
                                             : std::vector<std::string>{"2,1,2,1", "1,2,1,2"};
+  for (bool llama : {false, true})
   for (const std::string& g : grids) {
-    SCOPED_TRACE("grid " + g);
+    SCOPED_TRACE("grid " + g + (llama ? ", llama" : ", gpt2"));
     SharedTmpDir tmp;
-    train::TrainConfig c = resume_config();
+    train::TrainConfig c = resume_config(llama);
     c.grid = g;
     c.checkpoint_dir = tmp / "straight";
     c.checkpoint_every = 4;
@@ -475,10 +471,12 @@ TEST(Resume, BitIdenticalToTheUninterruptedRun) {
     }
     if (world->rank() == 0) expect_same_tensors(tmp / "straight/step-00000008", tmp / "resumed/step-00000008");
 
-    // --resume: the latest step of --checkpoint-dir (here step 4, as if the run died before step 8)
+    // --resume: the latest step of --checkpoint-dir (here step 4, as if the run died before step 8's
+    // save: its directory and the pointer to it never were)
     on_rank0([&] {
       fs::copy(tmp / "straight", tmp / "auto", fs::copy_options::recursive);
       fs::remove_all(tmp / "auto/step-00000008");
+      checkpoint::write_file_atomic(tmp / "auto/latest", "step-00000004\n");
     });
     train::TrainConfig a = c;
     a.checkpoint_dir = tmp / "auto";
@@ -501,8 +499,10 @@ std::vector<float> losses_of(const std::vector<train::StepMetrics>& h) {
 TEST(Resume, ReshardedAcrossGridsKeepsTheLosses) {
   auto world = comm::world();
   if (world->size() != 4) GTEST_SKIP() << "the chain 2,1,2,1 -> 1,2,1,2 -> 1 rank runs on 4 ranks";
+  for (bool llama : {false, true}) {
+  SCOPED_TRACE(llama ? "llama" : "gpt2");
   SharedTmpDir tmp;
-  train::TrainConfig c = resume_config();
+  train::TrainConfig c = resume_config(llama);
   c.steps = 12;
   train::TrainConfig one = c;
   one.grid = "1,1,1,1";
@@ -533,7 +533,10 @@ TEST(Resume, ReshardedAcrossGridsKeepsTheLosses) {
     EXPECT_NEAR(got[i], ref[i], 2e-4) << "step " << i;
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
   }
-  if (world->rank() == 0) std::printf("2,1,2,1 -> 1,2,1,2 -> 1 rank: max |loss - uninterrupted| = %.3g\n", worst);
+  if (world->rank() == 0)
+    std::printf("%s 2,1,2,1 -> 1,2,1,2 -> 1 rank: max |loss - uninterrupted| = %.3g\n", llama ? "llama" : "gpt2",
+                worst);
+  }
 }
 
 }  // namespace

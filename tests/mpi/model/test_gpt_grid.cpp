@@ -1,7 +1,7 @@
-// The GPT on every 4D grid of this world's size against the same model on one rank: the loss, the
-// gradient norm, every element of this rank's gradient shards (after the gradient sync) and of its
-// parameter shards after AdamW steps, compared with the single-rank model's full tensors at the
-// element's global index. Also: initialisation and llm.c-checkpoint loading give every grid the
+// The model, GPT-2 and Llama, on every 4D grid of this world's size against the same model on one rank:
+// the loss, the gradient norm, every element of this rank's gradient shards (after the gradient sync)
+// and of its parameter shards after AdamW steps, compared with the single-rank model's full tensors at
+// the element's global index. Also: initialisation and llm.c-checkpoint loading give every grid the
 // single-rank weights exactly.
 #include <gtest/gtest.h>
 
@@ -21,73 +21,19 @@
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
 #include "common/grid_shapes.hpp"
+#include "common/test_models.hpp"
+#include "shard_expect.hpp"
 
 namespace axonn {
 namespace {
 
 using model::Gpt;
-using model::Param;
+using test::expect_shards_match;
+using test::max_relative_error;
 
-model::GptConfig test_config() {
-  model::GptConfig c;
-  c.max_seq_len = 9;
-  c.vocab_size = 70;        // padded to 128: the vocabulary rows split unevenly over X*Y
-  c.padded_vocab_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.channels = 16;
-  return c;
-}
+
+const model::GptConfig kConfigs[] = {test::tiny_gpt2(), test::tiny_llama_gqa(), test::tiny_llama_tied_scaled()};
 constexpr int kB = 8, kT = 7, kSteps = 3;
-
-// Calls visit(p, layer, j, mine, single) for element j of layer `layer` of this rank's shard of every tensor p
-// in `sharded` (params or grads of `dist`), with the element at its global index in the full tensors of the
-// single-rank model.
-// skip_key_bias: the key bias has a zero gradient in exact arithmetic (q.b_k shifts every score of a
-// query alike; softmax ignores it), so AdamW moves it by lr-sized steps in the direction of fp32
-// noise, which differs between grids; it is left out of the comparison of updated weights.
-template <class Visit>
-void for_each_shard_element(const Gpt& dist, const Arena& sharded, const Arena& full, bool skip_key_bias,
-                            Visit visit) {
-  const int C = dist.config().channels;
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    auto p = static_cast<Param>(i);
-    Tensor s = sharded.tensor(i), f = full.tensor(i);
-    const int layers = model::param_is_per_layer(p) ? dist.config().num_layers : 1;
-    const int64_t per_layer = s.numel() / layers, full_per_layer = dist.full_layer_numel(p);
-    for (int l = 0; l < layers; l++)
-      for (int64_t j = 0; j < per_layer; j++) {
-        const int64_t gi = dist.global_index(p, j);
-        if (skip_key_bias && p == Param::kQkvb && gi >= C && gi < 2 * C) continue;
-        visit(p, l, j, s.f32()[l * per_layer + j], f.f32()[l * full_per_layer + gi]);
-      }
-  }
-}
-
-// Every element of this rank's shards within atol + rtol |single| of the single-rank model's.
-void expect_shards_match(const Gpt& dist, const Arena& sharded, const Arena& full, float atol, float rtol,
-                         const std::string& what, bool skip_key_bias = false) {
-  int bad[model::kNumParamTensors] = {};
-  for_each_shard_element(dist, sharded, full, skip_key_bias, [&](Param p, int l, int64_t j, float a, float b) {
-    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b)) && bad[static_cast<int>(p)]++ < 3)
-      ADD_FAILURE() << what << " " << model::param_name(p) << " layer " << l << " [" << j << "]: " << a
-                    << " vs single-rank " << b << " on " << dist.grid().str();
-  });
-}
-
-// The largest relative L2 error, over the parameter tensors, of this rank's shards against the single-rank
-// model's elements at the same global indices (bf16: elementwise bounds would only measure rounding).
-double max_relative_error(const Gpt& dist, const Arena& sharded, const Arena& full, bool skip_key_bias) {
-  double diff[model::kNumParamTensors] = {}, norm[model::kNumParamTensors] = {};
-  for_each_shard_element(dist, sharded, full, skip_key_bias, [&](Param p, int, int64_t, float a, float b) {
-    diff[static_cast<int>(p)] += (static_cast<double>(a) - b) * (static_cast<double>(a) - b);
-    norm[static_cast<int>(p)] += static_cast<double>(b) * b;
-  });
-  double worst = 0;
-  for (int i = 0; i < model::kNumParamTensors; i++)
-    if (norm[i] > 0) worst = std::max(worst, std::sqrt(diff[i] / norm[i]));
-  return worst;
-}
 
 struct Batch {
   std::vector<int> in, tg;
@@ -104,21 +50,19 @@ struct Bounds {
   float loss_rel, norm_rel;
   float grad_atol, grad_rtol, weight_atol, weight_rtol;  // fp32: per element
   double tensor_rel;                                     // bf16: per tensor (relative L2)
+  bool grads_every_step = true;  // fp32: every step's gradient elements, else the first step's
 };
 
 // Trains the model on every 4D grid of this world's size and on one rank, kSteps AdamW steps in the
 // given precision, and compares losses, gradient norms, gradients and updated weights.
-void expect_every_grid_matches_one_rank(DType precision, const Bounds& bound) {
+void expect_every_grid_matches_one_rank(const model::GptConfig& cfg, DType precision, const Bounds& bound) {
   auto world = comm::world();
   // the reference: the same model on a 1x1x1x1 grid of this rank alone
   auto self = world->split(world->rank(), 0, "self");
   std::shared_ptr<comm::Communicator> self_shared(std::move(self));
   parallel::Grid one({1, 1, 1, 1}, self_shared);
-  const model::GptConfig cfg = test_config();
   const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
   const optim::AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<Param>(i));
 
   model::GptRunOptions run;
   run.precision = precision;
@@ -140,7 +84,7 @@ void expect_every_grid_matches_one_rank(DType precision, const Bounds& bound) {
     ref_run.init_random(11);
     dist->init_random(11);
     expect_shards_match(*dist, dist->params(), ref_run.params(), 0, 0, "initial weight");
-    optim::AdamW opt(dist->params(), adam, decay, ops), ropt(ref_run.params(), adam, decay, ops);
+    optim::AdamW opt(dist->params(), adam, dist->decay_mask(), ops), ropt(ref_run.params(), adam, dist->decay_mask(), ops);
     const int block = grid->coords().d * shape.gz + grid->coords().z;
     const int64_t local = static_cast<int64_t>(kB / (shape.gz * shape.gdata)) * kT;
     for (int step = 0; step < kSteps; step++) {
@@ -166,7 +110,7 @@ void expect_every_grid_matches_one_rank(DType precision, const Bounds& bound) {
       if (bf16 && step == 0)
         EXPECT_LE(max_relative_error(*dist, dist->grads(), ref_run.grads(), false), bound.tensor_rel)
             << "gradients, step " << step;
-      else if (!bf16)
+      else if (!bf16 && (step == 0 || bound.grads_every_step))
         expect_shards_match(*dist, dist->grads(), ref_run.grads(), bound.grad_atol, bound.grad_rtol, "gradient");
       ropt.step(ref_run.params(), ref_run.grads(), 1e-2f, optim::clip_scale(rn, 1.0f));
       opt.step(dist->params(), dist->grads(), 1e-2f, optim::clip_scale(dn, 1.0f));
@@ -177,13 +121,25 @@ void expect_every_grid_matches_one_rank(DType precision, const Bounds& bound) {
   }
   EXPECT_GT(tried, 0);
   if (world->rank() == 0)
-    std::printf("checked %d grids of %d ranks against one rank (%s)\n", tried, world->size(), std::string(dtype_name(precision)).c_str());
+    std::printf("checked %d grids of %d ranks against one rank (%s, %s)\n", tried, world->size(),
+                std::string(dtype_name(precision)).c_str(), cfg.str().c_str());
 }
 
 }  // namespace
 
+// fp32: the same sums in another order. Llama's updated weights are held to 3e-5 absolute instead of
+// GPT-2's 1e-6 (+ 1e-4 relative), and its gradients compared element by element after the first step
+// (GPT-2's after every step): AdamW moves a weight by about lr whatever the size of its gradient, so the
+// elements whose gradient is barely above fp32 noise move by a noise-sized fraction of lr, and the
+// later steps' gradients inherit it. Measured after 3 steps at lr 1e-2 on 2 ranks: Llama's weights
+// within 9e-6 of one rank (GPT-2's key bias, excluded below for the same reason, 7e-6); the first
+// step's gradients within 1.3e-7 relative L2 per tensor. A wrong update is of the order of lr (1e-2).
 TEST(GptOnGrid, EveryGridMatchesOneRank) {
-  expect_every_grid_matches_one_rank(DType::kF32, {2e-6f, 1e-5f, 1e-6f, 1e-4f, 1e-6f, 1e-4f, 0});
+  for (const model::GptConfig& cfg : kConfigs) {
+    const bool gpt2 = cfg.family == model::Family::kGpt2;
+    expect_every_grid_matches_one_rank(
+        cfg, DType::kF32, {2e-6f, 1e-5f, 1e-6f, 1e-4f, gpt2 ? 1e-6f : 3e-5f, 1e-4f, 0, /*grads_every_step=*/gpt2});
+  }
 }
 
 // Mixed precision (bf16 activations, activation collectives and weight copies; fp32 master weights and
@@ -191,18 +147,19 @@ TEST(GptOnGrid, EveryGridMatchesOneRank) {
 // losses 1.3e-4/1.3e-4/2.3e-4 relative, gradient norms 3.4e-3/5.3e-3/5.3e-3, first-step gradients
 // 0.010/0.012/0.019 relative L2 per tensor; the bounds leave 2.5-4x of margin.
 TEST(GptOnGrid, Bf16EveryGridMatchesOneRank) {
-  expect_every_grid_matches_one_rank(DType::kBF16, {1e-3f, 2e-2f, 0, 0, 0, 0, 5e-2});
+  for (const model::GptConfig& cfg : kConfigs)
+    expect_every_grid_matches_one_rank(cfg, DType::kBF16, {1e-3f, 2e-2f, 0, 0, 0, 0, 5e-2});
 }
 
 TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {
   auto world = comm::world();
-  const model::GptConfig cfg = test_config();
+  const model::GptConfig cfg = test::tiny_gpt2();
   char path[] = "/tmp/axonn-grid-ckpt-XXXXXX";
   // rank 0 writes a full random model; every rank reads its shards from it
   Arena full("full");
-  model::reserve_gpt_params(full, cfg);
+  model::reserve_params(full, model::model_spec(cfg));
   full.allocate();
-  model::init_gpt_params(full, cfg, 5);
+  model::init_params(full, model::model_spec(cfg), 5);
   int fd = -1;
   if (world->rank() == 0) {
     fd = mkstemp(path);
@@ -218,7 +175,7 @@ TEST(GptOnGrid, LoadsItsShardsOfAnLlmcCheckpoint) {
     } catch (const InvalidArgument&) {
       continue;
     }
-    checkpoint::read_llmc_tensors(path, cfg, [&](Param p, int l, const float* data) { dist->load_full_layer(p, l, data); });
+    checkpoint::read_llmc_tensors(path, cfg, [&](int p, int l, const float* data) { dist->load_full_layer(p, l, data); });
     expect_shards_match(*dist, dist->params(), full, 0, 0, "loaded weight");
   }
   world->barrier();

@@ -20,6 +20,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
 #include "common/grid_shapes.hpp"
+#include "common/test_models.hpp"
 
 namespace axonn {
 namespace {
@@ -28,16 +29,6 @@ using parallel::GridAxis;
 using parallel::GridOrder;
 using parallel::GridShape;
 
-model::GptConfig test_config() {
-  model::GptConfig c;
-  c.max_seq_len = 9;
-  c.vocab_size = 70;
-  c.padded_vocab_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.channels = 16;
-  return c;
-}
 constexpr int kB = 8, kT = 7, kSteps = 3;
 
 struct Trajectory {
@@ -50,7 +41,7 @@ struct Trajectory {
 // kSteps of AdamW on a grid of this shape (B sequences split over Z and data); false if the model does
 // not admit the grid (refused alike on every rank, before any collective).
 bool train(const GridShape& shape, const std::shared_ptr<comm::Communicator>& world, Trajectory& out) {
-  const model::GptConfig cfg = test_config();
+  const model::GptConfig cfg = test::tiny_gpt2();
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<model::Gpt> gpt;
   try {
@@ -59,9 +50,7 @@ bool train(const GridShape& shape, const std::shared_ptr<comm::Communicator>& wo
   } catch (const InvalidArgument&) {
     return false;
   }
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<model::Param>(i));
-  optim::AdamW opt(gpt->params(), {0.9f, 0.95f, 1e-8f, 0.1f}, decay, kernels::ops_for(kernels::Backend::kCpu));
+  optim::AdamW opt(gpt->params(), {0.9f, 0.95f, 1e-8f, 0.1f}, gpt->decay_mask(), kernels::ops_for(kernels::Backend::kCpu));
   gpt->init_random(11);
   out.at = grid->coords();
   const int block = out.at.d * shape.gz + out.at.z;
@@ -76,8 +65,8 @@ bool train(const GridShape& shape, const std::shared_ptr<comm::Communicator>& wo
     out.norms.push_back(gpt->grad_norm());
     opt.step(gpt->params(), gpt->grads(), 1e-2f, optim::clip_scale(out.norms.back(), 1.0f));
   }
-  for (int i = 0; i < model::kNumParamTensors; i++) {
-    const Tensor t = gpt->params().tensor(static_cast<size_t>(i));
+  for (size_t i = 0; i < gpt->params().size(); i++) {
+    const Tensor t = gpt->params().tensor(i);
     out.weights.insert(out.weights.end(), t.f32(), t.f32() + t.numel());
   }
   return true;

@@ -1,5 +1,5 @@
-// Overlap never changes the numbers. On every 4D grid of this world's size that the test model
-// admits, training for many steps (AdamW, gradient clipping) with each overlap setting (OAR, ORS,
+// Overlap never changes the numbers. For GPT-2 and for Llama (grouped-query attention, untied head), on
+// every 4D grid of this world's size that the test model admits, training for many steps (AdamW, gradient clipping) with each overlap setting (OAR, ORS,
 // OAG, DP, all), with micro-batches (gradient accumulation, gathered-weight cache) and activation
 // recompute on and off, gives bit-identical losses, gradient norms and weights to the run without
 // overlap with the same micro-batching; recompute gives bit-identical results; micro-batching gives
@@ -21,6 +21,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "tensor_expect.hpp"
 #include "common/grid_shapes.hpp"
+#include "common/test_models.hpp"
 
 namespace axonn {
 namespace {
@@ -28,23 +29,14 @@ namespace {
 using model::Gpt;
 using parallel::Overlap;
 
-model::GptConfig test_config() {
-  model::GptConfig c;
-  c.max_seq_len = 9;
-  c.vocab_size = 70;
-  c.padded_vocab_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.channels = 16;
-  return c;
-}
 constexpr int kB = 8, kT = 7;
 
 // Steps per run: many on small worlds; on 8 ranks (oversubscribed, 20 grids) fewer, so that the
-// test stays within its time budget. AXONN_OVERLAP_TEST_STEPS overrides.
-int steps_for(int world_size) {
+// test stays within its time budget (Llama's: half of GPT-2's). AXONN_OVERLAP_TEST_STEPS overrides.
+int steps_for(int world_size, const model::GptConfig& cfg) {
   if (const char* s = std::getenv("AXONN_OVERLAP_TEST_STEPS")) return std::atoi(s);
-  return world_size <= 2 ? 50 : world_size <= 4 ? 30 : 12;
+  const int gpt2 = world_size <= 2 ? 50 : world_size <= 4 ? 30 : 6;
+  return cfg.family == model::Family::kGpt2 ? gpt2 : gpt2 / 2;
 }
 
 struct Setting {
@@ -77,7 +69,7 @@ struct Trajectory {
                               // micro-batches with the full batch
 };
 
-Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
+Trajectory train(const model::GptConfig& cfg, const parallel::Grid& grid, const Setting& s, int steps) {
   const parallel::GridShape& g = grid.shape();
   const int B_local = kB / (g.gz * g.gdata), micro = s.micro ? s.micro : B_local, M = B_local / micro;
   model::GptRunOptions opts;
@@ -86,11 +78,9 @@ Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
   opts.cache_gathered_weights = s.cache;
   opts.reduce_scatter_slots = 2;  // fewer slots than linears: the pool wraps around
   opts.precision = s.precision;
-  Gpt gpt(test_config(), grid, micro, kT, kernels::Backend::kCpu, opts);
+  Gpt gpt(cfg, grid, micro, kT, kernels::Backend::kCpu, opts);
   gpt.init_random(11);
-  std::vector<bool> decay(model::kNumParamTensors);
-  for (int i = 0; i < model::kNumParamTensors; i++) decay[i] = model::param_is_matrix(static_cast<model::Param>(i));
-  optim::AdamW opt(gpt.params(), {0.9f, 0.95f, 1e-8f, 0.1f}, decay, kernels::ops_for(kernels::Backend::kCpu));
+  optim::AdamW opt(gpt.params(), {0.9f, 0.95f, 1e-8f, 0.1f}, gpt.decay_mask(), kernels::ops_for(kernels::Backend::kCpu));
   const int block = grid.coords().d * g.gz + grid.coords().z;
   Trajectory r;
   for (int step = 0; step < steps; step++) {
@@ -108,15 +98,16 @@ Trajectory train(const parallel::Grid& grid, const Setting& s, int steps) {
     r.losses.push_back(static_cast<float>(loss / M));
     r.norms.push_back(norm);
   }
-  const int C = test_config().channels;
+  const int C = cfg.channels;
+  const bool gpt2 = cfg.family == model::Family::kGpt2;
   for (size_t i = 0; i < gpt.params().size(); i++) {
     Tensor t = gpt.params().tensor(i);
     r.params.insert(r.params.end(), t.f32(), t.f32() + t.numel());
-    const auto p = static_cast<model::Param>(i);
-    const int64_t per_layer = t.numel() / (model::param_is_per_layer(p) ? test_config().num_layers : 1);
+    const int p = static_cast<int>(i);
+    const int64_t per_layer = t.numel() / (gpt.spec().params[i].per_layer ? cfg.num_layers : 1);
     for (int64_t j = 0; j < t.numel(); j++) {
       const int64_t gi = gpt.global_index(p, j % per_layer);
-      r.noise.push_back(p == model::Param::kQkvb && gi >= C && gi < 2 * C);
+      r.noise.push_back(gpt2 && p == model::Param::kQkvb && gi >= C && gi < 2 * C);
     }
   }
   return r;
@@ -135,13 +126,14 @@ void expect_identical(const Trajectory& got, const Trajectory& want, const std::
 
 // Every grid of the world's size that the test model and batch admit (the same list on every rank: a grid
 // is refused before any collective).
-std::vector<std::unique_ptr<parallel::Grid>> admitted_grids(const std::shared_ptr<comm::Communicator>& world) {
+std::vector<std::unique_ptr<parallel::Grid>> admitted_grids(const model::GptConfig& cfg,
+                                                            const std::shared_ptr<comm::Communicator>& world) {
   std::vector<std::unique_ptr<parallel::Grid>> grids;
   for (const parallel::GridShape& shape : test::grid_shapes(world->size())) {
     if (kB % (shape.gz * shape.gdata) != 0) continue;
     try {
       auto grid = std::make_unique<parallel::Grid>(shape, world);
-      Gpt probe(test_config(), *grid, 1, kT, kernels::Backend::kCpu);
+      Gpt probe(cfg, *grid, 1, kT, kernels::Backend::kCpu);
       grids.push_back(std::move(grid));
     } catch (const InvalidArgument&) {
       // a grid this model does not admit
@@ -150,13 +142,12 @@ std::vector<std::unique_ptr<parallel::Grid>> admitted_grids(const std::shared_pt
   return grids;
 }
 
-}  // namespace
-
-TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
+void expect_every_setting_equals_no_overlap(const model::GptConfig& cfg) {
   auto world = comm::world();
-  const int steps = steps_for(world->size());
+  const int steps = steps_for(world->size(), cfg);
   int grids = 0, runs = 0;
-  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(world)) {
+  auto train = [&](const parallel::Grid& grid, const Setting& s, int n) { return axonn::train(cfg, grid, s, n); };
+  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(cfg, world)) {
     const parallel::GridShape& shape = grid->shape();
     grids++;
     SCOPED_TRACE(grid->str());
@@ -203,22 +194,23 @@ TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) {
   }
   EXPECT_GT(grids, 0);
   if (world->rank() == 0)
-    std::printf("%d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n", grids,
-                world->size(), runs, steps);
+    std::printf("%s: %d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n",
+                cfg.str().c_str(), grids, world->size(), runs, steps);
 }
 
 // The same in bf16 mixed precision (bf16 activations, all-reduces and weight all-gathers; fp32
 // reduce-scatters and gradient sums): the overlap changes when collectives complete, never what they sum,
 // so it is bit-identical here too. Fewer settings and steps than fp32 (the CPU emulates bf16).
-TEST(GptOverlap, Bf16EverySettingEqualsNoOverlapOnEveryGrid) {
+void expect_bf16_every_setting_equals_no_overlap(const model::GptConfig& cfg) {
   auto world = comm::world();
-  const int steps = std::max(4, steps_for(world->size()) / 3);
+  const int steps = std::max(2, steps_for(world->size(), cfg) / 3);
   int grids = 0, runs = 0;
+  auto train = [&](const parallel::Grid& grid, const Setting& s, int n) { return axonn::train(cfg, grid, s, n); };
   auto bf16 = [](Setting s) {
     s.precision = DType::kBF16;
     return s;
   };
-  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(world)) {
+  for (const std::unique_ptr<parallel::Grid>& grid : admitted_grids(cfg, world)) {
     const parallel::GridShape& shape = grid->shape();
     grids++;
     SCOPED_TRACE(grid->str());
@@ -237,8 +229,21 @@ TEST(GptOverlap, Bf16EverySettingEqualsNoOverlapOnEveryGrid) {
   }
   EXPECT_GT(grids, 0);
   if (world->rank() == 0)
-    std::printf("bf16: %d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: bit-identical\n",
-                grids, world->size(), runs, steps);
+    std::printf("bf16 %s: %d grids of %d ranks, %d overlap/micro-batch/recompute runs of %d steps each: "
+                "bit-identical\n", cfg.str().c_str(), grids, world->size(), runs, steps);
+}
+
+}  // namespace
+
+TEST(GptOverlap, EverySettingEqualsNoOverlapOnEveryGrid) { expect_every_setting_equals_no_overlap(test::tiny_gpt2()); }
+
+TEST(GptOverlap, LlamaEverySettingEqualsNoOverlapOnEveryGrid) {
+  expect_every_setting_equals_no_overlap(test::tiny_llama_gqa());
+}
+
+TEST(GptOverlap, Bf16EverySettingEqualsNoOverlapOnEveryGrid) {
+  expect_bf16_every_setting_equals_no_overlap(test::tiny_gpt2());
+  expect_bf16_every_setting_equals_no_overlap(test::tiny_llama_gqa());
 }
 
 // Spec §9.5: convergence problems with overlap on. The hazard: an asynchronous reduce-scatter
@@ -255,7 +260,7 @@ TEST(GptOverlap, ReduceScattersNeverLandInAnotherStep) {
   opts.reduce_scatter_slots = 8;  // every linear's reduce-scatter still in flight when the backward ends
   const int B_local = kB / n;
   if (B_local < 1) GTEST_SKIP();
-  Gpt gpt(test_config(), grid, B_local, kT, kernels::Backend::kCpu, opts);
+  Gpt gpt(test::tiny_gpt2(), grid, B_local, kT, kernels::Backend::kCpu, opts);
   gpt.init_random(3);
   std::vector<int> in = test::randint(kB * kT, 70, 1), tg = test::randint(kB * kT, 70, 2);
   const int64_t at = static_cast<int64_t>(grid.coords().z) * B_local * kT;

@@ -176,7 +176,12 @@ TEST_F(LinearOnGrid, Transposed) {
 }
 
 TEST_F(LinearOnGrid, StackedOutputPartsLikeQkv) {
-  EXPECT_GT(run_all({make_layer({.in = 24, .out = 72, .out_parts = 3}, 3)}, 24), 0);
+  EXPECT_GT(run_all({make_layer({.in = 24, .out = 72, .out_parts = {24, 24, 24}}, 3)}, 24), 0);
+}
+
+TEST_F(LinearOnGrid, UnequalOutputPartsLikeGroupedQueryQkv) {
+  // q of 48 rows, k and v of 24 (grouped-query attention): each part split over Y alone
+  EXPECT_GT(run_all({make_layer({.in = 24, .out = 96, .out_parts = {48, 24, 24}}, 9)}, 24), 0);
 }
 
 TEST_F(LinearOnGrid, ChainNormalTransposedNormalTransposed) {

@@ -32,6 +32,7 @@ struct Case {
   double golden_bound;         // |loss - golden| at every step
   int golden_batch;
   int heads, channels;
+  int kv_heads = 0;  // Llama's (0: heads)
 };
 
 // Trains `c` on every admissible grid of the world; returns the number of grids.
@@ -43,6 +44,7 @@ int run_every_grid(const Case& k) {
   for (const parallel::GridShape& s : test::grid_shapes(world->size())) {
     if (s.gx * s.gy * s.gz * s.gdata == 1) continue;
     if (k.channels % s.gx != 0 || k.heads % s.gy != 0) continue;  // refused by the model; tested elsewhere
+    if (k.kv_heads && k.kv_heads % s.gy != 0) continue;
     train::TrainConfig c = k.config;
     const int groups = s.gz * s.gdata;
     const bool golden_batch = k.golden_batch % groups == 0;
@@ -97,6 +99,15 @@ TEST(TrainOnGrid, ReferenceGpt2OnEveryGrid) {
   c.lr = 3e-3f;
   int ran = run_every_grid({quiet(c), test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt"),
                             test::kLlmcLossBound, 4, 4, 64});
+  EXPECT_GT(ran, 0);
+}
+
+// The PyTorch oracle's Llama (grouped-query attention, untied head; tests/golden/gen_llama_golden.py) from
+// its Hugging Face directory, on every grid the shape admits (C=48, 6 heads, 2 KV heads: Gy <= 2).
+TEST(TrainOnGrid, LlamaOracleOnEveryGrid) {
+  train::TrainConfig c = test::llama_oracle_config();
+  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt"),
+                            test::kLlamaOracleLossBound, 3, 6, 48, 2});
   EXPECT_GT(ran, 0);
 }
 

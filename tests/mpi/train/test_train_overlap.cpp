@@ -24,6 +24,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trace_summary.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/grid_shapes.hpp"
 
 namespace axonn {
 namespace {
@@ -39,10 +40,6 @@ train::TrainConfig small(const std::string& grid) {
   c.quiet = true;
   c.grid = grid;
   return c;
-}
-
-std::string grid_text(const parallel::GridShape& s) {
-  return std::to_string(s.gx) + "," + std::to_string(s.gy) + "," + std::to_string(s.gz) + "," + std::to_string(s.gdata);
 }
 
 // A few grids of this world that exercise each axis (gpt2-tiny: C=64, 4 heads).
@@ -180,7 +177,7 @@ TEST(TrainOverlap, TraceOfEveryGridAndItsSummary) {
   for (const parallel::GridShape& g : grids_of(world->size())) {
     for (const char* overlap : {"none", "all"}) {
       SCOPED_TRACE(g.str() + std::string(", overlap ") + overlap);
-      train::TrainConfig c = small(grid_text(g));
+      train::TrainConfig c = small(test::grid_text(g));
       c.overlap = overlap;
       c.trace = path;
       c.trace_steps = "2:3";
@@ -204,7 +201,7 @@ TEST(TrainOverlap, MicroBatchesRecomputeAndCacheThroughTheTrainer) {
   auto world = comm::world();
   const int n = world->size();
   const parallel::GridShape g = n == 1 ? parallel::GridShape{1, 1, 1, 1} : parallel::GridShape{1, 1, 2, n / 2};
-  train::TrainConfig c = small(grid_text(g));
+  train::TrainConfig c = small(test::grid_text(g));
   c.steps = 6;
   const auto full = losses(train::train(c, world));
   c.micro_batch_size = 1;

@@ -19,18 +19,6 @@
 namespace axonn {
 namespace {
 
-std::string grid_text(const parallel::GridShape& s) {
-  return std::to_string(s.gx) + "," + std::to_string(s.gy) + "," + std::to_string(s.gz) + "," + std::to_string(s.gdata);
-}
-
-// gpt2-tiny's 4 heads and 64 channels, B = 4: the grids of this world the model and batch admit.
-std::vector<parallel::GridShape> admissible(int n) {
-  std::vector<parallel::GridShape> out;
-  for (const auto& s : test::grid_shapes(n))
-    if (64 % s.gx == 0 && 4 % s.gy == 0 && 4 % (s.gz * s.gdata) == 0) out.push_back(s);
-  return out;
-}
-
 train::TrainConfig config(const std::string& grid) {
   train::TrainConfig c = test::reference_config();
   c.grid = grid;
@@ -51,9 +39,9 @@ TEST(Validation, IsTheStepsForwardOnEveryGrid) {
   const std::vector<train::StepMetrics> alone = train::train(one, self);
   ASSERT_EQ(alone.size(), 6u);
   ASSERT_TRUE(alone[1].val_loss.has_value());
-  for (const auto& s : admissible(world->size())) {
-    SCOPED_TRACE("grid " + grid_text(s));
-    train::TrainConfig c = config(grid_text(s));
+  for (const auto& s : test::tiny_gpt2_grids(world->size())) {
+    SCOPED_TRACE("grid " + test::grid_text(s));
+    train::TrainConfig c = config(test::grid_text(s));
     c.lr = 0;
     const std::vector<train::StepMetrics> h = train::train(c, world);
     ASSERT_EQ(h.size(), 6u);
@@ -70,9 +58,9 @@ TEST(Validation, IsTheStepsForwardOnEveryGrid) {
 
 TEST(Validation, ChangesNoTrainingResult) {
   auto world = comm::world();
-  for (const auto& s : admissible(world->size())) {
-    SCOPED_TRACE("grid " + grid_text(s));
-    train::TrainConfig with = config(grid_text(s));
+  for (const auto& s : test::tiny_gpt2_grids(world->size())) {
+    SCOPED_TRACE("grid " + test::grid_text(s));
+    train::TrainConfig with = config(test::grid_text(s));
     with.micro_batch_size = 4 / (s.gz * s.gdata) > 1 ? 1 : 0;  // micro-batches where the rank has several
     with.dtype = s.gx > 1 ? "bf16" : "fp32";                   // both precisions over the grids
     train::TrainConfig without = with;

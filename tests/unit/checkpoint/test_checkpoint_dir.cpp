@@ -161,7 +161,10 @@ TEST(CheckpointDir, ManifestRejectsBadFields) {
   EXPECT_NE(err(with("\"num_layers\": 2", "\"num_layers\": \"2\"")).find("'num_layers' is not an integer"),
             std::string::npos);
   EXPECT_NE(err(with("\"num_heads\": 2", "\"num_heads\": 4")).find("bad model config"), std::string::npos);
-  EXPECT_NE(err(with("\"format_version\": 1", "\"format_version\": 2")).find("newer axonn"), std::string::npos);
+  EXPECT_NE(err(with("\"format_version\": 2", "\"format_version\": 3")).find("newer axonn"), std::string::npos);
+  // a valid value edited by hand: the manifest's own checksum refuses it
+  EXPECT_NE(err(with("\"step\": 0", "\"step\": 7")).find("fails its own checksum"), std::string::npos);
+  EXPECT_NE(err(with("\"bytes\": 1", "\"bytes\": 9")).find("own checksum"), std::string::npos);
   EXPECT_NE(err(with("\"axonn-checkpoint\"", "\"other\"")).find("has format 'other'"), std::string::npos);
   EXPECT_NE(err(with("0000000000000002", "xyz")).find("malformed hash"), std::string::npos);
   EXPECT_NE(err(with("\"a.safetensors\"", "\"../a.safetensors\"")).find("outside its directory"), std::string::npos);
@@ -295,11 +298,17 @@ TEST(CheckpointDir, IgnoresUnfinishedSaves) {
   EXPECT_EQ(*ck::find_latest(root), ck::step_dir(root, 1));
   std::string e = io_error_of([&] { ck::resolve_checkpoint(tmp); });
   EXPECT_NE(e.find("unfinished save"), std::string::npos) << e;
-  // the pointer deleted, or naming a step that is gone: the newest committed step is found
+  // the pointer deleted: the newest committed step is found
   fs::remove(root + "/latest");
   EXPECT_EQ(*ck::find_latest(root), ck::step_dir(root, 1));
+  // a pointer naming a step that is gone, or no step at all: refused, never an older step instead
   ck::write_file_atomic(root + "/latest", "step-00000099\n");
-  EXPECT_EQ(*ck::find_latest(root), ck::step_dir(root, 1));
+  e = io_error_of([&] { ck::find_latest(root); });
+  EXPECT_NE(e.find("names step-00000099, which is missing"), std::string::npos) << e;
+  ck::write_file_atomic(root + "/latest", "nonsense\n");
+  e = io_error_of([&] { ck::find_latest(root); });
+  EXPECT_NE(e.find("does not name a step"), std::string::npos) << e;
+  ck::write_file_atomic(root + "/latest", "step-00000001\n");
   // the next committed save clears the leftover
   save_step(root, 3);
   EXPECT_FALSE(fs::exists(tmp));
@@ -360,11 +369,11 @@ TEST(CheckpointDir, ArenasRoundTripThroughACheckpointFile) {
   test::TempDir d;
   model::GptConfig c = small();
   Arena a("params"), b("params");
-  model::reserve_gpt_params(a, c);
-  model::reserve_gpt_params(b, c);
+  model::reserve_params(a, model::model_spec(c));
+  model::reserve_params(b, model::model_spec(c));
   a.allocate();
   b.allocate();
-  model::init_gpt_params(a, c, 11);
+  model::init_params(a, model::model_spec(c), 11);
   ck::SafetensorsWriter w;
   ck::add_arena(w, "params", a);
   w.write(d.file("p.safetensors"));
@@ -377,7 +386,7 @@ TEST(CheckpointDir, ArenasRoundTripThroughACheckpointFile) {
   model::GptConfig other = c;
   other.channels = 8;
   Arena o("params");
-  model::reserve_gpt_params(o, other);
+  model::reserve_params(o, model::model_spec(other));
   o.allocate();
   std::string e = io_error_of([&] { ck::read_arena(f, "params", o); });
   EXPECT_NE(e.find("tensor 'params.wte' has shape [32, 6], expected [32, 8]"), std::string::npos) << e;

@@ -42,9 +42,9 @@ TEST(LlmcCheckpoint, RoundTripsFp32AndBf16) {
   test::TempDir d;
   model::GptConfig c = small();
   Arena a("a");
-  model::reserve_gpt_params(a, c);
+  model::reserve_params(a, model::model_spec(c));
   a.allocate();
-  model::init_gpt_params(a, c, 5);
+  model::init_params(a, model::model_spec(c), 5);
   checkpoint::save_llmc(d.file("v3.bin"), c, a, 3);
   checkpoint::save_llmc(d.file("v5.bin"), c, a, 5);
   EXPECT_EQ(std::filesystem::file_size(d.file("v3.bin")), 1024 + 4 * (size_t)c.num_parameters());
@@ -53,8 +53,8 @@ TEST(LlmcCheckpoint, RoundTripsFp32AndBf16) {
   EXPECT_EQ(r.channels, 6);
   EXPECT_EQ(r.padded_vocab_size, 32);
   Arena b("b"), h("h");
-  model::reserve_gpt_params(b, c);
-  model::reserve_gpt_params(h, c);
+  model::reserve_params(b, model::model_spec(c));
+  model::reserve_params(h, model::model_spec(c));
   b.allocate();
   h.allocate();
   checkpoint::load_llmc_params(d.file("v3.bin"), c, b);
@@ -79,7 +79,7 @@ TEST(LlmcCheckpoint, RejectsBadFilesWithClearErrors) {
   test::TempDir d;
   model::GptConfig c = small();
   Arena a("a");
-  model::reserve_gpt_params(a, c);
+  model::reserve_params(a, model::model_spec(c));
   a.allocate();
   checkpoint::save_llmc(d.file("good.bin"), c, a);
   std::vector<char> good = slurp(d.file("good.bin"));

@@ -276,12 +276,12 @@ TEST(SoftmaxCrossEntropy, CpuMatchesRefAndIgnoresPadding) {
   }
   // backward, accumulating and in place
   Vec d1(N * Vp, 0.5f), d2 = d1;
-  k::ref::softmax_crossentropy_backward(d1.data(), p1.data(), tg.data(), 0.25f, N, V, Vp, 0);
-  k::cpu::softmax_crossentropy_backward(d2.data(), p1.data(), tg.data(), 0.25f, N, V, Vp, 0);
+  k::ref::softmax_crossentropy_backward(d1.data(), p1.data(), tg.data(), nullptr, 0.25f, N, V, Vp, 0);
+  k::cpu::softmax_crossentropy_backward(d2.data(), p1.data(), tg.data(), nullptr, 0.25f, N, V, Vp, 0);
   EXPECT_TRUE(allclose(d2, d1, 1e-6f, 1e-6f));
   Vec q1 = p1, q2 = p1;
-  k::ref::softmax_crossentropy_backward(q1.data(), q1.data(), tg.data(), 0.25f, N, V, Vp, 0);
-  k::cpu::softmax_crossentropy_backward(q2.data(), q2.data(), tg.data(), 0.25f, N, V, Vp, 0);
+  k::ref::softmax_crossentropy_backward(q1.data(), q1.data(), tg.data(), nullptr, 0.25f, N, V, Vp, 0);
+  k::cpu::softmax_crossentropy_backward(q2.data(), q2.data(), tg.data(), nullptr, 0.25f, N, V, Vp, 0);
   EXPECT_TRUE(allclose(q2, q1, 1e-7f, 1e-6f));
   EXPECT_EQ(q1[V], 0.0f);
 }
@@ -296,8 +296,48 @@ TEST(SoftmaxCrossEntropy, RefBackwardMatchesFiniteDifferences) {
   };
   f();
   Vec d(n * vp, 0);
-  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), 1.0f / 3, n, v, vp, 0);
+  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), nullptr, 1.0f / 3, n, v, vp, 0);
   EXPECT_TRUE(allclose(d, finite_diff(z, f, 1e-3f), 1e-3f, 1e-2f));
+}
+
+// The Goldfish loss (model/goldfish.hpp): per-token weights 0 (dropped) / 1 (kept); the loss is the mean over
+// the kept tokens, computed here in float64 from the probabilities, and its gradient the weighted backward's.
+TEST(SoftmaxCrossEntropy, TokenWeightsMaskedMeanMatchesFloat64AndFiniteDifferences) {
+  const int n = 6, v = 5, vp = 8;
+  Vec z = randn(n * vp, 4), l(n), p(n * vp);
+  std::vector<int> tg = {1, 4, 0, 2, 3, 1};
+  const Vec w = {1, 0, 1, 1, 0, 1};  // tokens 1 and 4 dropped
+  const double kept = 4;
+  auto f = [&] {
+    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp, 0, nullptr);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += w[i] * l[i];
+    return s / kept;
+  };
+  const double masked = f();
+  double direct = 0;  // -log softmax(target) in float64 over the kept rows
+  for (int i = 0; i < n; i++) {
+    if (w[i] == 0) continue;
+    double sum = 0;
+    for (int j = 0; j < v; j++) sum += std::exp(static_cast<double>(z[i * vp + j]));
+    direct += std::log(sum) - z[i * vp + tg[i]];
+  }
+  EXPECT_NEAR(masked, direct / kept, 1e-5);
+  Vec d(n * vp, 0);
+  k::ref::softmax_crossentropy_backward(d.data(), p.data(), tg.data(), w.data(), static_cast<float>(1 / kept), n, v,
+                                        vp, 0);
+  EXPECT_TRUE(allclose(d, finite_diff(z, f, 1e-3f), 1e-3f, 1e-2f));
+  for (int j = 0; j < vp; j++) EXPECT_EQ(d[1 * vp + j], 0.0f) << "a dropped token has no gradient";
+  // cpu = ref, accumulating and in place (in place, a dropped row is overwritten with zeros)
+  for (bool in_place : {false, true}) {
+    Vec d1 = in_place ? p : Vec(n * vp, 0.5f), d2 = d1;
+    const float* p1 = in_place ? d1.data() : p.data();
+    const float* p2 = in_place ? d2.data() : p.data();
+    k::ref::softmax_crossentropy_backward(d1.data(), p1, tg.data(), w.data(), 0.25f, n, v, vp, 0);
+    k::cpu::softmax_crossentropy_backward(d2.data(), p2, tg.data(), w.data(), 0.25f, n, v, vp, 0);
+    EXPECT_TRUE(allclose(d2, d1, 1e-7f, 1e-6f)) << (in_place ? "in place" : "accumulating");
+    EXPECT_EQ(d1[4 * vp + 2], in_place ? 0.0f : 0.5f);
+  }
 }
 
 TEST(AdamW, MatchesClosedFormAndRef) {
@@ -405,10 +445,13 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
   auto tg = randint(N, V, 2);
   tg[0] = 3;
   tg[1] = 30;  // targets on both sides
+  Vec w(N, 1.0f);  // per-token weights (the Goldfish mask): some tokens dropped
+  w[1] = 0.0f;
+  w[N - 2] = 0.0f;
   Vec loss(N), p(N * Vp);
   ops.softmax_crossentropy_forward(loss.data(), p.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
   Vec dz = p;
-  ops.softmax_crossentropy_backward(dz.data(), dz.data(), tg.data(), 0.5f, N, V, Vp, 0);
+  ops.softmax_crossentropy_backward(dz.data(), dz.data(), tg.data(), w.data(), 0.5f, N, V, Vp, 0);
   TwoRankReducer shared;
   Vec losses[2], probs[2], grads[2];
   auto rank = [&](int r) {
@@ -420,7 +463,7 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
     probs[r].resize(N * Vs);
     ops.softmax_crossentropy_forward(losses[r].data(), probs[r].data(), zs.data(), tg.data(), N, valid, Vs, lo, &red);
     grads[r] = probs[r];
-    ops.softmax_crossentropy_backward(grads[r].data(), grads[r].data(), tg.data(), 0.5f, N, valid, Vs, lo);
+    ops.softmax_crossentropy_backward(grads[r].data(), grads[r].data(), tg.data(), w.data(), 0.5f, N, valid, Vs, lo);
   };
   std::thread t1(rank, 1);
   rank(0);

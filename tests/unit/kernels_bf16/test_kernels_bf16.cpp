@@ -239,6 +239,74 @@ TEST_P(Bf16Table, LayerNorm) {
   EXPECT_EQ(db, rdb);
 }
 
+// The Llama block's ops: each rounds its fp32 result once (RMSNorm with fp32 statistics, RoPE with the
+// fp32 tables, SwiGLU, the KV repetition), and the weight gradient accumulates in fp32.
+TEST_P(Bf16Table, LlamaOpsRoundOnceWithFp32Statistics) {
+  const int64_t N = 13;
+  const int C = 40, B = 1, T = 13;
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), dy = rand_bf(N * C, 3), d0 = rand_bf(N * C, 4);
+  Vec fx = widen(x), fw = widen(w), fdy = widen(dy);
+  Vec ss(N), rss(N), rstd(N), rrstd(N), dot(N), rdot(N), ref(N * C);
+  Bf out(N * C);
+  ops().rmsnorm_sumsq(ss.data(), x.data(), N, C);
+  fp32().rmsnorm_sumsq(rss.data(), fx.data(), N, C);
+  EXPECT_EQ(ss, rss) << "statistics in fp32";
+  rstd = ss;
+  rrstd = rss;
+  ops().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, C, 1e-5f);
+  fp32().rmsnorm_forward(ref.data(), rrstd.data(), fx.data(), fw.data(), N, C, C, 1e-5f);
+  EXPECT_TRUE(rounded_once(out, ref)) << "rmsnorm_forward";
+  EXPECT_EQ(rstd, rrstd);
+  ops().rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+  fp32().rmsnorm_backward_dot(rdot.data(), fdy.data(), fx.data(), fw.data(), N, C);
+  EXPECT_EQ(dot, rdot);
+  Bf dinp = d0;
+  Vec fdinp = widen(d0), dw(C, 0.5f), rdw = dw;
+  ops().rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), dot.data(), N, C, C);
+  fp32().rmsnorm_backward(fdinp.data(), rdw.data(), fdy.data(), fx.data(), fw.data(), rrstd.data(), rdot.data(), N, C, C);
+  EXPECT_TRUE(rounded_once(dinp, fdinp)) << "rmsnorm_backward";
+  EXPECT_EQ(dw, rdw);
+
+  const int HS = 8, heads = 3, stride = C;  // 5 heads of 8 in each row, the first 3 rotated
+  Vec cos(static_cast<size_t>(T) * HS / 2), sin(cos.size());
+  for (size_t i = 0; i < cos.size(); i++) {
+    cos[i] = std::cos(0.1f * static_cast<float>(i));
+    sin[i] = std::sin(0.1f * static_cast<float>(i));
+  }
+  for (bool forward : {true, false}) {
+    Bf r = x;
+    Vec fr = fx;
+    if (forward) {
+      ops().rope_forward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+      fp32().rope_forward(fr.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+    } else {
+      ops().rope_backward(r.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+      fp32().rope_backward(fr.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
+    }
+    EXPECT_TRUE(rounded_once(r, fr)) << (forward ? "rope_forward" : "rope_backward");
+  }
+
+  const int F = C / 2;  // x as [N, 2F] = gate | up
+  Bf act(N * F), dact = rand_bf(N * F, 5), dgu = d0;
+  Vec ract(N * F), fdact = widen(dact), rdgu = widen(d0);
+  ops().swiglu_forward(act.data(), x.data(), N, F);
+  fp32().swiglu_forward(ract.data(), fx.data(), N, F);
+  EXPECT_TRUE(rounded_once(act, ract)) << "swiglu_forward";
+  ops().swiglu_backward(dgu.data(), x.data(), dact.data(), N, F);
+  fp32().swiglu_backward(rdgu.data(), fx.data(), fdact.data(), N, F);
+  EXPECT_TRUE(rounded_once(dgu, rdgu)) << "swiglu_backward";
+
+  const int NH = 4, NKV = 2, hs = 5;  // x as [N, (4 + 2*2)*5 = 40]
+  Bf rep(N * 3 * NH * hs), drep = rand_bf(N * 3 * NH * hs, 6), dkv = d0;
+  Vec rrep(rep.size()), fdrep = widen(drep), rdkv = widen(d0);
+  ops().repeat_kv_forward(rep.data(), x.data(), N, NH, NKV, hs);
+  fp32().repeat_kv_forward(rrep.data(), fx.data(), N, NH, NKV, hs);
+  EXPECT_TRUE(rounded_once(rep, rrep)) << "repeat_kv_forward";
+  ops().repeat_kv_backward(dkv.data(), drep.data(), N, NH, NKV, hs);
+  fp32().repeat_kv_backward(rdkv.data(), fdrep.data(), N, NH, NKV, hs);
+  EXPECT_TRUE(rounded_once(dkv, rdkv)) << "repeat_kv_backward";
+}
+
 TEST_P(Bf16Table, Matmul) {
   const int64_t N = 11;
   const int C = 24, OC = 17;
@@ -296,16 +364,24 @@ TEST_P(Bf16Table, SoftmaxCrossEntropy) {
   EXPECT_EQ(zz, probs);
 
   const float dloss = 1.0f / N;
-  Bf d0 = rand_bf(N * Vs, 3), dz = d0;
-  Vec fdz = widen(d0), fprobs = widen(probs);
-  ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), dloss, N, V, Vs, 0);
-  fp32().softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), dloss, N, V, Vs, 0);
-  EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating";
-  // dlogits aliasing probs: overwritten, padding zeroed.
-  Vec fin = fprobs;
-  ops().softmax_crossentropy_backward(zz.data(), zz.data(), targets.data(), dloss, N, V, Vs, 0);
-  fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), dloss, N, V, Vs, 0);
-  EXPECT_TRUE(rounded_once(zz, fin)) << "in place";
+  Vec mask(N, 1.0f);  // per-token weights (the Goldfish mask): 0 for the dropped tokens
+  mask[2] = mask[5] = 0.0f;
+  for (const float* w : {static_cast<const float*>(nullptr), static_cast<const float*>(mask.data())}) {
+    Bf d0 = rand_bf(N * Vs, 3), dz = d0;
+    Vec fdz = widen(d0), fprobs = widen(probs);
+    ops().softmax_crossentropy_backward(dz.data(), probs.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    fp32().softmax_crossentropy_backward(fdz.data(), fprobs.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(dz, fdz)) << "accumulating" << (w ? ", weighted" : "");
+    // dlogits aliasing probs: overwritten, padding zeroed.
+    Vec fin = fprobs;
+    Bf in_place = probs;
+    ops().softmax_crossentropy_backward(in_place.data(), in_place.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), w, dloss, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(in_place, fin)) << "in place" << (w ? ", weighted" : "");
+    if (w) {
+      EXPECT_EQ(widen(in_place)[2 * Vs + 1], 0.0f) << "a dropped token has no gradient";
+    }
+  }
 }
 
 TEST_P(Bf16Table, AdamWUpdatesMasterAndRoundsTheCopy) {

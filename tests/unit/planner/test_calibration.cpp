@@ -62,7 +62,7 @@ ap::Calibration four_rank_calibration() {
 
 ap::Workload small_gpt(long batch = 8) {
   ap::Workload w;
-  w.model = {"", 4, 256, 4, 2048, 1};
+  w.model = ap::gpt_shape("", 4, 256, 4, 2048);
   w.seq_len = 64;
   w.batch_size = batch;
   return w;
@@ -303,18 +303,22 @@ TEST(PlannerAxonnCpp, OneRankComputeOnly) {
 }
 
 // Pure data parallelism: the loss and one all-reduce per parameter tensor over data, nothing else.
-TEST(PlannerAxonnCpp, DataParallelSyncsEveryTensorOnce) {
+// Data parallelism sums the gradients as the model's GradientSync does (src/model/grad_sync.hpp): each
+// linear's weight shard over data, layer by layer; over Z*data one packed bucket of the norms and biases
+// per block and one for the final norm, and each embedding in place.
+TEST(PlannerAxonnCpp, DataParallelSyncsAsTheModelBuckets) {
   ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
   const ap::Workload w = small_gpt();
   const auto e = ap::estimate(m, w, {1, 1, 1, 4}, ap::settings_for(m));
-  EXPECT_EQ(e.comm.x + e.comm.y + e.comm.z + e.comm.embedding, 0);
+  EXPECT_EQ(e.comm.x + e.comm.y + e.comm.z, 0);
   const double C = 256, L = 4, V = 2048, T = 64;
   auto ar = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, bytes); };
   double want = ar(4);  // the loss
-  for (double n : {V * C, T * C, L * C, L * C, L * 3 * C, L * C, L * C, L * C, L * 4 * C, L * C, C, C,  // replicated
-                   L * 3 * C * C, L * C * C, L * 4 * C * C, L * 4 * C * C})                           // weights
-    want += ar(4 * n);
+  for (double n : {3 * C * C, C * C, 4 * C * C, 4 * C * C}) want += L * ar(4 * n);  // weight shards per layer
   EXPECT_NEAR(e.comm.data, want, want * 1e-12);
+  // Z*data: the final norm's w and b; per block ln1, ln2 (w, b) and the biases (3C, C, 4C, C); wte, wpe
+  const double zdata = ar(4 * 2 * C) + L * ar(4 * (4 * C + 9 * C)) + ar(4 * V * C) + ar(4 * T * C);
+  EXPECT_NEAR(e.comm.embedding, zdata, zdata * 1e-12);
   EXPECT_DOUBLE_EQ(e.exposed_comm_s, e.comm_s);  // blocking
 }
 
@@ -349,17 +353,19 @@ TEST(PlannerAxonnCpp, TensorParallelCollectives) {
 
 // Z shards weights: per layer and linear, two all-gathers (forward, backward) and a reduce-scatter
 // of the Gx·Gy block; the replicated tensors are all-reduced over Z.
-TEST(PlannerAxonnCpp, DepthAxisGathersTwicePerLayer) {
+// Over Z each linear's weight is gathered before each use unless WeightGather still holds it (the
+// backward's first two, the forward's last), and its gradient reduce-scattered once per layer.
+TEST(PlannerAxonnCpp, DepthAxisGathersAsTheWeightGatherDoes) {
   ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
   const ap::Workload w = small_gpt();
   const auto z = ap::estimate(m, w, {1, 1, 4, 1}, ap::settings_for(m));
-  const double C = 256, L = 4, V = 2048, T = 64;
+  const double C = 256, L = 4;
   auto ar = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, bytes); };
   auto ag = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kAllGather, 1, 4, bytes); };
   auto rs = [&](double bytes) { return *m.measured_seconds(CollectiveKind::kReduceScatter, 1, 4, bytes); };
   double want = ar(4);  // the loss over Z
-  for (double block : {3 * C * C, C * C, 4 * C * C, 4 * C * C}) want += L * (2 * ag(4 * block) + rs(4 * block));
-  for (double n : {V * C, T * C, L * C, L * C, L * 3 * C, L * C, L * C, L * C, L * 4 * C, L * C, C, C}) want += ar(4 * n);
+  const double blocks[] = {3 * C * C, C * C, 4 * C * C, 4 * C * C};
+  for (int k = 0; k < 4; k++) want += (2 * L - (k >= 2 ? 1 : 0)) * ag(4 * blocks[k]) + L * rs(4 * blocks[k]);
   EXPECT_NEAR(z.comm.z, want, want * 1e-12);
 }
 
@@ -391,10 +397,11 @@ TEST(PlannerAxonnCpp, SyncCostPerCall) {
   const ap::MachineProfile synced = ap::parse_machine_profile(ap::calibration_profile_json(c), "b.json");
   EXPECT_DOUBLE_EQ(synced.sync_us, 250);
   const ap::Workload w = small_gpt();
-  // data parallelism: the loss and 16 gradient tensors, one all-reduce each
+  // data parallelism: the loss, 4 weight shards per layer (16), a bucket per block (4), the final
+  // norm's bucket, wte and wpe: 24 all-reduces
   const auto a = ap::estimate(plain, w, {1, 1, 1, 4}, ap::settings_for(plain));
   const auto b = ap::estimate(synced, w, {1, 1, 1, 4}, ap::settings_for(synced));
-  EXPECT_NEAR(b.comm_s - a.comm_s, 17 * 250e-6, 1e-12);
+  EXPECT_NEAR(b.comm_s - a.comm_s, 24 * 250e-6, 1e-12);
 }
 
 // With the trainer's --overlap (all, its default), OAR, ORS, OAG and the gradient sums hide behind
@@ -450,7 +457,6 @@ TEST(PlannerCalibration, NonBlockingFormIsTimedApart) {
   EXPECT_EQ(*old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M, true),
             *old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M));
   // the model: over Y on a 1x4x1x1 grid, forward all-reduces blocking, dX all-reduces non-blocking
-  const auto layers = ap::block_linear_layers(256);
   const auto s = ap::settings_for(m);
   const auto with = ap::estimate(m, small_gpt(), {1, 4, 1, 1}, s);
   const auto without = ap::estimate(old, small_gpt(), {1, 4, 1, 1}, s);

@@ -13,6 +13,14 @@ namespace ap = axonn::planner;
 
 namespace {
 
+// GPT-2's block at hidden size H (the planner's linear layers come from the model's tensor list).
+axonn::model::ModelSpec gpt_spec(long H) {
+  ap::Workload w;
+  w.model = ap::gpt_shape("", 1, H, H / 128, 50304);
+  return w.spec();
+}
+
+
 const ap::MachineProfile& perlmutter() {
   static const ap::MachineProfile m = ap::load_machine_profile("perlmutter");
   return m;
@@ -98,7 +106,7 @@ TEST(PlannerCostModel, AsCodedEqualsCommModelPyOnAllGrids) {
   const double B = 64, S = 2048, H = 4096;
   int checked = 0;
   for (const auto& g : ap::factorizations(64)) {
-    for (const auto& layer : ap::block_linear_layers(4096)) {
+    for (const auto& layer : ap::block_linear_layers(gpt_spec(4096))) {
       const double K = static_cast<double>(std::max(layer.in_features, layer.out_features)) / H;
       double want = spec_model_v2(B, S, K, H, g.gz, g.gy, g.gx, g.gdata, perlmutter(), layer.transposed);
       double got = ap::total_seconds(ap::linear_layer_collectives(perlmutter(), layer, B * S, 1, g, as_coded()));
@@ -115,7 +123,7 @@ TEST(PlannerCostModel, AsCodedEqualsCommModelPyOnAllGrids) {
 TEST(PlannerCostModel, CorrectedFixesOnlyTransposedLayersWithWideInput) {
   const ap::GridShape g{2, 4, 2, 8};
   const double tokens = 512.0 * 2048, unit = 1e9 / (1024.0 * 1024 * 1024);
-  for (const auto& layer : ap::block_linear_layers(12288)) {
+  for (const auto& layer : ap::block_linear_layers(gpt_spec(12288))) {
     auto coded = ap::linear_layer_collectives(perlmutter(), layer, tokens, 1, g, as_coded());
     auto fixed = ap::linear_layer_collectives(perlmutter(), layer, tokens, 1, g, corrected_bandwidth_only());
     const bool wide_transposed = layer.transposed && layer.in_features > layer.out_features;
@@ -265,10 +273,10 @@ TEST(PlannerCostModel, OverlapHidesOnlyWhatTheScheduleAllows) {
   // Blocking collectives are never hidden: forward all-reduces (X for QKV/FC1, Y for out-proj/FC2),
   // the data all-reduce and the embedding syncs.
   double blocking = a.comm.data + a.comm.embedding;
-  for (const auto& layer : ap::block_linear_layers(w.model.hidden))
+  for (const auto& layer : ap::block_linear_layers(w.spec()))
     for (const auto& c : ap::linear_layer_collectives(perlmutter(), layer, w.tokens(), 1, g, on))
       if (c.hiding == ap::Hiding::kNone && c.group != ap::CommGroup::kData)
-        blocking += static_cast<double>(w.model.layers) * c.seconds;
+        blocking += static_cast<double>(w.model.layers()) * c.seconds;
   EXPECT_GE(a.exposed_comm_s, blocking * (1 - 1e-12));
   EXPECT_DOUBLE_EQ(a.total_s, a.compute_s + a.exposed_comm_s);
   EXPECT_DOUBLE_EQ(a.compute_s, a.gemm_s + a.memory_bound_s);

@@ -32,7 +32,7 @@ ap::GridShape grid(long gx, long gy, long gz, long gd, const char* order = "xyz"
 
 ap::Workload workload() {
   ap::Workload w;
-  w.model = {"test", 4, 1024, 16, 50304, 1};
+  w.model = ap::gpt_shape("test", 4, 1024, 16, 50304);
   w.seq_len = 1024;
   w.batch_size = 8;
   return w;
@@ -68,7 +68,7 @@ TEST(PlannerOrder, TheFastestAxisStaysInsideANode) {
   // 2x1x2x1 on nodes of 2: in x,y,z order X is inside a node (10 GB/s) and the two Z rings share each
   // node's link (1/2 GB/s); in z,x,y order the other way round
   const auto m = two_level();
-  const auto layer = ap::block_linear_layers(1024)[0];
+  const auto layer = ap::block_linear_layers(workload().spec())[0];
   ap::CostSettings s;
   for (const char* order : {"xyz", "zxy"}) {
     const auto cs = ap::linear_layer_collectives(m, layer, 8192, 1, grid(2, 1, 2, 1, order), s);

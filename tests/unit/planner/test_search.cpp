@@ -71,11 +71,11 @@ TEST(PlannerSearch, DivisibilityReasons) {
   EXPECT_EQ(why({1, 7, 1, 1}), "");  // 7 divides H and the heads: non-powers of two are fine
   EXPECT_NE(why({1, 1, 8, 1}, 16).find("below the minimum tensor-parallel degree 16"), std::string::npos);
   EXPECT_NE(why({1, 1, 3, 1}).find("batch size 512 is not divisible by Gdata*Gz = 3"), std::string::npos);
-  EXPECT_NE(why({3, 1, 1, 1}).find("hidden size 7168 is not divisible by Gx = 3"), std::string::npos);
-  EXPECT_NE(why({1, 3, 1, 1}).find("is not divisible by Gy = 3"), std::string::npos);
-  EXPECT_NE(why({1, 16, 1, 1}).find("attention heads 56 are not divisible by Gy = 16"), std::string::npos);
-  w.model.hidden = 48;  // QKV block 48 × 144 / (Gx·Gy) over Gz
-  w.model.heads = 4;
+  EXPECT_NE(why({3, 1, 1, 1}).find("channels 7168 are not divisible by Gx=3"), std::string::npos);
+  EXPECT_NE(why({1, 3, 1, 1}).find("are not divisible by Gy=3"), std::string::npos);
+  EXPECT_NE(why({1, 16, 1, 1}).find("heads 56 are not divisible by Gy=16"), std::string::npos);
+  w.model.config.channels = 48;  // QKV block 48 × 144 / (Gx·Gy) over Gz
+  w.model.config.num_heads = 4;
   w.batch_size = 4096;
   EXPECT_NE(why({1, 1, 4096, 1}).find("weight block"), std::string::npos);
   w.grad_accumulation = 4;
@@ -194,10 +194,26 @@ TEST(PlannerSearch, ModelThatFitsNowhereIsMarkedNotDropped) {
 }
 
 TEST(PlannerSearch, KnownModels) {
-  EXPECT_EQ(ap::find_model("80b")->hidden, 12288);
-  EXPECT_EQ(ap::find_model("GPT2-XL")->heads, 25);
+  EXPECT_EQ(ap::find_model("80b")->hidden(), 12288);
+  EXPECT_EQ(ap::find_model("GPT2-XL")->heads(), 25);
   EXPECT_FALSE(ap::find_model("llama-7b").has_value());
-  EXPECT_EQ(ap::known_models().size(), 14u);
+  EXPECT_EQ(ap::known_models().size(), 20u);
+  // the Llama family: the shapes of the published configs (model::gpt_preset)
+  const auto big = ap::find_model("Llama-3.1-405B");
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->layers(), 126);
+  EXPECT_EQ(big->hidden(), 16384);
+  EXPECT_EQ(big->config.kv_heads(), 8);
+  EXPECT_EQ(big->config.mlp_hidden(), 53248);
+  ap::Workload w;
+  w.model = *big;
+  EXPECT_NEAR(w.parameters(), 405.85e9, 0.01e9);  // Meta's "405B": 405,853,388,800 parameters
+  w.model = *ap::find_model("llama-3.1-8b");
+  EXPECT_NEAR(w.parameters(), 8.03e9, 0.005e9);
+  w.model = *ap::find_model("tinyllama-1.1b");
+  EXPECT_NEAR(w.parameters(), 1.10e9, 0.005e9);
+  w.model = *ap::find_model("llama-3.2-1b");  // tied: 1.24B
+  EXPECT_NEAR(w.parameters(), 1.236e9, 0.001e9);
 }
 
 TEST(PlannerSearch, TrainModelNamesAreAliases) {
@@ -208,9 +224,9 @@ TEST(PlannerSearch, TrainModelNamesAreAliases) {
     const auto a = axonn::planner::find_model(alias), b = axonn::planner::find_model(name);
     ASSERT_TRUE(a.has_value()) << alias;
     ASSERT_TRUE(b.has_value()) << name;
-    EXPECT_EQ(a->layers, b->layers) << alias;
-    EXPECT_EQ(a->hidden, b->hidden) << alias;
-    EXPECT_EQ(a->heads, b->heads) << alias;
+    EXPECT_EQ(a->layers(), b->layers()) << alias;
+    EXPECT_EQ(a->hidden(), b->hidden()) << alias;
+    EXPECT_EQ(a->heads(), b->heads()) << alias;
   }
   EXPECT_FALSE(axonn::planner::find_model("gpt2-999m").has_value());
 }

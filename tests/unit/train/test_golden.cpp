@@ -3,12 +3,21 @@
 // (tests/golden) within test::kPyTorchLossBound.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/model/gpt.hpp"
 #include "axonn/train/trainer.hpp"
 #include "common/reference_run.hpp"
 
@@ -27,6 +36,28 @@ double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& exp
     worst = std::max(worst, std::fabs(history[i].loss - expected[i]));
   }
   return worst;
+}
+
+// A run of tests/golden: the model `init` and the tokens of `dir`, quiet.
+train::TrainConfig golden_config(const std::string& init, const std::string& dir, int B, int T, int steps, float lr) {
+  train::TrainConfig c;
+  c.init = AXONN_GOLDEN_DIR "/" + init;
+  c.data = AXONN_GOLDEN_DIR "/" + dir + "/tokens.bin";
+  c.batch_size = B;
+  c.seq_len = T;
+  c.steps = steps;
+  c.lr = lr;
+  c.peak_gflops = 100;
+  c.quiet = true;
+  return c;
+}
+
+// The second golden cases' schedule: 3 warmup steps then cosine, decay 0.1 on matrices, clipping at 0.5.
+void decay_clip_cosine(train::TrainConfig& c) {
+  c.lr_schedule = "cosine";
+  c.warmup_steps = 3;
+  c.weight_decay = 0.1f;
+  c.grad_clip = 0.5f;
 }
 
 train::TrainConfig reference_config(const std::string& kernels) {
@@ -64,39 +95,113 @@ TEST_P(ReferenceTrajectory, Bf16StaysCloseToLlmcLosses) {
 
 TEST(GoldenTrajectory, OddShapesMatchPyTorch) {
   // L=2 NH=3 C=48 V=397 (padded 512) maxT=32; B=3 T=13
-  train::TrainConfig c;
-  c.init = AXONN_GOLDEN_DIR "/odd-shapes/model.bin";
-  c.data = AXONN_GOLDEN_DIR "/odd-shapes/tokens.bin";
-  c.batch_size = 3;
-  c.seq_len = 13;
-  c.steps = 20;
-  c.lr = 3e-3f;
+  train::TrainConfig c = golden_config("odd-shapes/model.bin", "odd-shapes", 3, 13, 20, 3e-3f);
   c.lr_schedule = "constant";
   c.grad_clip = 0;
-  c.peak_gflops = 100;
-  c.quiet = true;
   double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"), test::kPyTorchLossBound);
   std::printf("odd shapes: max |loss - pytorch| = %.3g\n", worst);
 }
 
 TEST(GoldenTrajectory, WeightDecayClippingCosineWarmupMatchPyTorch) {
   // L=3 NH=5 C=40 V=203 (padded 256) maxT=24; B=5 T=11; decay on matrices only
-  train::TrainConfig c;
-  c.init = AXONN_GOLDEN_DIR "/decay-clip-cosine/model.bin";
-  c.data = AXONN_GOLDEN_DIR "/decay-clip-cosine/tokens.bin";
-  c.batch_size = 5;
-  c.seq_len = 11;
-  c.steps = 15;
-  c.lr = 2e-3f;
-  c.lr_schedule = "cosine";
-  c.warmup_steps = 3;
-  c.weight_decay = 0.1f;
-  c.grad_clip = 0.5f;
-  c.peak_gflops = 100;
-  c.quiet = true;
+  train::TrainConfig c = golden_config("decay-clip-cosine/model.bin", "decay-clip-cosine", 5, 11, 15, 2e-3f);
+  decay_clip_cosine(c);
   double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/decay-clip-cosine/losses.txt"),
-                              test::kPyTorchLossBound);
+                               test::kPyTorchLossBound);
   std::printf("decay+clip+cosine: max |loss - pytorch| = %.3g\n", worst);
+}
+
+// Llama against the float64 PyTorch oracle of tests/golden/gen_llama_golden.py (written from Hugging
+// Face's formulas, not from axonn's code): 20 AdamW steps from the oracle's Hugging Face directory,
+// every loss within 1e-4, with both kernel backends.
+class LlamaGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaGolden, GroupedQueryAttentionUntiedMatchesPyTorch) {
+  // L=2 C=48 NH=6 KV=2 FFN=136 V=397 (padded 512) theta 1e4, untied; B=3 T=13, constant lr
+  train::TrainConfig c = test::llama_oracle_config();
+  c.kernels = GetParam();
+  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt"), test::kLlamaOracleLossBound);
+  std::printf("llama gqa (%s kernels): max |loss - pytorch| = %.3g\n", GetParam().c_str(), worst);
+}
+
+TEST_P(LlamaGolden, TiedLlama3RopeScalingDecayClipCosineMatchesPyTorch) {
+  // L=3 C=40 NH=5 KV=1 FFN=100 V=203 (padded 256) theta 5e5, llama3 rope_scaling (factor 8, original
+  // 16 positions), tied; B=5 T=11; warmup + cosine, weight decay on matrices, clipping at 0.5
+  train::TrainConfig c = golden_config("llama-tied-scaled", "llama-tied-scaled", 5, 11, 20, 2e-3f);
+  c.kernels = GetParam();
+  decay_clip_cosine(c);
+  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/llama-tied-scaled/losses.txt"),
+                               test::kLlamaOracleLossBound);
+  std::printf("llama tied + rope scaling (%s kernels): max |loss - pytorch| = %.3g\n", GetParam().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LlamaGolden, ::testing::Values("cpu", "ref"));
+
+// tests/golden/llama-export is axonn's Hugging Face export (sharded: 4 shards of at most 100 kB, fp32)
+// of the oracle's llama-gqa model, and logits.txt the logits the oracle computes after reading that
+// export with its own few lines of Python. Exporting again gives the same bytes, and axonn's model,
+// loading the export, gives the oracle's logits.
+TEST(LlamaExport, IsReproducibleAndTheOracleReadsItAsAxonnDoes) {
+  namespace fs = std::filesystem;
+  const std::string golden = AXONN_GOLDEN_DIR "/llama-gqa", exported = AXONN_GOLDEN_DIR "/llama-export";
+  checkpoint::HfCheckpoint source(golden);
+  const model::GptConfig cfg = source.config();
+  const model::ModelSpec spec = model::model_spec(cfg);
+  Arena full("full");
+  model::reserve_params(full, spec);
+  full.allocate();
+  source.load(full);
+  const fs::path tmp = fs::temp_directory_path() / ("axonn-llama-export-" + std::to_string(::getpid()));
+  checkpoint::save_hf_dir(tmp.string(), cfg, full, DType::kF32, 100000);
+  auto bytes = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp)) {
+    EXPECT_EQ(bytes(e.path()), bytes(fs::path(exported) / e.path().filename())) << e.path().filename();
+    files++;
+  }
+  EXPECT_EQ(files, 6) << "config.json, the index and 4 shards";
+  fs::remove_all(tmp);
+
+  // the model from the export, on one rank: its logits against the oracle's
+  const int B = 3, T = 13, V = cfg.vocab_size;
+  auto world = comm::world();
+  parallel::Grid grid({1, 1, 1, 1}, world);
+  model::Gpt gpt(cfg, grid, B, T, kernels::Backend::kCpu);
+  checkpoint::HfCheckpoint hf(exported);
+  Arena back("back");
+  model::reserve_params(back, spec);
+  back.allocate();
+  hf.load(back);
+  for (int i = 0; i < static_cast<int>(spec.params.size()); i++) {
+    Tensor t = back.tensor(static_cast<size_t>(i));
+    const bool per_layer = spec.params[static_cast<size_t>(i)].per_layer;
+    for (int l = 0; l < (per_layer ? cfg.num_layers : 1); l++) gpt.load_full_layer(i, l, per_layer ? t[l].f32() : t.f32());
+  }
+  data::TokenShard tokens(golden + "/tokens.bin", V);
+  std::vector<int> in(B * T);
+  for (int i = 0; i < B * T; i++) in[static_cast<size_t>(i)] = tokens.token(i);
+  gpt.forward(in.data(), nullptr);
+  const float* logits = gpt.output().f32();
+  std::ifstream f(exported + "/logits.txt");
+  std::string line;
+  double worst = 0;
+  int rows = 0;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream is(line);
+    for (int v = 0; v < V; v++) {
+      double want = 0;
+      is >> want;
+      worst = std::max(worst, std::fabs(logits[static_cast<size_t>(rows) * gpt.vocab_rows() + v] - want));
+    }
+    rows++;
+  }
+  EXPECT_EQ(rows, B * T);
+  EXPECT_LE(worst, 1e-5) << "axonn's logits against the oracle's, from the same export";
+  std::printf("logits of axonn's export: max |axonn - oracle| = %.3g over %d x %d\n", worst, rows, V);
 }
 
 TEST(Train, BuiltInDefaultLearns) {

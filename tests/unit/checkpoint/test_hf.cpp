@@ -1,12 +1,13 @@
-// GPT-2 in Hugging Face's layout: the name and layout mapping, bit-exact round trips through HF
-// safetensors and llm.c .bin, and refusal of files that are not a GPT-2 we can represent.
+// GPT-2 and Llama in Hugging Face's layout: the name and layout mapping, bit-exact round trips through HF
+// safetensors (files, model directories, shards, F32 and BF16) and llm.c .bin, config.json, and refusal
+// of files that are not a model we can represent.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "axonn/checkpoint/hf_gpt2.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
@@ -45,7 +46,7 @@ void fill_random(Arena& a, const model::GptConfig& c, uint32_t seed) {
 
 Arena make_params(const model::GptConfig& c) {
   Arena a("parameters");
-  model::reserve_gpt_params(a, c);
+  model::reserve_params(a, model::model_spec(c));
   a.allocate();
   return a;
 }
@@ -101,7 +102,7 @@ TEST(HfGpt2, UsesHuggingFaceNamesAndConv1dLayouts) {
   model::GptConfig c = small();
   Arena p = make_params(c);
   fill_random(p, c, 1);
-  ck::save_hf_gpt2(d.file("m.safetensors"), c, p);
+  ck::save_hf_safetensors(d.file("m.safetensors"), c, p);
   ck::SafetensorsFile f(d.file("m.safetensors"));
   // 2 embeddings + 12 per layer + final LayerNorm
   EXPECT_EQ(f.tensors().size(), 2u + 12u * 3 + 2u);
@@ -160,15 +161,15 @@ TEST(HfGpt2, RoundTripsBitForBit) {
   Arena p = make_params(c), q = make_params(c);
   fill_random(p, c, 2);
   std::memset(q.tensor(0).data(), 0x7f, q.tensor(0).bytes());  // garbage in the padding rows on purpose
-  ck::save_hf_gpt2(d.file("m.safetensors"), c, p);
-  ck::SafetensorsFile f(d.file("m.safetensors"));
-  model::GptConfig r = ck::read_hf_gpt2_config(f);
+  ck::save_hf_safetensors(d.file("m.safetensors"), c, p);
+  ck::HfCheckpoint f(d.file("m.safetensors"));
+  model::GptConfig r = f.config();
   EXPECT_EQ(r.str(), c.str());
   EXPECT_EQ(r.num_heads, c.num_heads);
-  ck::load_hf_gpt2_params(f, r, q);
+  f.load(q);
   expect_bit_equal(p, q);
   // writing the loaded parameters again gives the same file, byte for byte
-  ck::save_hf_gpt2(d.file("m2.safetensors"), r, q);
+  ck::save_hf_safetensors(d.file("m2.safetensors"), r, q);
   EXPECT_EQ(read_all(d.file("m.safetensors")), read_all(d.file("m2.safetensors")));
 }
 
@@ -182,10 +183,10 @@ TEST(HfGpt2, LlmcFilesRoundTripThroughHfByteForByte) {
     ck::save_llmc(d.file("a" + v + ".bin"), c, p, version);
     Arena a = make_params(c), b = make_params(c);
     ck::load_llmc_params(d.file("a" + v + ".bin"), ck::read_llmc_config(d.file("a" + v + ".bin")), a);
-    ck::save_hf_gpt2(d.file("a" + v + ".safetensors"), c, a);
-    ck::SafetensorsFile f(d.file("a" + v + ".safetensors"));
-    model::GptConfig r = ck::read_hf_gpt2_config(f);
-    ck::load_hf_gpt2_params(f, r, b);
+    ck::save_hf_safetensors(d.file("a" + v + ".safetensors"), c, a);
+    ck::HfCheckpoint f(d.file("a" + v + ".safetensors"));
+    model::GptConfig r = f.config();
+    f.load(b);
     ck::save_llmc(d.file("b" + v + ".bin"), r, b, version);
     EXPECT_EQ(read_all(d.file("a" + v + ".bin")), read_all(d.file("b" + v + ".bin"))) << "version " << version;
   }
@@ -197,9 +198,8 @@ TEST(HfGpt2, TheSharedReferenceRoundTrips) {
   model::GptConfig c = ck::read_llmc_config(ref);
   Arena p = make_params(c), q = make_params(c);
   ck::load_llmc_params(ref, c, p);
-  ck::save_hf_gpt2(d.file("ref.safetensors"), c, p);
-  ck::SafetensorsFile f(d.file("ref.safetensors"));
-  ck::load_hf_gpt2_params(f, ck::read_hf_gpt2_config(f), q);
+  ck::save_hf_safetensors(d.file("ref.safetensors"), c, p);
+  ck::HfCheckpoint(d.file("ref.safetensors")).load(q);
   ck::save_llmc(d.file("ref.bin"), c, q);
   EXPECT_EQ(read_all(ref), read_all(d.file("ref.bin")));
 }
@@ -210,7 +210,7 @@ TEST(HfGpt2, ReadsHfVariants) {
   c.padded_vocab_size = 128;  // without our metadata, the vocabulary is padded as llm.c pads it
   Arena p = make_params(c);
   fill_random(p, c, 4);
-  ck::save_hf_gpt2(d.file("m.safetensors"), c, p);
+  ck::save_hf_safetensors(d.file("m.safetensors"), c, p);
 
   // GPT2LMHeadModel's names ("transformer." prefix), HF's attention-mask buffers, a tied head, and
   // transformers' own metadata only ({"format": "pt"}): the heads then come from config.json
@@ -227,17 +227,23 @@ TEST(HfGpt2, ReadsHfVariants) {
     std::filesystem::create_directories(d.file("hf"));
     w.write(d.file("hf/model.safetensors"));
   }
-  ck::SafetensorsFile f(d.file("hf/model.safetensors"));
-  std::string e = io_error_of([&] { ck::read_hf_gpt2_config(f); });
+  const std::string hf = d.file("hf/model.safetensors");
+  std::string e = io_error_of([&] { ck::HfCheckpoint f(hf); });
   EXPECT_NE(e.find("give it with --heads"), std::string::npos) << e;
-  model::GptConfig r = ck::read_hf_gpt2_config(f, 2);
+  model::GptConfig r = ck::HfCheckpoint(hf, 2).config();
   EXPECT_EQ(r.str(), c.str());
   EXPECT_EQ(r.num_heads, 2);
-  ck::write_file_atomic(d.file("hf/config.json"), ck::hf_gpt2_config_json(c));
-  r = ck::read_hf_gpt2_config(f);
+  ck::write_file_atomic(d.file("hf/config.json"), ck::hf_config_json(c));
+  ck::HfCheckpoint f(hf);
+  r = f.config();
   EXPECT_EQ(r.num_heads, 2);
   Arena q = make_params(r);
-  ck::load_hf_gpt2_params(f, r, q);
+  f.load(q);
+  // the directory is an HF model directory too
+  EXPECT_TRUE(ck::is_hf_model_dir(d.file("hf")));
+  Arena q2 = make_params(r);
+  ck::HfCheckpoint(d.file("hf")).load(q2);
+  expect_bit_equal(p, q2);
   expect_bit_equal(p, q);
 
   // BF16 weights widen exactly
@@ -258,9 +264,8 @@ TEST(HfGpt2, ReadsHfVariants) {
     for (const auto& [k, v] : src.metadata()) w.set_metadata(k, v);
     w.write(d.file("bf16.safetensors"));
   }
-  ck::SafetensorsFile fb(d.file("bf16.safetensors"));
   Arena b = make_params(c);
-  ck::load_hf_gpt2_params(fb, ck::read_hf_gpt2_config(fb), b);
+  ck::HfCheckpoint(d.file("bf16.safetensors")).load(b);
   for (size_t i = 0; i < p.size(); i++) {
     const float* x = p.tensor(i).f32();
     const float* y = b.tensor(i).f32();
@@ -275,13 +280,12 @@ TEST(HfGpt2, RefusesWhatItCannotRepresent) {
   Arena p = make_params(c);
   fill_random(p, c, 5);
   const std::string good = d.file("m.safetensors");
-  ck::save_hf_gpt2(good, c, p);
+  ck::save_hf_safetensors(good, c, p);
   auto load_error = [&](const std::string& path) {
     return io_error_of([&] {
-      ck::SafetensorsFile f(path);
-      model::GptConfig r = ck::read_hf_gpt2_config(f);
-      Arena q = make_params(r);
-      ck::load_hf_gpt2_params(f, r, q);
+      ck::HfCheckpoint f(path);
+      Arena q = make_params(f.config());
+      f.load(q);
     });
   };
   using Tensors = std::vector<std::pair<std::string, const ck::TensorInfo*>>;
@@ -345,11 +349,8 @@ TEST(HfGpt2, RefusesWhatItCannotRepresent) {
   rewrite(good, d.file("meta3.safetensors"), [](Tensors&, Meta& m) { m["n_head"] = "3"; });
   e = load_error(d.file("meta3.safetensors"));
   EXPECT_NE(e.find("invalid model"), std::string::npos) << e;
-  {
-    ck::SafetensorsFile f(good);
-    e = io_error_of([&] { ck::read_hf_gpt2_config(f, 4); });
-    EXPECT_NE(e.find("has n_head 2, but 4 heads were asked for"), std::string::npos) << e;
-  }
+  e = io_error_of([&] { ck::HfCheckpoint f(good, 4); });
+  EXPECT_NE(e.find("has n_head 2, but 4 heads were asked for"), std::string::npos) << e;
 
   // not a GPT-2 at all
   float x = 1;
@@ -357,7 +358,7 @@ TEST(HfGpt2, RefusesWhatItCannotRepresent) {
   w.add("encoder.weight", DType::kF32, {1}, &x);
   w.write(d.file("other.safetensors"));
   e = load_error(d.file("other.safetensors"));
-  EXPECT_NE(e.find("has no wte.weight tensor"), std::string::npos) << e;
+  EXPECT_NE(e.find("is neither a GPT-2 nor a Llama safetensors file"), std::string::npos) << e;
 
   // integer weights
   {
@@ -369,5 +370,5 @@ TEST(HfGpt2, RefusesWhatItCannotRepresent) {
     w2.write(d.file("int.safetensors"));
   }
   e = load_error(d.file("int.safetensors"));
-  EXPECT_NE(e.find("'wpe.weight' is I32; GPT-2 weights must be F32 or BF16"), std::string::npos) << e;
+  EXPECT_NE(e.find("'wpe.weight' is I32; weights must be F32 or BF16"), std::string::npos) << e;
 }

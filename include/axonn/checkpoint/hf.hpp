@@ -1,0 +1,96 @@
+// checkpoint/hf.hpp — Hugging Face checkpoints (safetensors) of GPT-2 and Llama models.
+//
+// A Hugging Face model is a directory holding config.json and either model.safetensors or shards
+// model-0000N-of-0000M.safetensors listed by model.safetensors.index.json (its weight_map names the
+// shard of every tensor); or, for GPT-2, a bare model.safetensors file. Tensors are F32 or BF16
+// (widened exactly on reading). The names and layouts come from the model's tensor list
+// (model/spec.hpp): GPT-2's GPT2Model names (h.{i}.attn.c_attn.weight, ...; Conv1D weights stored
+// [in, out], the transpose of ours), Llama's LlamaForCausalLM names (model.layers.{i}.self_attn.q_proj
+// .weight, ...; our fused q|k|v and gate|up linears are HF's separate tensors). HF keeps V vocabulary
+// rows, we keep Vp (the padding rows are zero and are not written).
+//
+// The model's shape: config.json (GPT2LMHeadModel's n_layer, n_head, ...; LlamaForCausalLM's
+// hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+// head_dim, max_position_embeddings, rms_norm_eps, rope_theta, rope_scaling (type llama3), vocab_size,
+// tie_word_embeddings, ...). A GPT-2 file alone is described by its tensor shapes and our
+// __metadata__ (n_layer, n_head, ...), or n_head from a config.json beside it, or the caller.
+//
+//   checkpoint::save_hf_dir("hf/", cfg, params, DType::kBF16, /*max_shard_bytes=*/2e9);
+//   checkpoint::HfCheckpoint hf("hf/");
+//   model::GptConfig cfg = hf.config();
+//   Arena full("full");  model::reserve_params(full, model::model_spec(cfg));  full.allocate();
+//   hf.load(full);
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "axonn/checkpoint/safetensors.hpp"
+#include "axonn/model/gpt_config.hpp"
+#include "axonn/tensor/arena.hpp"
+
+namespace axonn::checkpoint {
+
+constexpr std::string_view kHfConfigName = "config.json";
+constexpr std::string_view kHfWeightsName = "model.safetensors";
+constexpr std::string_view kHfIndexName = "model.safetensors.index.json";
+
+// Writes the model's full tensors (model::reserve_params layout for `config`) as one HF safetensors
+// file, atomically, in `dtype` (F32, or BF16 rounded to nearest even). __metadata__: "format": "pt"
+// (transformers requires it), padded_vocab_size (so that our files round-trip exactly), producer, and
+// the model's shape (GPT-2: n_layer, n_head, n_embd, vocab_size, n_positions; Llama: "config", the
+// config.json text). Padding rows of the vocabulary tensors are not written (a warning if non-zero).
+FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& config, const Arena& params,
+                               DType dtype = DType::kF32);
+
+// Writes an HF model directory (created if needed): config.json and model.safetensors, or, when
+// max_shard_bytes > 0 and the weights are larger, shards of at most that size (cut between tensors;
+// a larger tensor gets a shard of its own) with model.safetensors.index.json. Each file atomically.
+void save_hf_dir(const std::string& dir, const model::GptConfig& config, const Arena& params,
+                 DType dtype = DType::kF32, uint64_t max_shard_bytes = 0);
+
+// config.json for transformers (GPT2LMHeadModel or LlamaForCausalLM), and back. Parsing checks the
+// keys the model needs and refuses what axonn cannot run (another architecture, biases, another
+// activation or rope_scaling type): IoError naming `where` and the key.
+std::string hf_config_json(const model::GptConfig& config, DType dtype = DType::kF32);
+model::GptConfig parse_hf_config_json(std::string_view text, const std::string& where);
+
+// True for a directory holding config.json and model.safetensors or model.safetensors.index.json.
+bool is_hf_model_dir(const std::string& path);
+
+// An opened HF checkpoint: a directory (is_hf_model_dir) or a safetensors file (memory-mapped,
+// validated, and its model's shape read) — nothing else is read until load().
+class HfCheckpoint {
+ public:
+  // num_heads: for GPT-2 files that say nothing about their heads (0: from the file or config.json).
+  // Throws IoError naming the file and what is missing or inconsistent.
+  explicit HfCheckpoint(const std::string& path, int num_heads = 0);
+  ~HfCheckpoint();
+  HfCheckpoint(const HfCheckpoint&) = delete;
+  HfCheckpoint& operator=(const HfCheckpoint&) = delete;
+
+  const model::GptConfig& config() const { return config_; }
+  const std::string& path() const { return path_; }
+  // "HF GPT-2 safetensors", "HF Llama safetensors (3 shards)".
+  std::string kind() const;
+  // The safetensors files, in shard order.
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+
+  // Reads every tensor into `params` (model::reserve_params layout for config()), joining HF's
+  // separate parts, transposing Conv1D weights, zeroing the padding rows. Skips what HF files hold
+  // besides the weights (GPT-2's attn.bias buffers, Llama's rotary_emb.inv_freq) and a tied LM head
+  // equal to the token embedding; any other tensor, a missing one, a wrong shape or dtype is an IoError.
+  void load(Arena& params) const;
+
+ private:
+  // The tensor called `name` (GPT-2 files may prefix "transformer."), or null.
+  const TensorInfo* find(const std::string& name, const SafetensorsFile** file) const;
+
+  std::string path_;
+  model::GptConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+};
+
+}  // namespace axonn::checkpoint

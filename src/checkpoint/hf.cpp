@@ -1,0 +1,596 @@
+#include "axonn/checkpoint/hf.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/model/spec.hpp"
+
+namespace axonn::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using model::ParamSpec;
+
+// One HF tensor of one (layer slice of a) parameter tensor: rows [row0, row0 + rows) of the slice
+// [R, cols] (its output part, or the first V rows of a vocabulary tensor), transposed in the file
+// for GPT-2's Conv1D weights.
+struct HfPiece {
+  std::string name;
+  int t = 0, layer = 0;
+  int64_t row0 = 0, rows = 0, cols = 0;  // cols 0: a 1-D tensor (biases, norms)
+  bool transposed = false;
+  std::vector<int64_t> shape() const {
+    if (cols == 0) return {rows};
+    return transposed ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
+  }
+  int64_t numel() const { return rows * (cols ? cols : 1); }
+};
+
+// Every HF tensor of the model, in HF's file order: the tensors before the first per-layer one, the
+// layers (each with its tensors in the spec's order), the rest.
+std::vector<HfPiece> hf_pieces(const model::ModelSpec& spec) {
+  const model::GptConfig& c = spec.config;
+  std::vector<HfPiece> out;
+  auto add = [&](int t, int layer) {
+    const ParamSpec& p = spec.params[static_cast<size_t>(t)];
+    const Shape s = p.per_layer ? p.shape.drop_front() : p.shape;
+    const int64_t cols = s.ndim() == 2 ? s[1] : 0;
+    if (p.hf_names.size() > 1) {  // a linear's output parts: HF's separate tensors
+      const model::LinearSpec& l = spec.linears[static_cast<size_t>(p.linear)];
+      int64_t row0 = 0;
+      for (size_t k = 0; k < p.hf_names.size(); k++) {
+        out.push_back({model::hf_name_of_layer(p.hf_names[k], layer), t, layer, row0, l.parts[k], cols, false});
+        row0 += l.parts[k];
+      }
+      return;
+    }
+    const int64_t rows = p.role == model::Role::kVocab ? c.vocab_size : s[0];
+    out.push_back({model::hf_name_of_layer(p.hf_names[0], layer), t, layer, 0, rows, cols, p.hf_transposed});
+  };
+  const int n = static_cast<int>(spec.params.size());
+  int first_layer = 0;
+  while (first_layer < n && !spec.params[static_cast<size_t>(first_layer)].per_layer) first_layer++;
+  for (int t = 0; t < first_layer; t++) add(t, 0);
+  for (int l = 0; l < c.num_layers; l++)
+    for (int t = 0; t < n; t++)
+      if (spec.params[static_cast<size_t>(t)].per_layer) add(t, l);
+  for (int t = first_layer; t < n; t++)
+    if (!spec.params[static_cast<size_t>(t)].per_layer) add(t, 0);
+  return out;
+}
+
+// The first element of a piece's rows in its parameter tensor (within the arena slot).
+const float* piece_source(const Arena& params, const model::ModelSpec& spec, const HfPiece& p) {
+  Tensor t = params.tensor(static_cast<size_t>(p.t));
+  if (spec.params[static_cast<size_t>(p.t)].per_layer) t = t[p.layer];
+  return t.f32() + p.row0 * (p.cols ? p.cols : 1);
+}
+
+// Element i of a mapped F32 or BF16 tensor, as fp32 (memcpy: the mapping need not be aligned).
+inline float load_f32(const std::byte* p, DType dt, size_t i) {
+  if (dt == DType::kF32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t b;
+  std::memcpy(&b, p + 2 * i, 2);
+  return bf16_to_f32(b);
+}
+
+std::optional<int64_t> metadata_int(const SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) return std::nullopt;
+  int64_t v = 0;
+  const std::string& s = it->second;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  AXONN_CHECK_IO(ec == std::errc() && end == s.data() + s.size(), "safetensors file '", f.path(), "': metadata '", key,
+                 "' is '", s, "', not an integer");
+  return v;
+}
+
+nlohmann::json parse_json(std::string_view text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + where + "' is not valid JSON: " + e.what());
+  }
+}
+
+// Adds the pieces [begin, end) to a writer (their data converted or transposed into `buffers`).
+void add_pieces(SafetensorsWriter& w, const std::vector<HfPiece>& pieces, size_t begin, size_t end,
+                const model::ModelSpec& spec, const Arena& params, DType dtype,
+                std::deque<std::vector<uint8_t>>& buffers) {
+  for (size_t i = begin; i < end; i++) {
+    const HfPiece& p = pieces[i];
+    const float* src = piece_source(params, spec, p);
+    if (!p.transposed && dtype == DType::kF32) {
+      w.add(p.name, DType::kF32, p.shape(), src);  // straight from the arena
+      continue;
+    }
+    const auto n = static_cast<size_t>(p.numel());
+    std::vector<uint8_t>& buf = buffers.emplace_back(n * dtype_size(dtype));
+    auto put = [&](size_t at, float v) {
+      if (dtype == DType::kF32) {
+        std::memcpy(buf.data() + 4 * at, &v, 4);
+      } else {
+        const uint16_t b = f32_to_bf16(v);
+        std::memcpy(buf.data() + 2 * at, &b, 2);
+      }
+    };
+    if (p.transposed) {  // [rows, cols] here, [cols, rows] in the file
+      for (int64_t r = 0; r < p.rows; r++)
+        for (int64_t c = 0; c < p.cols; c++) put(static_cast<size_t>(c * p.rows + r), src[r * p.cols + c]);
+    } else {
+      for (size_t k = 0; k < n; k++) put(k, src[k]);
+    }
+    w.add(p.name, dtype, p.shape(), buf.data());
+  }
+}
+
+// HF has no padded vocabulary; rows V..Vp-1 are zero in every model axonn or llm.c makes (no token
+// and no target ever reaches them), so dropping them loses nothing. Say so otherwise.
+void warn_about_padding(const std::string& path, const model::ModelSpec& spec, const Arena& params) {
+  const model::GptConfig& c = spec.config;
+  for (int t : {spec.token_embedding, spec.lm_head}) {
+    const float* w = params.tensor(static_cast<size_t>(t)).f32();
+    const size_t live = static_cast<size_t>(c.vocab_size) * c.channels;
+    const size_t all = static_cast<size_t>(c.padded_vocab_size) * c.channels;
+    size_t nonzero = 0;
+    for (size_t i = live; i < all; i++) nonzero += w[i] != 0.0f;
+    if (nonzero > 0)
+      log_warn("%s: %zu non-zero values in the padding rows %d..%d of %s are not written (HF has no padded "
+               "vocabulary)",
+               path.c_str(), nonzero, c.vocab_size, c.padded_vocab_size - 1,
+               spec.params[static_cast<size_t>(t)].name.c_str());
+    if (spec.lm_head == spec.token_embedding) break;
+  }
+}
+
+void set_metadata(SafetensorsWriter& w, const model::GptConfig& c) {
+  w.set_metadata("format", "pt");
+  if (c.family == model::Family::kGpt2) {
+    w.set_metadata("n_layer", std::to_string(c.num_layers));
+    w.set_metadata("n_head", std::to_string(c.num_heads));
+    w.set_metadata("n_embd", std::to_string(c.channels));
+    w.set_metadata("vocab_size", std::to_string(c.vocab_size));
+    w.set_metadata("n_positions", std::to_string(c.max_seq_len));
+  } else {
+    w.set_metadata("config", hf_config_json(c));
+  }
+  w.set_metadata("padded_vocab_size", std::to_string(c.padded_vocab_size));
+  w.set_metadata("producer", library_version());
+}
+
+// --- config.json --------------------------------------------------------------------------------
+
+int int_of(const nlohmann::json& j, const char* key, const std::string& where, int fallback = INT32_MIN) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    AXONN_CHECK_IO(fallback != INT32_MIN, "'", where, "' has no \"", key, "\"");
+    return fallback;
+  }
+  AXONN_CHECK_IO(it->is_number_integer() && it->get<int64_t>() >= INT32_MIN && it->get<int64_t>() <= INT32_MAX, "'",
+                 where, "': \"", key, "\" is ", it->dump(), ", not an integer");
+  return it->get<int>();
+}
+
+double number_of(const nlohmann::json& j, const char* key, const std::string& where, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  AXONN_CHECK_IO(it->is_number(), "'", where, "': \"", key, "\" is ", it->dump(), ", not a number");
+  return it->get<double>();
+}
+
+model::GptConfig llama_from_json(const nlohmann::json& j, const std::string& where) {
+  model::GptConfig c;
+  c.family = model::Family::kLlama;
+  c.channels = int_of(j, "hidden_size", where);
+  c.ffn_hidden = int_of(j, "intermediate_size", where);
+  c.num_layers = int_of(j, "num_hidden_layers", where);
+  c.num_heads = int_of(j, "num_attention_heads", where);
+  c.num_kv_heads = int_of(j, "num_key_value_heads", where, c.num_heads);
+  c.head_dim = int_of(j, "head_dim", where, 0);
+  if (c.num_heads > 0 && c.head_dim * c.num_heads == c.channels) c.head_dim = 0;  // the default: C / NH
+  c.max_seq_len = int_of(j, "max_position_embeddings", where, 2048);
+  c.vocab_size = int_of(j, "vocab_size", where);
+  c.padded_vocab_size = model::pad_vocab(c.vocab_size);
+  c.norm_eps = static_cast<float>(number_of(j, "rms_norm_eps", where, 1e-6));
+  c.rope_theta = number_of(j, "rope_theta", where, 10000.0);
+  c.tied_embeddings = j.value("tie_word_embeddings", false);
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  AXONN_CHECK_IO(act == "silu", "'", where, "': hidden_act is '", act, "'; axonn's Llama MLP is SwiGLU (silu)");
+  AXONN_CHECK_IO(!j.value("attention_bias", false) && !j.value("mlp_bias", false), "'", where,
+                 "' asks for attention_bias or mlp_bias; axonn's Llama has no biases");
+  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
+    AXONN_CHECK_IO(it->is_object(), "'", where, "': rope_scaling is not an object");
+    const std::string type = it->value("rope_type", it->value("type", std::string()));
+    AXONN_CHECK_IO(type == "llama3", "'", where, "': rope_scaling type '", type,
+                   "' is not supported; axonn implements Llama 3.1's \"llama3\"");
+    c.rope_scaling.factor = number_of(*it, "factor", where, 0);
+    c.rope_scaling.low_freq_factor = number_of(*it, "low_freq_factor", where, 1.0);
+    c.rope_scaling.high_freq_factor = number_of(*it, "high_freq_factor", where, 4.0);
+    c.rope_scaling.original_max_position_embeddings = int_of(*it, "original_max_position_embeddings", where, 8192);
+  }
+  if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer()) c.bos_token_id = it->get<int>();
+  if (auto it = j.find("eos_token_id"); it != j.end()) {
+    if (it->is_number_integer()) c.eos_token_ids = {it->get<int>()};
+    if (it->is_array())
+      for (const auto& id : *it)
+        if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int>());
+  }
+  return c;
+}
+
+model::GptConfig gpt2_from_json(const nlohmann::json& j, const std::string& where) {
+  model::GptConfig c;
+  c.num_layers = int_of(j, "n_layer", where);
+  c.num_heads = int_of(j, "n_head", where);
+  c.channels = int_of(j, "n_embd", where);
+  c.vocab_size = int_of(j, "vocab_size", where);
+  c.max_seq_len = int_of(j, "n_positions", where, 1024);
+  c.padded_vocab_size = model::pad_vocab(c.vocab_size);
+  return c;
+}
+
+// "gpt2" or "llama", from config.json's model_type (or architectures).
+model::Family family_of(const nlohmann::json& j, const std::string& where) {
+  AXONN_CHECK_IO(j.is_object(), "'", where, "' is not a JSON object");
+  std::string type = j.value("model_type", std::string());
+  if (type.empty() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    const std::string arch = j["architectures"][0].get<std::string>();
+    type = arch == "LlamaForCausalLM" ? "llama" : arch.starts_with("GPT2") ? "gpt2" : arch;
+  }
+  if (type == "llama") return model::Family::kLlama;
+  if (type == "gpt2") return model::Family::kGpt2;
+  throw IoError("'" + where + "' describes a model of type '" + type +
+                "'; axonn reads GPT-2 (GPT2LMHeadModel) and Llama (LlamaForCausalLM) checkpoints");
+}
+
+// The model shape of a GPT-2 safetensors file: layers, channels, vocabulary and positions from the
+// tensor shapes; the metadata, when present, must agree with them. The heads (which no tensor shape
+// shows) come from the metadata's n_head, else `num_heads`, else config.json's n_head.
+model::GptConfig gpt2_from_file(const SafetensorsFile& f, int num_heads, std::optional<int> config_heads) {
+  const std::string where = "HF GPT-2 file '" + f.path() + "'";
+  auto find = [&](const std::string& n) {
+    const TensorInfo* t = f.find(n);
+    return t ? t : f.find("transformer." + n);
+  };
+  const TensorInfo* wte = find("wte.weight");
+  const TensorInfo* wpe = find("wpe.weight");
+  AXONN_CHECK_IO(wte && wpe, where, " has no ", wte ? "wpe.weight" : "wte.weight",
+                 " tensor: is it a GPT-2 model in Hugging Face's layout?");
+  AXONN_CHECK_IO(wte->shape.size() == 2 && wpe->shape.size() == 2 && wte->shape[1] == wpe->shape[1], where,
+                 ": wte.weight ", wte->shape_str(), " and wpe.weight ", wpe->shape_str(),
+                 " are not [V, C] and [n_positions, C]");
+  AXONN_CHECK_IO(wte->shape[0] <= INT32_MAX && wte->shape[1] <= INT32_MAX && wpe->shape[0] <= INT32_MAX, where,
+                 ": wte.weight ", wte->shape_str(), " or wpe.weight ", wpe->shape_str(), " is implausibly large");
+  model::GptConfig c;
+  c.vocab_size = static_cast<int>(wte->shape[0]);
+  c.channels = static_cast<int>(wte->shape[1]);
+  c.max_seq_len = static_cast<int>(wpe->shape[0]);
+  c.num_layers = 0;
+  while (find("h." + std::to_string(c.num_layers) + ".ln_1.weight")) c.num_layers++;
+  AXONN_CHECK_IO(c.num_layers > 0, where, " has no layers (no h.0.ln_1.weight)");
+  auto agree = [&](const char* key, int value) {
+    if (auto m = metadata_int(f, key))
+      AXONN_CHECK_IO(*m == value, where, ": metadata ", key, "=", *m, " disagrees with the tensors (", value, ")");
+  };
+  agree("n_layer", c.num_layers);
+  agree("n_embd", c.channels);
+  agree("vocab_size", c.vocab_size);
+  agree("n_positions", c.max_seq_len);
+  if (auto m = metadata_int(f, "n_head")) {
+    AXONN_CHECK_IO(num_heads <= 0 || num_heads == *m, where, " has n_head ", *m, ", but ", num_heads,
+                   " heads were asked for; drop --heads or make it agree");
+    c.num_heads = static_cast<int>(*m);
+  } else if (num_heads > 0) {
+    c.num_heads = num_heads;
+  } else if (config_heads) {
+    c.num_heads = *config_heads;
+  } else {
+    throw IoError(where +
+                  " does not say how many attention heads the model has (no n_head in its metadata "
+                  "and no config.json beside it); give it with --heads (GPT-2 124M: 12)");
+  }
+  c.padded_vocab_size = static_cast<int>(metadata_int(f, "padded_vocab_size").value_or(model::pad_vocab(c.vocab_size)));
+  return c;
+}
+
+}  // namespace
+
+// --- config.json ----------------------------------------------------------------------------------
+
+std::string hf_config_json(const model::GptConfig& c, DType dtype) {
+  nlohmann::ordered_json j;
+  const char* torch_dtype = dtype == DType::kBF16 ? "bfloat16" : "float32";
+  if (c.family == model::Family::kGpt2) {
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["model_type"] = "gpt2";
+    j["n_layer"] = c.num_layers;
+    j["n_head"] = c.num_heads;
+    j["n_embd"] = c.channels;
+    j["vocab_size"] = c.vocab_size;
+    j["n_positions"] = c.max_seq_len;
+    j["n_ctx"] = c.max_seq_len;
+    j["activation_function"] = "gelu_new";  // llm.c's tanh approximation
+    j["layer_norm_epsilon"] = 1e-5;
+    j["tie_word_embeddings"] = true;
+    j["torch_dtype"] = torch_dtype;
+    return j.dump(2) + "\n";
+  }
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["hidden_size"] = c.channels;
+  j["intermediate_size"] = c.mlp_hidden();
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.kv_heads();
+  j["head_dim"] = c.head_size();
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_seq_len;
+  j["rms_norm_eps"] = static_cast<double>(c.norm_eps);
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.enabled())
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  else
+    j["rope_scaling"] = nullptr;
+  j["vocab_size"] = c.vocab_size;
+  j["tie_word_embeddings"] = c.tied_embeddings;
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  j["initializer_range"] = 0.02;
+  j["pretraining_tp"] = 1;
+  j["torch_dtype"] = torch_dtype;
+  return j.dump(2) + "\n";
+}
+
+model::GptConfig parse_hf_config_json(std::string_view text, const std::string& where) {
+  const nlohmann::json j = parse_json(text, where);
+  model::GptConfig c = family_of(j, where) == model::Family::kLlama ? llama_from_json(j, where) : gpt2_from_json(j, where);
+  try {
+    c.validate();
+  } catch (const InvalidArgument& e) {
+    throw IoError("'" + where + "' describes an invalid model: " + e.what());
+  }
+  return c;
+}
+
+// --- writing -----------------------------------------------------------------------------------------
+
+FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& c, const Arena& params, DType dtype) {
+  const model::ModelSpec spec = model::model_spec(c);
+  AXONN_CHECK(params.size() == spec.params.size(), "save_hf_safetensors needs the model's ", spec.params.size(),
+              " tensors, got ", params.size());
+  AXONN_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16, "HF checkpoints are written in F32 or BF16");
+  warn_about_padding(path, spec, params);
+  const std::vector<HfPiece> pieces = hf_pieces(spec);
+  std::deque<std::vector<uint8_t>> buffers;
+  SafetensorsWriter w;
+  add_pieces(w, pieces, 0, pieces.size(), spec, params, dtype, buffers);
+  set_metadata(w, c);
+  return w.write(path);
+}
+
+void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena& params, DType dtype,
+                 uint64_t max_shard_bytes) {
+  const model::ModelSpec spec = model::model_spec(c);
+  AXONN_CHECK(params.size() == spec.params.size(), "save_hf_dir needs the model's ", spec.params.size(),
+              " tensors, got ", params.size());
+  AXONN_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16, "HF checkpoints are written in F32 or BF16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  AXONN_CHECK_IO(!ec, "cannot create directory '", dir, "': ", ec.message());
+  const std::vector<HfPiece> pieces = hf_pieces(spec);
+  // the shards: consecutive pieces up to max_shard_bytes each
+  std::vector<size_t> cuts = {0};
+  uint64_t total = 0, in_shard = 0;
+  for (size_t i = 0; i < pieces.size(); i++) {
+    const uint64_t b = static_cast<uint64_t>(pieces[i].numel()) * dtype_size(dtype);
+    if (max_shard_bytes > 0 && in_shard > 0 && in_shard + b > max_shard_bytes) {
+      cuts.push_back(i);
+      in_shard = 0;
+    }
+    in_shard += b;
+    total += b;
+  }
+  cuts.push_back(pieces.size());
+  const size_t shards = cuts.size() - 1;
+  warn_about_padding(dir, spec, params);
+  nlohmann::ordered_json weight_map;
+  for (size_t s = 0; s < shards; s++) {
+    char name[64];
+    if (shards == 1)
+      std::snprintf(name, sizeof name, "%s", std::string(kHfWeightsName).c_str());
+    else
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards);
+    std::deque<std::vector<uint8_t>> buffers;
+    SafetensorsWriter w;
+    add_pieces(w, pieces, cuts[s], cuts[s + 1], spec, params, dtype, buffers);
+    set_metadata(w, c);
+    w.write((fs::path(dir) / name).string());
+    for (size_t i = cuts[s]; i < cuts[s + 1]; i++) weight_map[pieces[i].name] = name;
+  }
+  if (shards > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total}};
+    index["weight_map"] = weight_map;
+    write_file_atomic((fs::path(dir) / kHfIndexName).string(), index.dump(2) + "\n");
+  } else {
+    fs::remove(fs::path(dir) / kHfIndexName, ec);  // a stale index would name shards that are gone
+  }
+  write_file_atomic((fs::path(dir) / kHfConfigName).string(), hf_config_json(c, dtype));
+}
+
+// --- reading -----------------------------------------------------------------------------------------
+
+bool is_hf_model_dir(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  return fs::is_directory(p, ec) && fs::is_regular_file(p / kHfConfigName, ec) &&
+         (fs::is_regular_file(p / kHfWeightsName, ec) || fs::is_regular_file(p / kHfIndexName, ec));
+}
+
+HfCheckpoint::HfCheckpoint(const std::string& path, int num_heads) : path_(path) {
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  std::optional<nlohmann::json> config;  // config.json: the directory's, or one beside a file
+  const fs::path config_path = dir ? fs::path(path) / kHfConfigName : fs::path(path).parent_path() / kHfConfigName;
+  if (fs::is_regular_file(config_path, ec)) config = parse_json(read_text_file(config_path.string()), config_path.string());
+  if (dir) {
+    AXONN_CHECK_IO(config, "'", path, "' is a directory without ", kHfConfigName,
+                   ": not a Hugging Face model directory (nor a checkpoint)");
+    const fs::path index = fs::path(path) / kHfIndexName;
+    if (fs::is_regular_file(index, ec)) {
+      // sharded: every file the weight map names, each holding exactly the tensors it is named for
+      const nlohmann::json j = parse_json(read_text_file(index.string()), index.string());
+      AXONN_CHECK_IO(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "'", index.string(),
+                     "' has no weight_map");
+      std::map<std::string, std::set<std::string>> by_file;
+      for (const auto& [name, file] : j["weight_map"].items()) {
+        AXONN_CHECK_IO(file.is_string(), "'", index.string(), "': the weight_map entry of '", name,
+                       "' is not a file name");
+        by_file[file.get<std::string>()].insert(name);
+      }
+      for (const auto& [file, names] : by_file) {
+        const fs::path fp = fs::path(path) / file;
+        AXONN_CHECK_IO(fs::is_regular_file(fp, ec), "'", path, "': the shard '", file, "' that ", kHfIndexName,
+                       " names is missing");
+        auto f = std::make_unique<SafetensorsFile>(fp.string());
+        for (const std::string& n : names)
+          AXONN_CHECK_IO(f->find(n), "'", fp.string(), "' lacks tensor '", n, "', which ", kHfIndexName,
+                         " places there");
+        AXONN_CHECK_IO(f->tensors().size() == names.size(), "'", fp.string(), "' holds ", f->tensors().size(),
+                       " tensors, but ", kHfIndexName, " places ", names.size(), " there");
+        files_.push_back(std::move(f));
+      }
+    } else {
+      files_.push_back(std::make_unique<SafetensorsFile>((fs::path(path) / kHfWeightsName).string()));
+    }
+  } else {
+    files_.push_back(std::make_unique<SafetensorsFile>(path));
+  }
+  // the model's shape
+  const SafetensorsFile& first = *files_.front();
+  const bool gpt2 = first.find("wte.weight") || first.find("transformer.wte.weight");
+  if (gpt2) {
+    std::optional<int> heads;
+    if (config && config->is_object() && config->contains("n_head") && (*config)["n_head"].is_number_integer())
+      heads = (*config)["n_head"].get<int>();
+    config_ = gpt2_from_file(first, num_heads, heads);
+  } else if (config) {
+    config_ = parse_hf_config_json(config->dump(), config_path.string());
+  } else if (auto it = first.metadata().find("config"); it != first.metadata().end()) {
+    config_ = parse_hf_config_json(it->second, first.path() + " (its metadata's config)");
+  } else {
+    AXONN_CHECK_IO(first.find("model.embed_tokens.weight"), "'", path,
+                   "' is neither a GPT-2 nor a Llama safetensors file (no wte.weight, no model.embed_tokens.weight)");
+    throw IoError("Llama safetensors file '" + path + "' has no " + std::string(kHfConfigName) +
+                  " beside it and no config in its metadata: give the model directory instead");
+  }
+  AXONN_CHECK_IO(num_heads <= 0 || num_heads == config_.num_heads, "'", path, "' has ", config_.num_heads,
+                 " heads, but ", num_heads, " were asked for; drop --heads or make it agree");
+  // our own files record their padded vocabulary (GPT-2's: read with the shapes above)
+  if (auto m = metadata_int(first, "padded_vocab_size"); m && !gpt2) config_.padded_vocab_size = static_cast<int>(*m);
+  try {
+    config_.validate();
+  } catch (const InvalidArgument& e) {
+    throw IoError("HF checkpoint '" + path + "' describes an invalid model: " + e.what());
+  }
+}
+
+HfCheckpoint::~HfCheckpoint() = default;
+
+std::string HfCheckpoint::kind() const {
+  std::string s = config_.family == model::Family::kLlama ? "HF Llama safetensors" : "HF GPT-2 safetensors";
+  if (files_.size() > 1) s += " (" + std::to_string(files_.size()) + " shards)";
+  return s;
+}
+
+const TensorInfo* HfCheckpoint::find(const std::string& name, const SafetensorsFile** file) const {
+  for (const auto& f : files_) {
+    const TensorInfo* t = f->find(name);
+    if (!t && config_.family == model::Family::kGpt2) t = f->find("transformer." + name);
+    if (t) {
+      *file = f.get();
+      return t;
+    }
+  }
+  return nullptr;
+}
+
+void HfCheckpoint::load(Arena& params) const {
+  const model::ModelSpec spec = model::model_spec(config_);
+  const std::string where = kind() + " '" + path_ + "'";
+  AXONN_CHECK(params.size() == spec.params.size(), "HfCheckpoint::load needs the model's ", spec.params.size(),
+              " tensors, got ", params.size());
+  std::set<std::string> used;
+  // padded vocabulary rows: zero, as every model axonn or llm.c makes has them
+  for (int t : {spec.token_embedding, spec.lm_head}) params.memory().zero(params.tensor(static_cast<size_t>(t)).data(),
+                                                                          params.tensor(static_cast<size_t>(t)).bytes());
+  for (const HfPiece& p : hf_pieces(spec)) {
+    const SafetensorsFile* file = nullptr;
+    const TensorInfo* t = find(p.name, &file);
+    AXONN_CHECK_IO(t, where, " has no tensor '", p.name, "' (the model is ", config_.str(), ")");
+    AXONN_CHECK_IO(t->dtype == DType::kF32 || t->dtype == DType::kBF16, where, ": tensor '", t->name, "' is ",
+                   safetensors_dtype_name(t->dtype), "; weights must be F32 or BF16");
+    const std::vector<int64_t> want = p.shape();
+    AXONN_CHECK_IO(t->shape == want, where, ": tensor '", t->name, "' has shape ", t->shape_str(), ", expected ",
+                   TensorInfo{"", DType::kF32, want, 0, 0}.shape_str(), " for ", config_.str());
+    used.insert(t->name);
+    const std::byte* src = file->data(*t);
+    float* out = const_cast<float*>(piece_source(params, spec, p));
+    if (p.transposed) {  // [cols, rows] in the file
+      for (int64_t c = 0; c < p.cols; c++)
+        for (int64_t r = 0; r < p.rows; r++)
+          out[r * p.cols + c] = load_f32(src, t->dtype, static_cast<size_t>(c * p.rows + r));
+    } else if (t->dtype == DType::kF32) {
+      std::memcpy(out, src, static_cast<size_t>(p.numel()) * sizeof(float));
+    } else {
+      for (size_t i = 0; i < static_cast<size_t>(p.numel()); i++) out[i] = load_f32(src, t->dtype, i);
+    }
+  }
+  // Anything left must be a buffer HF saves alongside the weights, or a tied head.
+  const bool gpt2 = config_.family == model::Family::kGpt2;
+  for (const auto& f : files_)
+    for (const TensorInfo& t : f->tensors()) {
+      if (used.count(t.name)) continue;
+      const std::string n = gpt2 && t.name.starts_with("transformer.") ? t.name.substr(12) : t.name;
+      if (gpt2 && n.starts_with("h.") && (n.ends_with(".attn.bias") || n.ends_with(".attn.masked_bias"))) continue;
+      if (!gpt2 && n.ends_with(".rotary_emb.inv_freq")) continue;
+      if (n == "lm_head.weight" && spec.lm_head == spec.token_embedding) {
+        const SafetensorsFile* wf = nullptr;
+        const std::string emb = spec.params[static_cast<size_t>(spec.token_embedding)].hf_names[0];
+        const TensorInfo* w = find(emb, &wf);
+        AXONN_CHECK_IO(w && t.dtype == w->dtype && t.shape == w->shape &&
+                           std::memcmp(f->data(t), wf->data(*w), t.bytes()) == 0,
+                       where, ": lm_head.weight differs from ", emb, ", but the model ties them",
+                       gpt2 ? " (GPT-2 always does)" : " (tie_word_embeddings)");
+        continue;
+      }
+      throw IoError(where + " has a tensor axonn's model does not know: '" + t.name + "' " +
+                    std::string(safetensors_dtype_name(t.dtype)) + " " + t.shape_str());
+    }
+}
+
+}  // namespace axonn::checkpoint

@@ -1,0 +1,329 @@
+// kernels/cuda/llama.cu — the Llama block's ops (kernels/ops.hpp, ops_bf16.hpp) on device pointers, fp32
+// and bf16 from the same templates: RMSNorm (its row statistics one warp per row; the caller completes
+// them over the channels' group between the kernels), rotate-half RoPE, SwiGLU, and the KV repetition
+// of grouped-query attention. fp32 math throughout; a bf16 output is rounded once, an accumulated one
+// (dinp +=) is summed in fp32 with its old value first.
+#include "axonn/kernels/ops.hpp"
+#include "columns.cuh"
+#include "common.cuh"
+#include "runtime_bf16.hpp"
+
+namespace axonn::kernels::cuda {
+namespace {
+
+using detail::kWarp;
+using detail::load_f32;
+using detail::warp_sum;
+
+constexpr int kRowsPerBlock = 8;  // warps per block: 256 threads
+constexpr int kThreads = 256;
+
+// An element stored as E (float, or bf16 in uint16_t storage), written from fp32.
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
+unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+// sumsq[n] = sum_i x[n, i]^2
+template <typename E>
+__global__ void rmsnorm_sumsq_kernel(float* sumsq, const E* inp, int64_t N, int C) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;  // the whole warp leaves together
+  const E* x = inp + n * C;
+  float s = 0.0f;
+  for (int i = lane; i < C; i += kWarp) {
+    const float v = load_f32(x[i]);
+    s += v * v;
+  }
+  s = warp_sum(s);
+  if (lane == 0) sumsq[n] = s;
+}
+
+// rstd[n] <- 1/sqrt(rstd[n] / C_total + eps) (rstd holds the complete sum of squares on entry);
+// out = inp * rstd * weight
+template <typename E>
+__global__ void rmsnorm_forward_kernel(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C,
+                                       float c_total, float eps) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;
+  const float r = 1.0f / sqrtf(rstd[n] / c_total + eps);  // every lane reads before lane 0 writes below
+  __syncwarp();
+  const E* x = inp + n * C;
+  E* o = out + n * C;
+  for (int i = lane; i < C; i += kWarp) store(&o[i], load_f32(x[i]) * r * load_f32(weight[i]));
+  if (lane == 0) rstd[n] = r;
+}
+
+// dot[n] = sum_i dout[n, i] * weight[i] * inp[n, i]
+template <typename E>
+__global__ void rmsnorm_dot_kernel(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;
+  const E* x = inp + n * C;
+  const E* dy = dout + n * C;
+  float s = 0.0f;
+  for (int i = lane; i < C; i += kWarp) s += load_f32(dy[i]) * load_f32(weight[i]) * load_f32(x[i]);
+  s = warp_sum(s);
+  if (lane == 0) dot[n] = s;
+}
+
+// dinp += rstd (dout weight - inp rstd^2 dot / C_total)
+template <typename E>
+__global__ void rmsnorm_input_grad_kernel(E* dinp, const E* dout, const E* inp, const E* weight, const float* rstd,
+                                          const float* dot, int64_t N, int C, float c_total) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (n >= N) return;
+  const float r = rstd[n], k = r * r * dot[n] / c_total;
+  const E* x = inp + n * C;
+  const E* dy = dout + n * C;
+  E* dx = dinp + n * C;
+  for (int i = lane; i < C; i += kWarp)
+    store(&dx[i], load_f32(dx[i]) + r * (load_f32(dy[i]) * load_f32(weight[i]) - load_f32(x[i]) * k));
+}
+
+// dweight[c] += sum_n dout[n, c] * inp[n, c] * rstd[n]: 32 columns x 8 row threads per block, one atomic
+// per column and block (columns.cuh's pattern)
+template <typename E>
+__global__ void rmsnorm_weight_grad_kernel(float* dweight, const E* dout, const E* inp, const float* rstd, int64_t N,
+                                           int C, int64_t rows_per_block) {
+  __shared__ float partial[detail::kColThreadsY][kWarp + 1];
+  const int c = blockIdx.x * kWarp + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
+  const int64_t r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
+  float acc = 0.0f;
+  if (c < C)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += detail::kColThreadsY)
+      acc += load_f32(dout[r * C + c]) * load_f32(inp[r * C + c]) * rstd[r];
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int y = 1; y < detail::kColThreadsY; y++) acc += partial[y][threadIdx.x];
+    atomicAdd(&dweight[c], acc);
+  }
+}
+
+// One thread per rotated pair (row, head, i): (x_i, x_j) <- (x_i c - x_j s, x_j c + x_i s), j = i + HS/2;
+// sign -1 rotates back.
+template <typename E>
+__global__ void rope_kernel(E* x, const float* cos, const float* sin, int64_t rows, int T, int heads, int HS,
+                            int stride, float sign) {
+  const int half = HS / 2;
+  const int64_t pairs = rows * heads * half;
+  for (int64_t p = detail::global_index(); p < pairs; p += detail::global_stride()) {
+    const int i = static_cast<int>(p % half);
+    const int64_t rh = p / half;
+    const int h = static_cast<int>(rh % heads);
+    const int64_t r = rh / heads;
+    const int t = static_cast<int>(r % T);
+    E* v = x + r * stride + static_cast<int64_t>(h) * HS;
+    const float c = cos[t * half + i], s = sign * sin[t * half + i];
+    const float a = load_f32(v[i]), b = load_f32(v[i + half]);
+    store(&v[i], a * c - b * s);
+    store(&v[i + half], b * c + a * s);
+  }
+}
+
+// out[n, i] = silu(gate) * up, inp [N, 2F] = gate | up
+template <typename E>
+__global__ void swiglu_forward_kernel(E* out, const E* inp, int64_t N, int F) {
+  for (int64_t e = detail::global_index(); e < N * F; e += detail::global_stride()) {
+    const int64_t n = e / F;
+    const int i = static_cast<int>(e % F);
+    const float g = load_f32(inp[n * 2 * F + i]), u = load_f32(inp[n * 2 * F + F + i]);
+    store(&out[e], g / (1.0f + expf(-g)) * u);
+  }
+}
+
+template <typename E>
+__global__ void swiglu_backward_kernel(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
+  for (int64_t e = detail::global_index(); e < N * F; e += detail::global_stride()) {
+    const int64_t n = e / F;
+    const int i = static_cast<int>(e % F);
+    const int64_t gi = n * 2 * F + i, ui = gi + F;
+    const float g = load_f32(inp[gi]), u = load_f32(inp[ui]), d = load_f32(dout[e]);
+    const float sig = 1.0f / (1.0f + expf(-g));
+    store(&dinp[gi], load_f32(dinp[gi]) + d * u * sig * (1.0f + g * (1.0f - sig)));
+    store(&dinp[ui], load_f32(dinp[ui]) + d * g * sig);
+  }
+}
+
+// One thread per output element: q copied, k and v of KV head h / G for query head h.
+template <typename E>
+__global__ void repeat_kv_forward_kernel(E* out, const E* inp, int64_t N, int NH, int NKV, int HS) {
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS, W = 3 * Q;
+  for (int64_t e = detail::global_index(); e < N * W; e += detail::global_stride()) {
+    const int64_t n = e / W;
+    const int c = static_cast<int>(e % W);
+    int from;
+    if (c < Q) {
+      from = c;
+    } else {
+      const int part = c < 2 * Q ? 0 : 1, within = c - Q - part * Q, h = within / HS;
+      from = Q + part * K + (h / G) * HS + within % HS;
+    }
+    out[e] = inp[n * (Q + 2 * K) + from];
+  }
+}
+
+// One thread per input element: q's gradient, or the sum of a KV head's G copies (in head order).
+template <typename E>
+__global__ void repeat_kv_backward_kernel(E* dinp, const E* dout, int64_t N, int NH, int NKV, int HS) {
+  const int G = NH / NKV, Q = NH * HS, K = NKV * HS, W = Q + 2 * K;
+  for (int64_t e = detail::global_index(); e < N * W; e += detail::global_stride()) {
+    const int64_t n = e / W;
+    const int c = static_cast<int>(e % W);
+    const E* o = dout + n * 3 * Q;
+    float acc = load_f32(dinp[e]);
+    if (c < Q) {
+      acc += load_f32(o[c]);
+    } else {
+      const int part = c < Q + K ? 0 : 1, within = c - Q - part * K, j = within / HS, i = within % HS;
+      for (int h = j * G; h < (j + 1) * G; h++) acc += load_f32(o[Q + part * Q + h * HS + i]);
+    }
+    store(&dinp[e], acc);
+  }
+}
+
+// --- launches, one set for each element type -------------------------------------------------
+
+template <typename E>
+void sumsq(float* s, const E* x, int64_t N, int C) {
+  if (N == 0) return;
+  rmsnorm_sumsq_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(s, x, N, C);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void normalise(E* out, float* rstd, const E* x, const E* w, int64_t N, int C, int C_total, float eps) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(out, rstd, x, w, N, C,
+                                                                              static_cast<float>(C_total), eps);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void dot_of(float* dot, const E* dy, const E* x, const E* w, int64_t N, int C) {
+  if (N == 0) return;
+  rmsnorm_dot_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dot, dy, x, w, N, C);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void norm_backward(E* dx, float* dw, const E* dy, const E* x, const E* w, const float* rstd, const float* dot,
+                   int64_t N, int C, int C_total) {
+  if (N == 0 || C == 0) return;
+  rmsnorm_input_grad_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dx, dy, x, w, rstd, dot, N, C,
+                                                                                 static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+  int64_t rows_per_block = 0;
+  const dim3 grid = detail::column_grid(N, C, rows_per_block);
+  rmsnorm_weight_grad_kernel<E><<<grid, dim3(kWarp, detail::kColThreadsY), 0, detail::stream()>>>(dw, dy, x, rstd, N,
+                                                                                                  C, rows_per_block);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void rope(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {
+  const int64_t pairs = static_cast<int64_t>(B) * T * heads * (HS / 2);
+  if (pairs == 0) return;
+  rope_kernel<E><<<detail::grid_for(pairs, kThreads), kThreads, 0, detail::stream()>>>(
+      x, cos, sin, static_cast<int64_t>(B) * T, T, heads, HS, stride, sign);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void swiglu_fwd(E* out, const E* inp, int64_t N, int F) {
+  if (N * F == 0) return;
+  swiglu_forward_kernel<E><<<detail::grid_for(N * F, kThreads), kThreads, 0, detail::stream()>>>(out, inp, N, F);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void swiglu_bwd(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
+  if (N * F == 0) return;
+  swiglu_backward_kernel<E><<<detail::grid_for(N * F, kThreads), kThreads, 0, detail::stream()>>>(dinp, inp, dout, N,
+                                                                                                  F);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void repeat_fwd(E* out, const E* inp, int64_t N, int NH, int NKV, int HS) {
+  const int64_t n = N * 3 * NH * HS;
+  if (n == 0) return;
+  repeat_kv_forward_kernel<E><<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(out, inp, N, NH, NKV,
+                                                                                                HS);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void repeat_bwd(E* dinp, const E* dout, int64_t N, int NH, int NKV, int HS) {
+  const int64_t n = N * (NH + 2 * NKV) * HS;
+  if (n == 0) return;
+  repeat_kv_backward_kernel<E><<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(dinp, dout, N, NH,
+                                                                                                 NKV, HS);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+// fp32 (kernels/ops.hpp)
+void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) { cuda::sumsq(sumsq, inp, N, C); }
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  normalise(out, rstd, inp, weight, N, C, C_total, eps);
+}
+void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+  dot_of(dot, dout, inp, weight, N, C);
+}
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  norm_backward(dinp, dweight, dout, inp, weight, rstd, dot, N, C, C_total);
+}
+void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope(x, cos, sin, B, T, heads, HS, stride, 1.0f);
+}
+void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
+}
+void swiglu_forward(float* out, const float* inp, int64_t N, int F) { swiglu_fwd(out, inp, N, F); }
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F) {
+  swiglu_bwd(dinp, inp, dout, N, F);
+}
+void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+  repeat_fwd(out, inp, N, NH, NKV, HS);
+}
+void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
+  repeat_bwd(dinp, dout, N, NH, NKV, HS);
+}
+
+}  // namespace axonn::kernels::cuda
+
+// bf16 (kernels/ops_bf16.hpp)
+namespace axonn::kernels::cuda_bf16 {
+
+void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C) { cuda::sumsq(sumsq, inp, N, C); }
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  cuda::normalise(out, rstd, inp, weight, N, C, C_total, eps);
+}
+void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C) {
+  cuda::dot_of(dot, dout, inp, weight, N, C);
+}
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  cuda::norm_backward(dinp, dweight, dout, inp, weight, rstd, dot, N, C, C_total);
+}
+void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  cuda::rope(x, cos, sin, B, T, heads, HS, stride, 1.0f);
+}
+void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  cuda::rope(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
+}
+void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F) { cuda::swiglu_fwd(out, inp, N, F); }
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F) {
+  cuda::swiglu_bwd(dinp, inp, dout, N, F);
+}
+void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS) {
+  cuda::repeat_fwd(out, inp, N, NH, NKV, HS);
+}
+void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS) {
+  cuda::repeat_bwd(dinp, dout, N, NH, NKV, HS);
+}
+
+}  // namespace axonn::kernels::cuda_bf16

@@ -1,0 +1,113 @@
+#include "axonn/text/sentencepiece.hpp"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <thread>
+#include <unordered_map>
+
+#include "axonn/core/error.hpp"
+
+namespace axonn::text {
+
+SentencePieceTokenizer::SentencePieceTokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : SentencePieceTokenizer() {
+  describe_ = "SentencePiece (" + path + ")";
+  const auto status = sp_->Load(path);
+  AXONN_CHECK_IO(status.ok(), "cannot load SentencePiece model '", path, "': ",
+                 status.code() == sentencepiece::util::StatusCode::kInternal ? "not a SentencePiece model file (" : "(",
+                 status.ToString(), ")");
+  take_specials();
+}
+
+std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(const std::string& model,
+                                                                                std::string describe) {
+  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
+  t->describe_ = std::move(describe);
+  const auto status = t->sp_->LoadFromSerializedProto(model);
+  AXONN_CHECK_IO(status.ok(), "cannot load SentencePiece model ", t->describe_, ": ", status.ToString());
+  t->take_specials();
+  return t;
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+void SentencePieceTokenizer::take_specials() {
+  bos_ = sp_->bos_id();
+  eos_ = sp_->eos_id();
+  eot_ = eos_;
+}
+
+int SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+std::vector<int> SentencePieceTokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(text, &ids);
+  AXONN_CHECK_ARG(status.ok(), describe_, " cannot encode the text: ", status.ToString());
+  return ids;
+}
+
+std::string SentencePieceTokenizer::decode(std::span<const int> ids) const {
+  for (int id : ids)
+    AXONN_CHECK_ARG(id >= 0 && id < vocab_size(), "token id ", id, " is not in the vocabulary of ", describe_, " (",
+                    vocab_size(), " ids)");
+  std::string text;
+  const auto status = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  AXONN_CHECK_ARG(status.ok(), describe_, " cannot decode: ", status.ToString());
+  return text;
+}
+
+namespace {
+
+// SentencePiece's pull interface over our callback.
+class Sentences final : public sentencepiece::SentenceIterator {
+ public:
+  explicit Sentences(const std::function<bool(std::string&)>& next) : next_(next) { Next(); }
+  bool done() const override { return done_; }
+  void Next() override { done_ = !next_(value_); }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::function<bool(std::string&)>& next_;
+  std::string value_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::string train_sentencepiece(const SentencePieceTrainOptions& o, const std::function<bool(std::string&)>& next) {
+  AXONN_CHECK_ARG(o.vocab_size > 0, "--vocab-size must be positive, got ", o.vocab_size);
+  AXONN_CHECK_ARG(o.model_type == "bpe" || o.model_type == "unigram", "--model-type must be bpe or unigram, got '",
+                  o.model_type, "'");
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_type", o.model_type},
+      {"vocab_size", std::to_string(o.vocab_size)},
+      {"character_coverage", std::to_string(o.character_coverage)},
+      {"byte_fallback", "true"},
+      {"split_digits", "true"},
+      {"allow_whitespace_only_pieces", "true"},
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"add_dummy_prefix", "true"},
+      {"unk_id", "0"},
+      {"bos_id", "1"},
+      {"eos_id", "2"},
+      {"pad_id", "-1"},
+      {"max_sentence_length", "65536"},
+      {"input_sentence_size", std::to_string(o.max_sentences)},
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", std::to_string(threads)},
+      {"minloglevel", o.verbose ? "0" : "2"},
+  };
+  Sentences sentences(next);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences, &model);
+  AXONN_CHECK_ARG(status.ok(), "SentencePiece training failed: ", status.ToString());
+  return model;
+}
+
+}  // namespace axonn::text

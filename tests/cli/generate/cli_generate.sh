@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# CLI tests of `axonn generate` on the reference GPT-2 (tests/reference/gpt2-tiny: V=500, 64 positions):
+# ids only on stdout with --print-ids; greedy ids equal to a float64 PyTorch oracle's (gen_oracle.py,
+# written from GPT-2's formulas); text in and out through a byte-level tokenizer of the model's 500 ids;
+# the same output on grids of 1, 2 and 4 ranks, greedy and sampled; the Llama oracle's Hugging Face
+# directory on every grid; a checkpoint directory; seeds; bad input refused with a
+# clear message (once, every rank exiting 2).
+# Usage: cli_generate.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC   (exit 77: skipped, the reason printed)
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common.sh"
+model=$ref/gpt2-tiny/model.bin
+
+gen_model=$model
+
+# gen NP OUT ARGS...: `axonn generate ARGS` of $gen_model on NP ranks; stdout to OUT, stderr to $tmp/err
+# (also in $tmp/out); must exit 0
+gen() {
+  local np=$1 out=$2 rc=0
+  shift 2
+  timeout "$CLI_TIMEOUT" "$mpiexec" -n "$np" --oversubscribe "$axonn" generate --init "$gen_model" "$@" >"$out" \
+    2>"$tmp/err" || rc=$?
+  cp "$tmp/err" "$tmp/out"
+  [ "$rc" -eq 0 ] || fail "exit code $rc (want 0) for: generate $*"
+}
+
+# a byte-level BPE tokenizer.json with exactly the model's 500 ids (tests/common/byte_tokenizer_500.py)
+tokenizer() {
+  python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/tok.json"
+}
+
+# the reference model trained for 60 steps on its Markov-chain tokens: its continuations follow the
+# chain (the random model's greedy output repeats one token)
+train_model() {
+  run "$axonn" train --init "$model" --data "$ref/gpt2-tiny/tokens.bin" --batch-size 4 --seq-len 32 --steps 60 \
+    --lr 3e-3 --warmup-steps 0 --quiet --save "$tmp/trained.bin"
+  gen_model=$tmp/trained.bin
+}
+
+case "$case_name" in
+  print_ids)
+    gen 1 "$tmp/ids" --prompt-ids 1,2,3 --max-new-tokens 20 --temperature 0 --print-ids
+    [ "$(wc -l <"$tmp/ids")" -eq 1 ] || fail "want one line of ids on stdout, got: $(cat "$tmp/ids")"
+    expect_output '^[0-9]+(,[0-9]+){19}$' "$tmp/ids"
+    expect_output 'generate  20 new tokens in .* tokens/s'  # on stderr
+    # several samples: one line each
+    gen 1 "$tmp/ids3" --prompt-ids 1,2,3 --max-new-tokens 8 --temperature 1 --seed 3 --num-samples 3 --print-ids
+    [ "$(wc -l <"$tmp/ids3")" -eq 3 ] || fail "want 3 lines, got: $(cat "$tmp/ids3")"
+    [ "$(grep -Ec '^[0-9]+(,[0-9]+){7}$' "$tmp/ids3")" -eq 3 ] || fail "want 8 ids per line: $(cat "$tmp/ids3")"
+    # up to the context's end: 64 positions - 60 prompt tokens = 4 new tokens
+    gen 1 "$tmp/ctx" --prompt-ids "$(seq -s, 1 60)" --max-new-tokens 50 --temperature 0 --print-ids
+    expect_output '^[0-9]+(,[0-9]+){3}$' "$tmp/ctx" ;;
+
+  greedy_oracle)
+    /usr/bin/python3 -c "import torch" 2>/dev/null || skip_reason="PyTorch is not installed at /usr/bin/python3"
+    if [ -n "${skip_reason:-}" ]; then echo "SKIP: $skip_reason"; exit 77; fi
+    train_model
+    gen 1 "$tmp/ids" --prompt-ids 7,1,99,3,250 --max-new-tokens 40 --temperature 0 --print-ids
+    /usr/bin/python3 "$here/gen_oracle.py" "$gen_model" 7,1,99,3,250 40 >"$tmp/oracle"
+    same "$tmp/ids" "$tmp/oracle"
+    # and the untrained model's
+    gen_model=$model
+    gen 1 "$tmp/ids" --prompt-ids 7,1,99,3,250 --max-new-tokens 40 --temperature 0 --print-ids
+    /usr/bin/python3 "$here/gen_oracle.py" "$gen_model" 7,1,99,3,250 40 >"$tmp/oracle"
+    same "$tmp/ids" "$tmp/oracle" ;;
+
+  text_prompt)
+    tokenizer
+    gen 1 "$tmp/text" --prompt "hello there" --tokenizer "$tmp/tok.json" --max-new-tokens 30 --temperature 0
+    expect_output '^hello there' "$tmp/text"
+    # the same generation as ids: the text is the prompt and the ids decoded (without a stop id)
+    run "$axonn" tokenizer encode --tokenizer "$tmp/tok.json" "hello there"
+    prompt_ids=$(cat "$tmp/out")
+    gen 1 "$tmp/ids" --prompt-ids "$prompt_ids" --tokenizer "$tmp/tok.json" --max-new-tokens 30 --temperature 0 --print-ids
+    ids=$(sed 's/,256$//' "$tmp/ids")
+    run "$axonn" tokenizer decode --tokenizer "$tmp/tok.json" "$prompt_ids,$ids"
+    same "$tmp/out" "$tmp/text"
+    # several samples: each printed whole after a header
+    gen 1 "$tmp/three" --prompt "hello" --tokenizer "$tmp/tok.json" --max-new-tokens 10 --num-samples 3 --seed 1
+    [ "$(grep -c '^--- sample [123]$' "$tmp/three")" -eq 3 ] || fail "want 3 sample headers: $(cat "$tmp/three")"
+    [ "$(grep -c '^hello' "$tmp/three")" -eq 3 ] || fail "want each sample to start with the prompt" ;;
+
+  grids_same_output)
+    tokenizer
+    train_model
+    sampled=(--prompt-ids 5,6,7 --max-new-tokens 24 --temperature 1 --top-k 50 --top-p 0.9 --seed 11 --num-samples 2
+             --print-ids)
+    greedy=(--prompt-ids 5,6,7 --max-new-tokens 24 --temperature 0 --print-ids)
+    text=(--prompt "abc" --tokenizer "$tmp/tok.json" --max-new-tokens 24 --temperature 0.8 --seed 2)
+    gen 1 "$tmp/s1" "${sampled[@]}"
+    gen 1 "$tmp/g1" "${greedy[@]}"
+    gen 1 "$tmp/t1" "${text[@]}"
+    for grid in 2,1,1,1 1,2,1,1 1,1,2,1 1,1,1,2 2,2,1,1 1,2,1,2 2,1,2,1 1,1,2,2; do
+      np=$(( $(echo "$grid" | tr , '*') ))
+      gen "$np" "$tmp/s" "${sampled[@]}" --grid "$grid"
+      same "$tmp/s" "$tmp/s1"
+      gen "$np" "$tmp/g" "${greedy[@]}" --grid "$grid"
+      same "$tmp/g" "$tmp/g1"
+      gen "$np" "$tmp/t" "${text[@]}" --grid "$grid"
+      same "$tmp/t" "$tmp/t1"
+    done ;;
+
+  seeds)
+    args=(--prompt-ids 5,6,7 --max-new-tokens 24 --temperature 1 --print-ids)
+    gen 1 "$tmp/a" "${args[@]}" --seed 1
+    gen 1 "$tmp/b" "${args[@]}" --seed 1
+    same "$tmp/a" "$tmp/b"
+    gen 1 "$tmp/c" "${args[@]}" --seed 2
+    ! cmp -s "$tmp/a" "$tmp/c" || fail "seeds 1 and 2 gave the same samples: $(cat "$tmp/a")"
+    # greedy ignores the seed
+    gen 1 "$tmp/g1" --prompt-ids 5,6,7 --max-new-tokens 24 --temperature 0 --print-ids --seed 1
+    gen 1 "$tmp/g2" --prompt-ids 5,6,7 --max-new-tokens 24 --temperature 0 --print-ids --seed 2
+    same "$tmp/g1" "$tmp/g2" ;;
+
+  llama_hf_dir)
+    # the Llama oracle's Hugging Face directory (GQA: 2 KV heads): the same ids on every grid it admits
+    gen_model=$here/../../golden/llama-gqa
+    sampled=(--prompt-ids 5,6,7 --max-new-tokens 20 --temperature 1 --top-k 20 --seed 4 --num-samples 2 --print-ids)
+    greedy=(--prompt-ids 5,6,7 --max-new-tokens 20 --temperature 0 --print-ids)
+    gen 1 "$tmp/s1" "${sampled[@]}"
+    gen 1 "$tmp/g1" "${greedy[@]}"
+    [ "$(wc -l <"$tmp/s1")" -eq 2 ] || fail "want 2 samples: $(cat "$tmp/s1")"
+    for grid in 2,1,1,1 1,2,1,1 1,1,2,1 1,1,1,2; do
+      gen 2 "$tmp/s" "${sampled[@]}" --grid "$grid"
+      same "$tmp/s" "$tmp/s1"
+      gen 2 "$tmp/g" "${greedy[@]}" --grid "$grid"
+      same "$tmp/g" "$tmp/g1"
+    done
+    # text needs a tokenizer, and this directory has none
+    expect_exit 2 "$axonn" generate --init "$gen_model" --prompt "hi"
+    expect_output "no tokenizer is known for .*: give --tokenizer PATH" ;;
+
+  checkpoint_dir)
+    # a run's checkpoint directory (written on 2 ranks, X split) and the llm.c file converted from it
+    # generate the same
+    run_np 2 train --init "$model" --data "$ref/gpt2-tiny/tokens.bin" --batch-size 4 --seq-len 32 --steps 20 \
+      --lr 3e-3 --grid 2,1,1,1 --checkpoint-dir "$tmp/ck" --quiet
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/t.bin"
+    args=(--prompt-ids 9,8,7 --max-new-tokens 30 --temperature 0.7 --seed 5 --print-ids)
+    gen_model=$tmp/t.bin
+    gen 1 "$tmp/a" "${args[@]}"
+    gen_model=$tmp/ck
+    gen 1 "$tmp/b" "${args[@]}"
+    expect_output "generate  weights of .*ck/step-0*20 \(step 20, grid 2x1x1x1\)"
+    same "$tmp/a" "$tmp/b" ;;
+
+  bad_input)
+    g=("$axonn" generate --init "$model")
+    expect_exit 2 "${g[@]}" --max-new-tokens 5
+    expect_output "no prompt: give --prompt TEXT or --prompt-ids"
+    expect_exit 2 "${g[@]}" --prompt hi --prompt-ids 1,2
+    expect_output "either --prompt TEXT or --prompt-ids 1,2,3, not both"
+    expect_exit 2 "${g[@]}" --prompt-ids "$(seq -s, 1 64)"
+    expect_output "the prompt has 64 tokens: the model's context of 64 positions leaves no room"
+    expect_exit 2 "${g[@]}" --prompt-ids 1,500
+    expect_output "prompt token id 500 is outside the model's vocabulary \[0, 500\)"
+    expect_exit 2 "${g[@]}" --prompt-ids 1,x
+    expect_output "'x' is not a token id"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --temperature -1
+    expect_output "--temperature must be >= 0"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --top-p 0
+    expect_output "--top-p must be in \(0, 1\]"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --top-p 1.5
+    expect_output "--top-p must be in \(0, 1\]"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --top-k -1
+    expect_output "--top-k must be >= 0"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --max-new-tokens 0
+    expect_output "--max-new-tokens must be >= 1"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --num-samples 0
+    expect_output "--num-samples must be >= 1"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --kernels cuda
+    expect_output "no CUDA kernels yet"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --grid 2,1,1,1
+    expect_output "grid"
+    expect_exit 2 "$axonn" generate --prompt-ids 1
+    expect_output "--init is required"
+    expect_error "cannot open|No such file|does not exist" "$axonn" generate --init "$tmp/none.bin" --prompt-ids 1
+    absent "$tmp/none.bin" ;;
+
+  bad_input_every_rank)
+    # every rank refuses alike: the message once, exit 2 everywhere, no hang
+    expect_once 2 "--temperature must be >= 0" generate --init "$model" --prompt-ids 1 --temperature -1
+    expect_once 2 "prompt token id 500 is outside" generate --init "$model" --prompt-ids 500 --grid 2,1,1,1
+    expect_once 2 "no prompt" generate --init "$model" --grid 1,1,1,2 ;;
+
+  *) fail "unknown case $case_name" ;;
+esac
+echo "PASS: $case_name"

@@ -1,0 +1,144 @@
+// axonn generate — continue a prompt with a trained model, on any 4D grid (docs/generate.md).
+//
+//   axonn generate --init model.bin --prompt "Once upon a time" --max-new-tokens 100 --temperature 0.8 --top-k 40
+//   mpirun -np 4 axonn generate --init runs/x/checkpoints --grid 2,2,1,1 --prompt-ids 50256 --print-ids
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "axonn/comm/factory.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/infer/generator.hpp"
+#include "axonn/parallel/grid.hpp"
+#include "axonn/text/tokenizer.hpp"
+#include "axonn/train/model_source.hpp"
+#include "commands.hpp"
+
+namespace axonn::tools {
+
+namespace {
+
+struct GenerateFlags {
+  std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu";
+  bool have_prompt = false, print_ids = false;
+  int max_new_tokens = 64, num_samples = 1;
+  infer::Sampling sampling;
+};
+
+int run_generate(const GenerateFlags& f) {
+  set_log_info_to_stderr(true);  // stdout is the generated text (or ids) alone
+  // everything is checked before the first collective (the grid's), alike on every rank
+  AXONN_CHECK_ARG(f.have_prompt != !f.prompt_ids.empty(),
+                  f.have_prompt ? "give either --prompt TEXT or --prompt-ids 1,2,3, not both"
+                                : "no prompt: give --prompt TEXT or --prompt-ids 1,2,3");
+  AXONN_CHECK_ARG(f.max_new_tokens >= 1, "--max-new-tokens must be >= 1, got ", f.max_new_tokens);
+  AXONN_CHECK_ARG(f.num_samples >= 1, "--num-samples must be >= 1, got ", f.num_samples);
+  infer::check_sampling(f.sampling);
+  AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate has no CUDA kernels yet (the attention over the KV cache); "
+                                       "use --kernels cpu");
+  const kernels::Backend backend = kernels::parse_backend(f.kernels);
+  const train::ModelSource source = train::find_model_source(f.init);
+  const model::GptConfig& mc = source.config;
+  // a tokenizer for text in or out; ids in and out need none
+  std::unique_ptr<text::Tokenizer> tok;
+  if (f.have_prompt || !f.print_ids) {
+    tok = infer::model_tokenizer(source, f.tokenizer);
+    AXONN_CHECK_ARG(tok != nullptr, "no tokenizer is known for ", f.init, ": give --tokenizer PATH (or use ",
+                    "--prompt-ids and --print-ids)");
+  }
+  const std::vector<int> prompt = f.have_prompt ? tok->encode(f.prompt) : text::parse_ids(f.prompt_ids);
+  AXONN_CHECK_ARG(!prompt.empty(), "the prompt has no tokens");
+  for (int id : prompt)
+    AXONN_CHECK_ARG(id >= 0 && id < mc.vocab_size, "prompt token id ", id, " is outside the model's vocabulary [0, ",
+                    mc.vocab_size, ")");
+  AXONN_CHECK_ARG(static_cast<int>(prompt.size()) < mc.max_seq_len, "the prompt has ", prompt.size(),
+                  " tokens: the model's context of ", mc.max_seq_len, " positions leaves no room to generate; "
+                  "shorten it");
+  const int context = std::min<int>(mc.max_seq_len, static_cast<int>(prompt.size()) + f.max_new_tokens);
+
+  auto world = comm::world();
+  const parallel::Grid grid(parallel::parse_grid(f.grid, world->size()), world);
+  infer::Generator gen(mc, grid, f.num_samples, context, backend);
+  const std::string loaded = train::load_weights(source, grid, gen.model());
+  log_info("generate  %s: %s, grid %s, %d sample%s of up to %d tokens after a prompt of %zu", loaded.c_str(),
+           mc.str().c_str(), grid.shape().str().c_str(), f.num_samples, f.num_samples == 1 ? "" : "s", f.max_new_tokens,
+           prompt.size());
+
+  infer::GenerateOptions o;
+  o.max_new_tokens = f.max_new_tokens;
+  o.sampling = f.sampling;
+  o.stop_ids = infer::stop_ids(mc, tok.get());
+  const bool printer = world->rank() == 0;
+  auto is_stop = [&](int id) { return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end(); };
+  // one sample streams its text as it comes; several are printed whole, one after another
+  std::unique_ptr<text::StreamDecoder> stream;
+  if (printer && !f.print_ids && f.num_samples == 1) {
+    stream = std::make_unique<text::StreamDecoder>(*tok);
+    for (int id : prompt) std::fputs(stream->push(id).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const auto samples = gen.generate(prompt, o, [&](int, int id) {
+    if (!stream || is_stop(id)) return;
+    std::fputs(stream->push(id).c_str(), stdout);
+    std::fflush(stdout);
+  });
+  if (printer) {
+    if (stream) {
+      std::fputs((stream->finish() + "\n").c_str(), stdout);
+    } else {
+      for (size_t s = 0; s < samples.size(); s++) {
+        std::string line;
+        if (f.print_ids) {
+          for (size_t i = 0; i < samples[s].size(); i++) line += (i ? "," : "") + std::to_string(samples[s][i]);
+        } else {
+          std::vector<int> ids = prompt;
+          for (int id : samples[s])
+            if (!is_stop(id)) ids.push_back(id);
+          line = "--- sample " + std::to_string(s + 1) + "\n" + tok->decode(ids);
+        }
+        std::printf("%s\n", line.c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
+  const infer::GenerateStats& st = gen.last_stats();
+  auto rate = [](int64_t tokens, double s) { return s > 0 ? static_cast<double>(tokens) / s : 0.0; };
+  log_info("generate  %lld new tokens in %.2f s: prefill %lld tokens in %.3f s (%.0f tokens/s), decode %.1f tokens/s",
+           static_cast<long long>(st.new_tokens), st.prefill_seconds + st.decode_seconds,
+           static_cast<long long>(st.prompt_tokens), st.prefill_seconds, rate(st.prompt_tokens, st.prefill_seconds),
+           rate(st.decode_tokens, st.decode_seconds));
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, Action* action) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* sub = app.add_subcommand("generate", "continue a prompt with a trained model (KV cache, any 4D grid)");
+  sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint (directory or "
+                                     ".safetensors), or a checkpoint directory")->required();
+  sub->add_option("--grid", f->grid, "4D grid GX,GY,GZ,GD (default 1,1,1,<ranks>); every Z and data replica "
+                                     "computes the same samples");
+  sub->add_option("--prompt", f->prompt, "the prompt as text (through the tokenizer)");
+  sub->add_option("--prompt-ids", f->prompt_ids, "the prompt as token ids: 1,2,3");
+  sub->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate at most (also ends at end-of-text/EOS "
+                                                          "and at the model's context)");
+  sub->add_option("--temperature", f->sampling.temperature, "softmax temperature; 0: greedy (ties: the lowest id)");
+  sub->add_option("--top-k", f->sampling.top_k, "sample among the k most likely tokens (0: all)");
+  sub->add_option("--top-p", f->sampling.top_p, "then among the fewest most likely tokens whose probability "
+                                                "reaches p, in (0, 1] (1: all)");
+  sub->add_option("--seed", f->sampling.seed, "sampling seed: sample s's token at position t is drawn from "
+                                              "(seed, s, t), the same on every grid");
+  sub->add_option("--num-samples", f->num_samples, "continuations of the prompt, generated together");
+  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the Hugging Face directory's, "
+                                               "else GPT-2's for GPT-2 models)");
+  sub->add_flag("--print-ids", f->print_ids, "print only the generated ids, comma-separated, one line per sample");
+  sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: not built yet for generation)");
+  sub->callback([f, action, sub] {
+    f->have_prompt = sub->count("--prompt") > 0;
+    *action = [f] { return run_generate(*f); };
+  });
+}
+
+}  // namespace axonn::tools
