@@ -9,6 +9,9 @@
 //   OMP_NUM_THREADS=1 mpirun -n 4 --oversubscribe build/bin/bench_plan_validate
 //       [--layers 4 --channels 256 --heads 4 --vocab 2048 --seq-len 64 --batch-size 8]
 //       [--machine local] [--steps 3] [--rounds 5] [--profile 1] [--json FILE]
+//       [--overlap none|all] [--orders xyz|all]
+// --overlap: the step's (and the prediction's) overlap of collectives with computation (default none);
+// --orders all: every grid in every rank order that places its groups differently (docs/multi-host.md).
 //
 // Noise: the grids are measured round-robin (round r times every grid, then round r+1), so a
 // slow period of a shared machine hits every grid alike; each grid's time is the median over rounds
@@ -36,6 +39,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/parallel/overlap.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/train/step.hpp"
 
@@ -50,6 +54,8 @@ struct Options {
   int steps = 3, rounds = 5;
   bool profile = false;
   std::string json;
+  std::string overlap = "none";
+  std::string orders = "xyz";
 };
 
 // One grid and everything trained on it.
@@ -102,7 +108,7 @@ double median(std::vector<double> v) {
 void report(const Options& o, planner::Workload w, const std::vector<planner::GridShape>& grids,
             const std::vector<Run>& runs) {
   const planner::MachineProfile m = planner::load_machine_profile(o.machine);
-  const planner::CostSettings s = planner::settings_for(m);
+  const planner::CostSettings s = planner::settings_for(m, parallel::parse_overlap(o.overlap).any());
   w.positions = o.seq_len;
   std::vector<double> measured, fastest, predicted;
   std::vector<planner::Estimate> est;
@@ -126,16 +132,17 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
               grids.front().size());
   std::printf("# measured: %d rounds x %d steps per grid, round-robin; median over rounds of the mean step time "
               "(slowest rank)\n", o.rounds, o.steps);
-  std::printf("# predicted: profile '%s' (%s), implementation %s\n", m.name.c_str(), o.machine.c_str(),
-              std::string(planner::to_string(s.implementation)).c_str());
-  std::printf("%-10s %9s %9s %6s %6s %9s | %9s %9s %9s %9s %9s | %s\n", "grid", "meas_ms", "pred_ms", "m_rank",
-              "p_rank", "min_ms", "gemm_ms", "membw_ms", "comm_ms", "X/Y_ms", "Z/D_ms", "rounds_ms");
+  std::printf("# predicted: profile '%s' (%s), implementation %s, overlap %s; %ld ranks per node\n", m.name.c_str(),
+              o.machine.c_str(), std::string(planner::to_string(s.implementation)).c_str(), o.overlap.c_str(),
+              m.gpus_per_node);
+  std::printf("%-22s %9s %9s %6s %6s %9s | %9s %9s %9s %9s %9s | %s\n", "grid", "meas_ms", "pred_ms", "m_rank",
+              "p_rank", "min_ms", "gemm_ms", "membw_ms", "exposed", "X/Y_ms", "Z/D_ms", "rounds_ms");
   for (size_t i = 0; i < grids.size(); ++i) {
     const auto& e = est[i];
-    std::printf("%-10s %9.1f %9.1f %6.1f %6.1f %9.1f | %9.1f %9.1f %9.1f %9.1f %9.1f |", runs[i].shape.str().c_str(),
+    std::printf("%-22s %9.1f %9.1f %6.1f %6.1f %9.1f | %9.1f %9.1f %9.1f %9.1f %9.1f |", runs[i].shape.str().c_str(),
                 1e3 * measured[i], 1e3 * predicted[i], mrank[i], prank[i], 1e3 * fastest[i], 1e3 * e.gemm_s,
                 1e3 * e.memory_bound_s,
-                1e3 * e.comm_s, 1e3 * (e.comm.x + e.comm.y), 1e3 * (e.comm.z + e.comm.data));
+                1e3 * e.exposed_comm_s, 1e3 * (e.comm.x + e.comm.y), 1e3 * (e.comm.z + e.comm.data));
     for (double t : runs[i].seconds) std::printf(" %.0f", 1e3 * t);
     std::printf("\n");
     if (o.profile) runs[i].prof.print(stdout);
@@ -156,8 +163,11 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
                       {"rounds_s", runs[i].seconds},
                       {"gemm_s", est[i].gemm_s},
                       {"memory_bound_s", est[i].memory_bound_s},
-                      {"comm_s", est[i].comm_s}});
-    nlohmann::ordered_json doc = {{"spearman", rho},
+                      {"comm_s", est[i].comm_s},
+                      {"exposed_comm_s", est[i].exposed_comm_s}});
+    nlohmann::ordered_json doc = {{"overlap", o.overlap},
+                                  {"ranks_per_node", m.gpus_per_node},
+                                  {"spearman", rho},
                                   {"spearman_fastest", rho_fastest},
                                   {"measured_best_predicted_place", prank[best]},
                                   {"mean_relative_error", mre},
@@ -189,6 +199,8 @@ int parse(int argc, char** argv, Options* o) {
     else if (f == "--rounds") o->rounds = std::atoi(v);
     else if (f == "--profile") o->profile = std::atoi(v) != 0;
     else if (f == "--json") o->json = v;
+    else if (f == "--overlap") o->overlap = v;
+    else if (f == "--orders") o->orders = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
       return 2;
@@ -229,8 +241,15 @@ int main(int argc, char** argv) {
     w.validate();
     const long G = world->size();
     std::vector<planner::GridShape> grids;
-    for (const auto& g : planner::factorizations(G))
-      if (!planner::inadmissible_reason(w, g, 1)) grids.push_back(g);
+    AXONN_CHECK_ARG(o.orders == "xyz" || o.orders == "all", "--orders takes xyz or all, got '", o.orders, "'");
+    const parallel::Overlap overlap = parallel::parse_overlap(o.overlap);
+    for (auto g : planner::factorizations(G)) {
+      if (planner::inadmissible_reason(w, g, 1)) continue;
+      for (const auto& order : o.orders == "all" ? planner::distinct_orders(g) : std::vector{g.order}) {
+        g.order = order;
+        grids.push_back(g);
+      }
+    }
     AXONN_CHECK_ARG(grids.size() >= 2, "only ", grids.size(), " admissible grid(s) of ", G,
                     " ranks for this model and batch: nothing to rank; change the sizes or the rank count");
 
@@ -240,9 +259,12 @@ int main(int argc, char** argv) {
       Run& r = runs[i];
       const auto& g = grids[i];
       r.shape = {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
+      r.shape.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
       r.grid = std::make_unique<parallel::Grid>(r.shape, world);
       const int B_local = o.batch / (r.shape.gz * r.shape.gdata);
-      r.gpt = std::make_unique<model::Gpt>(cfg, *r.grid, B_local, o.seq_len, kernels::Backend::kCpu);
+      model::GptRunOptions run;
+      run.overlap = overlap;
+      r.gpt = std::make_unique<model::Gpt>(cfg, *r.grid, B_local, o.seq_len, kernels::Backend::kCpu, run);
       r.gpt->init_random(1);
       r.opt = std::make_unique<optim::AdamW>(r.gpt->params(), optim::AdamWConfig{},
                                              r.gpt->decay_mask(true), ops);

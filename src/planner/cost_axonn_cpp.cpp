@@ -51,13 +51,37 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   shape.micro_batches = w.grad_accumulation;
   shape.recompute = s.recompute;
   shape.activation_bytes = s.comm_bytes;
+  const std::vector<model::LinearSpec>& linears = spec.linears;
+  std::vector<std::vector<CollectiveCost>> of_linear(linears.size());  // each linear's own
+  double blocking = 0, grad_sums = 0;
   for (const ModelCollective& c : model_collectives(spec, g, shape)) {
-    std::vector<CollectiveCost> one;
-    add(&one, m, s, g, c.what, c.group, c.kind, c.message_bytes, c.calls, Hiding::kNone);
-    for (const CollectiveCost& cost : one) tally(&e, cost);
+    std::vector<CollectiveCost> one;  // priced in the form the trainer issues it (non-blocking if it can hide)
+    add(&one, m, s, g, c.what, c.group, c.kind, c.message_bytes, c.calls, c.hiding);
+    for (const CollectiveCost& cost : one) {
+      tally(&e, cost);
+      if (c.hiding == Hiding::kUnderBackward)
+        grad_sums += cost.seconds;
+      else if (c.linear >= 0 && c.hiding != Hiding::kNone)
+        of_linear[static_cast<size_t>(c.linear)].push_back(cost);
+      else
+        blocking += cost.seconds;
+    }
   }
   e.comm_s = e.comm.total();
-  e.exposed_comm_s = e.comm_s;  // every collective of this implementation blocks
+  // With --overlap (docs/overlap.md): each linear's OAR waits for dX after its dW GEMM, OAG prefetches
+  // its weight gathers and ORS retires its reduce-scatters under its GEMMs (exposed_linear); the
+  // gradient sums run under the backward of the last micro-batch's other L-1 layers (dX and dW GEMMs).
+  // All the calls of a step at once: each linear's L layers' collectives against its L layers' GEMMs.
+  double exposed = blocking, linear_pass_s = 0;
+  for (size_t k = 0; k < linears.size(); k++) {
+    const double flops = 2 * N * d(linears[k].in) * d(linears[k].out) / gxy;
+    const double pass_s = L * micro * (flops / m.gemm_flops_per_s() + m.gemm_call_us * 1e-6);
+    exposed += s.overlap ? exposed_linear(of_linear[k], pass_s, (fwd + 2) * pass_s) : total_seconds(of_linear[k]);
+    linear_pass_s += flops / m.gemm_flops_per_s();
+  }
+  const double backward_s = (L - 1) * 2 * linear_pass_s;
+  exposed += s.overlap ? std::max(0.0, grad_sums - backward_s) : grad_sums;
+  e.exposed_comm_s = exposed;
 
   // --- compute --------------------------------------------------------------------------------
   // GEMMs per linear: forward (per forward pass), dX and dW, one sgemm call each.

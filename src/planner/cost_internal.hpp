@@ -12,7 +12,8 @@ namespace axonn::planner::internal {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 inline double d(long v) { return static_cast<double>(v); }
 
-// Position of a group in the rank order (X fastest): ip = product of the faster axes; its size.
+// Position of a group in the grid's rank order: ip = its smallest stride (for one axis, the product
+// of the faster axes); its size.
 long group_ip(CommGroup grp, const GridShape& g);
 long group_size(CommGroup grp, const GridShape& g);
 
@@ -20,6 +21,11 @@ long group_size(CommGroup grp, const GridShape& g);
 // no calls: calls·(c·(p−1)/p·M/β + c·(p−1)·α), β and α of this collective and position.
 void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSettings& s, const GridShape& g,
          std::string what, CommGroup grp, CollectiveKind kind, double message_bytes, double calls, Hiding hiding);
+
+// What of one linear layer's collectives (all calls of a step) overlap does not hide: OAR under the
+// layer's dW GEMM (`dw_s`), OAR with the Z all-gathers and reduce-scatters under all of its GEMMs
+// (`layer_s`), the rest blocking (spec §4; docs/perf-model.md §6).
+double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_s, double layer_s);
 
 // Parameters per rank, from the model's tensors: norms and biases; vocabulary tensors (vocabulary-
 // parallel over X·Y) and the position embedding; the Z-sharded tensor-parallel weights.

@@ -11,8 +11,36 @@
 
 namespace axonn::planner {
 
+long GridShape::stride(char axis) const {
+  if (axis == 'd') return tensor_parallel();
+  long s = 1;
+  for (char a : order) {
+    if (a == axis) return s;
+    s *= extent(a);
+  }
+  AXONN_CHECK(false, "grid order '", std::string(order.begin(), order.end()), "' lacks axis ", axis);
+  return 0;
+}
+
+std::string order_string(const GridShape& g) { return detail::concat(g.order[0], ",", g.order[1], ",", g.order[2]); }
+
 std::string to_string(const GridShape& g) {
-  return detail::concat("(Gx,Gy,Gz,Gdata)=(", g.gx, ",", g.gy, ",", g.gz, ",", g.gdata, ")");
+  const std::string extents = detail::concat("(Gx,Gy,Gz,Gdata)=(", g.gx, ",", g.gy, ",", g.gz, ",", g.gdata, ")");
+  return g.axonn_order() ? extents : extents + " order " + order_string(g);
+}
+
+std::vector<std::array<char, 3>> distinct_orders(const GridShape& g) {
+  std::vector<std::array<char, 3>> out;
+  std::vector<std::string> seen;
+  for (const char* o : {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"}) {
+    std::string effective;  // the order of the axes that have more than one rank
+    for (const char* a = o; *a; ++a)
+      if (g.extent(*a) > 1) effective += *a;
+    if (std::find(seen.begin(), seen.end(), effective) != seen.end()) continue;
+    seen.push_back(effective);
+    out.push_back({o[0], o[1], o[2]});
+  }
+  return out;
 }
 
 std::string_view to_string(ModelVariant v) { return v == ModelVariant::kAsCoded ? "as-coded" : "corrected"; }
@@ -45,24 +73,59 @@ std::string_view to_string(CommGroup g) {
 
 namespace internal {
 
-// Position of each group in the rank order (X fastest): ip = product of the faster axes.
-long group_ip(CommGroup grp, const GridShape& g) {
+// The grid axes a group varies ('d' = data).
+std::string group_axes(CommGroup grp) {
   switch (grp) {
     case CommGroup::kX:
-      return 1;
+      return "x";
     case CommGroup::kY:
-      return g.gx;
+      return "y";
     case CommGroup::kZ:
-      return g.gx * g.gy;
+      return "z";
     case CommGroup::kData:
-      return g.gx * g.gy * g.gz;
+      return "d";
     case CommGroup::kXY:
+      return "xy";
     case CommGroup::kXYZ:
-      return 1;
+      return "xyz";
     case CommGroup::kZData:
-      return g.gx * g.gy;
+      return "zd";
   }
-  return 1;
+  return "";
+}
+
+// Position of each group in the rank order: ip = its smallest stride (for a single axis, the
+// product of the faster axes; X·Y and X·Y·Z start at 1 in AxoNN's order, Z·data at Gx·Gy).
+long group_ip(CommGroup grp, const GridShape& g) {
+  long ip = g.size();
+  for (char a : group_axes(grp))
+    if (g.extent(a) > 1) ip = std::min(ip, g.stride(a));
+  return ip == g.size() ? 1 : ip;
+}
+
+// Whether the group's ranks are group_ip apart: its axes of extent > 1, by stride, each start where
+// the previous one ends.
+bool group_is_ring(CommGroup grp, const GridShape& g) {
+  std::vector<std::pair<long, long>> axes;  // (stride, extent)
+  for (char a : group_axes(grp))
+    if (g.extent(a) > 1) axes.push_back({g.stride(a), g.extent(a)});
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i].first != axes[i - 1].first * axes[i - 1].second) return false;
+  return true;
+}
+
+// For a group that is not a ring: whether the group of rank 0 lies inside node 0, and how many of
+// its ranks node 0 holds (nodes of `per_node` consecutive ranks).
+std::pair<bool, long> group_spread(CommGroup grp, const GridShape& g, long ranks_per_node) {
+  long span = 1, in_node = 1;
+  for (char a : group_axes(grp)) {
+    const long e = g.extent(a), st = g.stride(a);
+    span += (e - 1) * st;
+    // members of the first node along this axis (strides of different axes never overlap)
+    in_node *= std::min(e, std::max(1L, (ranks_per_node + st - 1) / st));
+  }
+  return {span <= ranks_per_node, in_node};
 }
 
 long group_size(CommGroup grp, const GridShape& g) {
@@ -102,20 +165,34 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
   c.kind = kind;
   c.group_size = p;
   c.ip = group_ip(grp, g);
+  c.ring = group_is_ring(grp, g);
   c.message_bytes = message_bytes;
   c.calls = calls;
-  c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p);
   c.hiding = hiding;
   const double coef = kind == CollectiveKind::kAllReduce ? 2.0 : 1.0;
   const double f = d(p - 1) / d(p);
+  if (!c.ring) {
+    // no (ip, size) rule describes it: the two-level fallback, by where its ranks are
+    const auto [inside, per_node] = group_spread(grp, g, m.gpus_per_node);
+    c.bandwidth_gbs = m.spread_bandwidth_gbs(inside, per_node);
+    double per_call = coef * f * message_bytes / 1e9 / c.bandwidth_gbs;
+    if (s.latency) per_call += coef * d(p - 1) * m.spread_latency_s(inside) + m.sync_us * 1e-6;
+    c.seconds = calls * per_call;
+    out->push_back(std::move(c));
+    return;
+  }
+  // this project's trainer issues every collective that can overlap non-blocking (and waits at once
+  // without overlap): a calibrated profile times that form apart
+  const bool async = s.implementation == Implementation::kAxonnCpp && hiding != Hiding::kNone;
+  c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p, async);
   const double unit = as_coded ? kGiB : 1e9;
   double per_call = coef * f * message_bytes / unit / c.bandwidth_gbs;
   if (!as_coded && s.latency) {
     // a calibrated profile's measured curve where it has one, else α per ring step
-    if (auto t = m.measured_seconds(kind, c.ip, p, message_bytes))
+    if (auto t = m.measured_seconds(kind, c.ip, p, message_bytes, async))
       per_call = *t;
     else
-      per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p);
+      per_call += coef * d(p - 1) * m.latency_s(kind, c.ip, p, async);
     per_call += m.sync_us * 1e-6;  // the step's synchronisation cost, where the profile measured one
   }
   c.seconds = calls * per_call;
@@ -182,6 +259,19 @@ std::vector<CollectiveCost> linear_layer_collectives(const MachineProfile& m, co
 }
 
 namespace internal {
+
+double exposed_linear(const std::vector<CollectiveCost>& collectives, double dw_s, double layer_s) {
+  double blocking = 0, oar = 0, async = 0;
+  for (const auto& c : collectives) {
+    if (c.hiding == Hiding::kUnderDataGrad)
+      oar += c.seconds;
+    else if (c.hiding == Hiding::kUnderLayer)
+      async += c.seconds;
+    else
+      blocking += c.seconds;
+  }
+  return blocking + std::max({0.0, oar - dw_s, oar + async - layer_s});
+}
 
 // Parameters per rank that are not Z-sharded tensor-parallel weights: norms and biases (normal
 // layers' biases over Y, transposed ones' over X, norms on the h/Gx slice), from the model's tensors.
@@ -299,8 +389,18 @@ CostSettings settings_for(const MachineProfile& m) {
   return s;
 }
 
+CostSettings settings_for(const MachineProfile& m, bool overlap) {
+  CostSettings s = settings_for(m);
+  if (m.implementation == Implementation::kAxonnCpp) s.overlap = overlap;
+  return s;
+}
+
 Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s) {
   w.validate();
+  std::array<char, 3> sorted = g.order;
+  std::sort(sorted.begin(), sorted.end());
+  AXONN_CHECK_ARG(sorted == (std::array<char, 3>{'x', 'y', 'z'}), "grid order '", order_string(g),
+                  "' is not a permutation of x, y, z");
   if (auto why = inadmissible_reason(w, g, 1)) throw InvalidArgument(*why);
   if (s.variant == ModelVariant::kCorrected && s.implementation == Implementation::kAxonnCpp)
     return internal::estimate_axonn_cpp(m, w, g, s);
@@ -320,7 +420,6 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
     const auto coll = linear_layer_collectives(m, layer, w.tokens(), w.grad_accumulation, g, s);
     const double pass_flops = 2 * T * d(layer.in_features) * d(layer.out_features) / d(g.gx * g.gy);
     gemm_flops += L * passes * pass_flops;
-    double blocking = 0, oar = 0, async = 0;
     for (const auto& c : coll) {
       switch (c.group) {
         case CommGroup::kX:
@@ -336,17 +435,10 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
           e.comm.data += L * c.seconds;
           break;
       }
-      if (!s.overlap || c.hiding == Hiding::kNone)
-        blocking += c.seconds;
-      else if (c.hiding == Hiding::kUnderDataGrad)
-        oar += c.seconds;
-      else
-        async += c.seconds;
     }
     // OAR hides under this layer's dW GEMM; OAG/ORS (and OAR) under all of its GEMMs.
     const double dw_s = pass_flops / rate, layer_s = passes * pass_flops / rate;
-    const double sticking_out = std::max({0.0, oar - dw_s, oar + async - layer_s});
-    e.exposed_comm_s += L * (blocking + sticking_out);
+    e.exposed_comm_s += L * (s.overlap ? internal::exposed_linear(coll, dw_s, layer_s) : total_seconds(coll));
   }
   const auto emb = embedding_collectives(m, w, g, s);
   e.comm.embedding = total_seconds(emb);

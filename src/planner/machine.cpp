@@ -54,12 +54,25 @@ namespace {
 // Groups of `size` ranks spaced `ip` apart tile blocks of ip·size consecutive ranks; they stay
 // inside a node only when those blocks tile the nodes.
 double fallback_gbs(const MachineProfile& m, long ip, long size) {
-  const long span = ip * size;
-  if (span <= m.gpus_per_node && m.gpus_per_node % span == 0) return m.intra_node_gbs;
+  if (m.inside_node(ip, size)) return m.intra_node_gbs;
   return m.inter_node_gbs / static_cast<double>(std::min(ip, m.gpus_per_node));
 }
 
 }  // namespace
+
+bool MachineProfile::inside_node(long ip, long size) const {
+  const long span = ip * size;
+  return span <= gpus_per_node && gpus_per_node % span == 0;
+}
+
+double MachineProfile::spread_bandwidth_gbs(bool inside, long per_node) const {
+  if (inside) return intra_node_gbs;
+  return inter_node_gbs * static_cast<double>(std::max(1L, per_node)) / static_cast<double>(gpus_per_node);
+}
+
+double MachineProfile::spread_latency_s(bool inside) const {
+  return 1e-6 * (inside ? intra_node_latency_us : inter_node_latency_us).value_or(latency_us);
+}
 
 double MachineProfile::bandwidth_gbs(long ip, long size) const {
   AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
@@ -68,35 +81,41 @@ double MachineProfile::bandwidth_gbs(long ip, long size) const {
   return fallback_gbs(*this, ip, size);
 }
 
-double MachineProfile::bandwidth_gbs(CollectiveKind k, long ip, long size) const {
+const BandwidthRule* MachineProfile::find_rule(CollectiveKind k, long ip, long size, bool async) const {
+  for (bool form : {async, false}) {
+    for (const BandwidthRule& r : bandwidth_table)
+      if (r.async == form && r.matches(k, ip, size)) return &r;
+    if (!async) break;
+  }
+  return nullptr;
+}
+
+double MachineProfile::bandwidth_gbs(CollectiveKind k, long ip, long size, bool async) const {
   AXONN_CHECK(ip >= 1 && size >= 2, "bandwidth asked for ip=", ip, " size=", size);
-  for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(k, ip, size)) return r.gbs;
+  if (const BandwidthRule* r = find_rule(k, ip, size, async)) return r->gbs;
   return fallback_gbs(*this, ip, size);
 }
 
-std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip, long size, double bytes) const {
-  for (const BandwidthRule& r : bandwidth_table) {
-    if (!r.matches(k, ip, size)) continue;
-    const auto& s = r.samples;
-    if (s.empty()) return std::nullopt;
-    if (bytes <= s.front().first) return s.front().second;  // the latency floor
-    for (size_t i = 1; i < s.size(); ++i)
-      if (bytes <= s[i].first) {
-        const double f = (bytes - s[i - 1].first) / (s[i].first - s[i - 1].first);
-        return s[i - 1].second + f * (s[i].second - s[i - 1].second);
-      }
-    // beyond the largest size measured: the bandwidth term for the rest
-    const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, p = static_cast<double>(size);
-    return s.back().second + c * (p - 1) / p * (bytes - s.back().first) / (r.gbs * 1e9);
-  }
-  return std::nullopt;
+std::optional<double> MachineProfile::measured_seconds(CollectiveKind k, long ip, long size, double bytes,
+                                                       bool async) const {
+  const BandwidthRule* r = find_rule(k, ip, size, async);
+  if (!r || r->samples.empty()) return std::nullopt;
+  const auto& s = r->samples;
+  if (bytes <= s.front().first) return s.front().second;  // the latency floor
+  for (size_t i = 1; i < s.size(); ++i)
+    if (bytes <= s[i].first) {
+      const double f = (bytes - s[i - 1].first) / (s[i].first - s[i - 1].first);
+      return s[i - 1].second + f * (s[i].second - s[i - 1].second);
+    }
+  // beyond the largest size measured: the bandwidth term for the rest
+  const double c = k == CollectiveKind::kAllReduce ? 2.0 : 1.0, p = static_cast<double>(size);
+  return s.back().second + c * (p - 1) / p * (bytes - s.back().first) / (r->gbs * 1e9);
 }
 
-double MachineProfile::latency_s(CollectiveKind k, long ip, long size) const {
-  for (const BandwidthRule& r : bandwidth_table)
-    if (r.matches(k, ip, size)) return 1e-6 * r.latency_us.value_or(latency_us);
-  return 1e-6 * latency_us;
+double MachineProfile::latency_s(CollectiveKind k, long ip, long size, bool async) const {
+  const BandwidthRule* r = find_rule(k, ip, size, async);
+  if (r && r->latency_us) return 1e-6 * *r->latency_us;
+  return spread_latency_s(inside_node(ip, size));
 }
 
 namespace {
@@ -241,6 +260,10 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
   const json& net = p.field(doc, "network", "");
   if (net.contains("latency_us")) m.latency_us = p.number(net, "latency_us", "network", false);
   if (net.contains("sync_us")) m.sync_us = p.number(net, "sync_us", "network", false);
+  if (net.contains("intra_node_latency_us"))
+    m.intra_node_latency_us = p.number(net, "intra_node_latency_us", "network", false);
+  if (net.contains("inter_node_latency_us"))
+    m.inter_node_latency_us = p.number(net, "inter_node_latency_us", "network", false);
   m.intra_node_gbs = p.number(net, "intra_node_gbs", "network");
   m.inter_node_gbs = p.number(net, "inter_node_gbs", "network");
   if (auto it = net.find("bandwidth_gbs"); it != net.end()) {
@@ -261,6 +284,12 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
         }
       }
       if ((*it)[i].contains("latency_us")) r.latency_us = p.number((*it)[i], "latency_us", path, false);
+      if ((*it)[i].contains("async")) {
+        const json& a = (*it)[i]["async"];
+        if (!a.is_boolean()) p.fail(detail::concat("field '", path, ".async' must be true or false"));
+        r.async = a.get<bool>();
+        if (r.async && !r.op) p.fail(detail::concat("field '", path, ".async' needs an \"op\" in its rule"));
+      }
       if ((*it)[i].contains("samples")) {
         const json& smp = (*it)[i]["samples"];
         const std::string spath = path + ".samples";

@@ -73,12 +73,20 @@ PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
   r.factorizations = static_cast<long>(grids.size());
   std::map<std::string, long> rejected;
   std::string example;
-  for (const GridShape& g : grids) {
+  for (GridShape g : grids) {
     if (auto why = first_reason(req.workload, g, req.min_tp)) {
       if (rejected[why->category]++ == 0 && example.empty()) example = to_string(g) + ": " + why->message;
       continue;
     }
-    r.configs.push_back(estimate(m, req.workload, g, req.settings));
+    r.admissible++;
+    // memory does not depend on the order: a grid fits in all its orders or in none
+    bool first = true;
+    for (const auto& order : req.search_orders ? distinct_orders(g) : std::vector{req.order}) {
+      g.order = order;
+      r.configs.push_back(estimate(m, req.workload, g, req.settings));
+      if (first && r.configs.back().fits) r.fitting++;
+      first = false;
+    }
   }
   if (r.configs.empty()) {
     std::ostringstream os;
@@ -92,8 +100,6 @@ PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
     os << "; e.g. " << example << "). " << req.advice;
     throw InvalidArgument(os.str());
   }
-  r.admissible = static_cast<long>(r.configs.size());
-  r.fitting = std::count_if(r.configs.begin(), r.configs.end(), [](const Estimate& e) { return e.fits; });
 
   // As-coded: AxoNN's criterion, communication time alone (its memory guard is --min-tp; `fits` is
   // reported, not used). Corrected: grids that fit first, then predicted step time. Stable: ties keep

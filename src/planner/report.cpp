@@ -14,6 +14,11 @@ std::size_t shown(const PlanResult& r, std::size_t top) {
   return top == 0 ? r.configs.size() : std::min(top, r.configs.size());
 }
 
+// Whether the plan says which rank order each grid has (only when it was asked about the order).
+bool with_orders(const PlanResult& r) {
+  return r.request.search_orders || r.request.order != std::array<char, 3>{'x', 'y', 'z'};
+}
+
 __attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
   char buf[512];
   va_list ap;
@@ -38,6 +43,7 @@ std::string to_json(const PlanResult& r, std::size_t top) {
                        {"total_s", e.total_s},
                        {"mem_gib", e.memory.total_gib()},
                        {"fits", e.fits}});
+    if (with_orders(r)) configs.back()["order"] = order_string(e.grid);
   }
   nlohmann::ordered_json doc = {{"configs", configs}};
   return doc.dump(2) + "\n";
@@ -59,6 +65,12 @@ std::string format_table(const PlanResult& r, std::size_t top) {
     appendf(&out, "machine  %s: %ld x %s per node, %.1f TFLOP/s bf16 peak x %.2f GEMM efficiency, %.0f GiB\n",
             m.name.c_str(), m.gpus_per_node, m.gpu_name.empty() ? "GPU" : m.gpu_name.c_str(), m.peak_tflops,
             m.gemm_efficiency, m.memory_gib);
+  if (m.bandwidth_table.empty() || with_orders(r)) {  // where the fallback (the two levels) decides
+    const double alpha_in = m.spread_latency_s(true) * 1e6, alpha_out = m.spread_latency_s(false) * 1e6;
+    appendf(&out, "network  %ld per node; %s: %.3g GB/s inside a node, %.3g GB/s per node between nodes, latency "
+            "%.3g / %.3g us\n", m.gpus_per_node, m.bandwidth_table.empty() ? "two levels" : "table, else",
+            m.intra_node_gbs, m.inter_node_gbs, alpha_in, alpha_out);
+  }
   const bool billions = w.parameters() >= 1e9;
   const model::GptConfig& c = w.model.config;
   const std::string llama = c.family == model::Family::kLlama
@@ -82,16 +94,22 @@ std::string format_table(const PlanResult& r, std::size_t top) {
             std::string(to_string(s.variant)).c_str(), (as_coded || s.recompute) ? "on" : "off",
             s.overlap ? "on" : "off",
             as_coded ? "communication time alone, as AxoNN does" : "step time, grids that fit first");
-  appendf(&out, "%4s %5s %5s %6s %5s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy", "Gz",
-          "Gdata", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s", "data_s", "emb_s", "mem_GiB",
-          "fits", "MFU");
+  const bool orders = with_orders(r);
+  if (r.request.search_orders)
+    appendf(&out, "orders   every rank order of X, Y, Z that places a grid's groups differently: %zu configurations\n",
+            r.configs.size());
+  appendf(&out, "%4s %5s %5s %6s %5s%s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy",
+          "Gz", "Gdata", orders ? "  order" : "", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s",
+          "data_s", "emb_s", "mem_GiB", "fits", "MFU");
   for (std::size_t i = 0; i < shown(r, top); ++i) {
     const Estimate& e = r.configs[i];
+    const std::string order = orders ? "  " + order_string(e.grid) : "";
     appendf(&out,
-            "%4zu %5ld %5ld %6ld %5ld | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s %5.1f%%\n",
-            i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.total_s, e.compute_s, e.comm_s, e.exposed_comm_s,
-            e.comm.x, e.comm.y, e.comm.z, e.comm.data, e.comm.embedding, e.memory.total_gib(), e.fits ? "yes" : "NO",
-            100 * e.mfu);
+            "%4zu %5ld %5ld %6ld %5ld%s | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s "
+            "%5.1f%%\n",
+            i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, order.c_str(), e.total_s, e.compute_s, e.comm_s,
+            e.exposed_comm_s, e.comm.x, e.comm.y, e.comm.z, e.comm.data, e.comm.embedding, e.memory.total_gib(),
+            e.fits ? "yes" : "NO", 100 * e.mfu);
   }
   if (shown(r, top) < r.configs.size())
     appendf(&out, "(%zu more; --top 0 shows all)\n", r.configs.size() - shown(r, top));

@@ -53,9 +53,9 @@ std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, con
   const double fwd_blocks = L + (s.recompute ? L - 1 : 0.0), bwd_blocks = L;
   std::vector<ModelCollective> out;
   auto add = [&](std::string what, CommGroup grp, CollectiveKind kind, double bytes, double calls, bool block,
-                 Hiding hiding = Hiding::kNone) {
+                 Hiding hiding = Hiding::kNone, int linear = -1) {
     if (group_size(grp, g) <= 1 || calls <= 0) return;
-    out.push_back({std::move(what), grp, kind, bytes, calls, block, hiding});
+    out.push_back({std::move(what), grp, kind, bytes, calls, block, hiding, linear});
   };
   const bool layernorm = spec.norm == model::Norm::kLayerNorm;
   // A norm's statistics over X: LayerNorm's mean and variance (N each) forward and its two row sums
@@ -79,16 +79,17 @@ std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, con
     const CommGroup out_grp = l.transposed ? CommGroup::kX : CommGroup::kY;
     const double in_local = d(l.in) / d(group_size(in_grp, g)), out_local = d(l.out) / d(group_size(out_grp, g));
     const double block = in_local * out_local;  // the gathered weight block
-    add(l.name + " fwd all-reduce", in_grp, CollectiveKind::kAllReduce, N * out_local * b, fwd_blocks * M, true);
+    add(l.name + " fwd all-reduce", in_grp, CollectiveKind::kAllReduce, N * out_local * b, fwd_blocks * M, true,
+        Hiding::kNone, k);
     add(l.name + " bwd all-reduce (dX)", out_grp, CollectiveKind::kAllReduce, N * in_local * b, bwd_blocks * M, true,
-        Hiding::kUnderDataGrad);
+        Hiding::kUnderDataGrad, k);
     add(l.name + " weight-grad reduce-scatter", CommGroup::kZ, CollectiveKind::kReduceScatter, block * f32,
-        bwd_blocks * M, true, Hiding::kUnderLayer);
+        bwd_blocks * M, true, Hiding::kUnderLayer, k);
     add(l.name + " weight all-gather", CommGroup::kZ, CollectiveKind::kAllGather, block * b,
         weight_gathers(k, K, c.num_layers, s.micro_batches, s.recompute, s.cache_gathered_weights), true,
-        Hiding::kUnderLayer);
+        Hiding::kUnderLayer, k);
     add(l.name + " shard grad all-reduce over data", CommGroup::kData, CollectiveKind::kAllReduce,
-        block / d(g.gz) * f32, L, true);
+        block / d(g.gz) * f32, L, true, Hiding::kUnderBackward, k);
   }
   // exit: the final norm, the LM head (its input gathered over X, its rows' partial d input summed over
   // X*Y), the vocabulary-parallel cross-entropy, the loss
@@ -102,7 +103,8 @@ std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, con
   add("embedding bwd all-gather", CommGroup::kX, CollectiveKind::kAllGather, N * C * b, M, false);
 
   // the gradient sums over Z*data (model/grad_sync.hpp): per stage one packed bucket of its norms and
-  // biases, each embedding in place; the local elements of each tensor as ShardMap gives them
+  // biases, each embedding in place; the local elements of each tensor as ShardMap gives them. With
+  // --overlap dp they run in the last micro-batch's backward, each once its gradient is final.
   for (model::Stage stage : {model::Stage::kHead, model::Stage::kBlock, model::Stage::kEmbedding}) {
     double packed = 0;
     for (int t = 0; t < static_cast<int>(spec.params.size()); t++) {
@@ -110,14 +112,15 @@ std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, con
       if (p.stage != stage || p.role == model::Role::kLinearWeight) continue;
       const double n = local_elements(spec, t, g) / (p.per_layer ? L : 1.0);  // one layer's
       if (p.role == model::Role::kVocab || p.role == model::Role::kPosition)
-        add(p.name + " grad all-reduce over Z*data", CommGroup::kZData, CollectiveKind::kAllReduce, n * f32, 1, false);
+        add(p.name + " grad all-reduce over Z*data", CommGroup::kZData, CollectiveKind::kAllReduce, n * f32, 1, false,
+            Hiding::kUnderBackward);
       else
         packed += n;
     }
     const bool block = stage == model::Stage::kBlock;
     if (packed > 0)
       add(std::string(block ? "block" : "head") + " norms/biases grad all-reduce over Z*data", CommGroup::kZData,
-          CollectiveKind::kAllReduce, packed * f32, block ? L : 1, block);
+          CollectiveKind::kAllReduce, packed * f32, block ? L : 1, block, Hiding::kUnderBackward);
   }
   add("gradient-norm all-reduce", CommGroup::kXYZ, CollectiveKind::kAllReduce, 2 * f32, 1, false);
   return out;

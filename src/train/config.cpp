@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "axonn/core/error.hpp"
+#include "axonn/parallel/grid.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "checkpointing.hpp"
@@ -90,6 +91,7 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.gx >= 0 && c.gy >= 0 && c.gz >= 0 && c.gdata >= 0, "--gx, --gy, --gz and --gdata must be positive");
   AXONN_CHECK_ARG(c.grid.empty() || !(c.gx || c.gy || c.gz || c.gdata),
                   "give the grid either as --grid GX,GY,GZ,GD or as --gx --gy --gz --gdata, not both");
+  if (!c.grid_order.empty()) (void)parallel::parse_grid_order(c.grid_order);
   bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
   AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "

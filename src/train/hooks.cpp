@@ -141,7 +141,8 @@ void TraceHook::after_step(Session& s, StepMetrics& m) {
                                            {"micro_batches", s.micro_batches()},
                                            {"recompute", c.recompute},
                                            {"cache_gathered_weights", c.cache_gathered_weights},
-                                           {"steps", {window_.first, window_.second}}})
+                                           {"steps", {window_.first, window_.second}},
+                                           {"launch", nlohmann::json::parse(s.launch().json())}})
                                .dump();
   try {  // collective; then rank 0 writes: a failure there is raised on every rank after the step
     write_trace(c.trace, *trace_, s.grid(), meta, s.world());

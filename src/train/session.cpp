@@ -123,7 +123,13 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   req.workload.batch_size = c.batch_size;
   req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
   req.gpus = world_size;
-  req.settings = planner::settings_for(m);
+  req.settings = planner::settings_for(m, parallel::parse_overlap(c.overlap).any());  // as the run overlaps
+  // the order too, unless --grid-order fixes it
+  req.search_orders = c.grid_order.empty();
+  if (!c.grid_order.empty()) {
+    const parallel::GridOrder o = parallel::parse_grid_order(c.grid_order);
+    for (size_t i = 0; i < 3; ++i) req.order[i] = "xyz"[static_cast<int>(o[i])];
+  }
   req.unit = "ranks";
   req.advice = "Change the number of ranks (mpirun -np) or --batch-size, or give --grid GX,GY,GZ,GD";
   planner::PlanResult r;
@@ -141,21 +147,30 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
              "use its fallback bandwidths; run `mpirun -np %d axonn calibrate` for a matching profile",
              source.c_str(), m.calibrated_ranks, world_size, world_size);
   const auto& g = best.grid;
-  char runner_up[96] = "";
+  const auto order_note = [&](const planner::GridShape& x) {
+    return req.search_orders ? " order " + planner::order_string(x) : std::string();
+  };
+  std::string runner_up;
   if (r.configs.size() > 1) {
     const auto& n = r.configs[1];
-    std::snprintf(runner_up, sizeof runner_up, "; next %ld,%ld,%ld,%ld at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
-                  n.grid.gdata, n.total_s * 1e3);
+    char text[96];
+    std::snprintf(text, sizeof text, "; next %ld,%ld,%ld,%ld%s at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
+                  n.grid.gdata, order_note(n.grid).c_str(), n.total_s * 1e3);
+    runner_up = text;
   }
-  log_info("grid      auto: Gx=%ld Gy=%ld Gz=%ld Gdata=%ld, predicted %.1f ms/step (compute %.1f, communication "
-           "%.1f) with machine profile '%s' (%s): fastest of %ld admissible grids%s",
-           g.gx, g.gy, g.gz, g.gdata, best.total_s * 1e3, best.compute_s * 1e3, best.exposed_comm_s * 1e3,
-           m.name.c_str(), source.c_str(), r.admissible, runner_up);
-  return {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
+  log_info("grid      auto: Gx=%ld Gy=%ld Gz=%ld Gdata=%ld%s, predicted %.1f ms/step (compute %.1f, communication "
+           "%.1f) with machine profile '%s' (%s): fastest of %ld admissible grids%s%s",
+           g.gx, g.gy, g.gz, g.gdata, order_note(g).c_str(), best.total_s * 1e3, best.compute_s * 1e3,
+           best.exposed_comm_s * 1e3, m.name.c_str(), source.c_str(), r.admissible,
+           req.search_orders ? " in every rank order" : "", runner_up.c_str());
+  parallel::GridShape chosen{static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz),
+                             static_cast<int>(g.gdata)};
+  chosen.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
+  return chosen;
 }
 
-parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
-  if (c.grid == "auto") return auto_grid(c, world_size);
+// The grid --grid or --gx/--gy/--gz/--gdata give, checked against the job size.
+parallel::GridShape explicit_grid(const TrainConfig& c, int world_size) {
   if (c.gx || c.gy || c.gz || c.gdata) {
     parallel::GridShape s{c.gx ? c.gx : 1, c.gy ? c.gy : 1, c.gz ? c.gz : 1, 0};
     // an unset Gdata takes the ranks the other three leave
@@ -167,6 +182,13 @@ parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
   // would otherwise report the symptom of a grid that does not fit the job
   const parallel::GridShape s = parallel::parse_grid(c.grid, world_size);
   parallel::check_grid(s, world_size);
+  return s;
+}
+
+parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
+  if (c.grid == "auto") return auto_grid(c, world_size);
+  parallel::GridShape s = explicit_grid(c, world_size);
+  if (!c.grid_order.empty()) s.order = parallel::parse_grid_order(c.grid_order);
   return s;
 }
 
@@ -183,6 +205,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   }
   const TrainConfig& c = c_;
   shape_ = resolve_grid(c, world_->size());
+  launch_ = detect_launch(*world_);
   const kernels::Backend backend = kernels::parse_backend(c.kernels);
   kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
   kernels::set_gemm_tuning(kernels::parse_gemm_tuning(c.gemm_tuning));
@@ -374,8 +397,13 @@ void Session::log_setup() const {
     log_info("loss      Goldfish k=%d, %s (%s): about 1/%d of the targets leave the loss", g.k,
              model::goldfish_strategy_name(g.strategy), how.c_str(), g.k);
   }
-  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank", shape_.gx, shape_.gy,
-           shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "");
+  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank%s", shape_.gx, shape_.gy,
+           shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "",
+           shape_.order == parallel::kAxonnGridOrder ? ""
+                                                     : ("; rank order " + parallel::grid_order_str(shape_.order)).c_str());
+  log_info("launch    %s", launch_.str().c_str());
+  if (launch_.nodes > 1)
+    log_info("placement %s", parallel::grid_placement_str(shape_, launch_.node_of_rank).c_str());
   log_info("overlap   %s; %d micro-batch%s of %d sequence%s per rank%s%s",
            parallel::overlap_name(gpt.run_options().overlap).c_str(), micro_batches_, micro_batches_ > 1 ? "es" : "",
            micro_, micro_ > 1 ? "s" : "", c.recompute ? "; activation recompute" : "",

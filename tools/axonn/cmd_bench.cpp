@@ -18,6 +18,7 @@ void add_bench_command(CLI::App& app, Action* action) {
   auto* c = family->add_subcommand("comm", "size sweep of all-reduce, all-gather and reduce-scatter "
                                           "over every group of the grid (nccl-tests style)");
   c->add_option("--grid", co->grid, "GX,GY,GZ,GD (default 1,1,1,<number of ranks>)");
+  c->add_option("--grid-order", co->grid_order, "rank order of X, Y, Z, fastest first (default x,y,z)");
   c->add_option("--min-bytes", co->min_bytes, "smallest size in bytes")->capture_default_str();
   c->add_option("--max-bytes", co->max_bytes, "largest size in bytes")->capture_default_str();
   c->add_option("--step-factor", co->step_factor, "size multiplier between rows")->capture_default_str();

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "axonn/core/error.hpp"
+#include "axonn/parallel/grid.hpp"
 #include "axonn/planner/planner.hpp"
 #include "commands.hpp"
 
@@ -30,7 +31,30 @@ struct PlanOptions {
   long top = 5;
   std::string variant = "corrected";
   std::string format = "table";
+  std::string grid_order = "x,y,z";
+  // the two-level network, overriding the profile's (0: the profile's value)
+  long ranks_per_node = 0;
+  double intra_node_gbs = 0, inter_node_gbs = 0, intra_node_latency_us = -1, inter_node_latency_us = -1;
 };
+
+// --ranks-per-node and the link flags: the node size, and a two-level network that replaces the
+// profile's table (every collective then priced by where its ranks sit: inside a node or across).
+void apply_network_flags(const PlanOptions& o, planner::MachineProfile* m) {
+  AXONN_CHECK_ARG(o.ranks_per_node >= 0 && o.intra_node_gbs >= 0 && o.inter_node_gbs >= 0,
+                  "--ranks-per-node, --intra-node-gbs and --inter-node-gbs must be positive (0: the profile's)");
+  if (o.ranks_per_node > 0) m->gpus_per_node = o.ranks_per_node;
+  const bool links = o.intra_node_gbs > 0 || o.inter_node_gbs > 0 || o.intra_node_latency_us >= 0 ||
+                     o.inter_node_latency_us >= 0;
+  if (!links) return;
+  m->bandwidth_table.clear();
+  if (o.intra_node_gbs > 0) m->intra_node_gbs = o.intra_node_gbs;
+  if (o.inter_node_gbs > 0) m->inter_node_gbs = o.inter_node_gbs;
+  if (o.intra_node_latency_us >= 0) m->intra_node_latency_us = o.intra_node_latency_us;
+  if (o.inter_node_latency_us >= 0) m->inter_node_latency_us = o.inter_node_latency_us;
+  m->description = detail::concat("two-level network from the command line: ", m->gpus_per_node,
+                                  " ranks per node, ", m->intra_node_gbs, " GB/s inside, ", m->inter_node_gbs,
+                                  " GB/s between nodes");
+}
 
 std::string known_model_names() {
   std::ostringstream os;
@@ -73,9 +97,18 @@ int run_plan(const PlanOptions& o) {
   req.workload.batch_size = o.batch_size;
   req.gpus = o.gpus;
   req.min_tp = o.min_tp != 0 ? o.min_tp : req.workload.model.min_tp;
-  const planner::MachineProfile machine = planner::load_machine_profile(o.machine);
+  planner::MachineProfile machine = planner::load_machine_profile(o.machine);
+  apply_network_flags(o, &machine);
   req.settings = planner::settings_for(machine);  // the implementation the profile runs
   req.settings.variant = planner::parse_model_variant(o.variant);
+  if (o.grid_order == "all") {
+    AXONN_CHECK_ARG(req.settings.variant == planner::ModelVariant::kCorrected,
+                    "--grid-order all needs the corrected model: AxoNN's comm_model.py (as-coded) knows only x,y,z");
+    req.search_orders = true;
+  } else {
+    const parallel::GridOrder order = parallel::parse_grid_order(o.grid_order);
+    for (size_t i = 0; i < 3; ++i) req.order[i] = "xyz"[static_cast<int>(order[i])];
+  }
 
   const planner::PlanResult r = planner::plan(machine, req);
   const auto top = static_cast<std::size_t>(o.top);
@@ -124,6 +157,23 @@ void add_plan_command(CLI::App& app, Action* action) {
                   "corrected (default), or as-coded: AxoNN's comm_model.py exactly, ranked by its "
                   "communication time")
       ->check(CLI::IsMember({"corrected", "as-coded"}))
+      ->capture_default_str();
+  sub->add_option("--grid-order", o->grid_order,
+                  "rank order of X, Y, Z, fastest first (x,y,z: AxoNN's), or all: every order that places a "
+                  "grid's groups differently, each ranked")
+      ->capture_default_str();
+  sub->add_option("--ranks-per-node", o->ranks_per_node, "ranks (GPUs) per node (0: the profile's)")
+      ->capture_default_str();
+  sub->add_option("--intra-node-gbs", o->intra_node_gbs,
+                  "bus bandwidth inside a node, GB/s; any link flag replaces the profile's bandwidth table by "
+                  "this two-level network (0: the profile's fallback)")
+      ->capture_default_str();
+  sub->add_option("--inter-node-gbs", o->inter_node_gbs, "bandwidth of a node's link to the others, GB/s")
+      ->capture_default_str();
+  sub->add_option("--intra-node-latency-us", o->intra_node_latency_us, "latency per ring step inside a node "
+                  "(-1: the profile's)")
+      ->capture_default_str();
+  sub->add_option("--inter-node-latency-us", o->inter_node_latency_us, "latency per ring step between nodes")
       ->capture_default_str();
   sub->add_option("--format", o->format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))

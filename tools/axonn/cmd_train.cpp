@@ -38,6 +38,9 @@ void add_train_command(CLI::App& app, Action* action) {
   sub->add_option("--grid", c->grid, "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens "
                   "and weight shards, D: data); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts "
                   "with --machine");
+  sub->add_option("--grid-order", c->grid_order, "rank order of X, Y, Z, fastest first (e.g. z,x,y: Z groups on "
+                  "consecutive ranks, so inside a node); default x,y,z, AxoNN's; with --grid auto the planner "
+                  "chooses unless given");
   sub->add_option("--machine", c->machine, "machine profile for --grid auto: name or .json file (default: local, "
                   "written by axonn calibrate)");
   sub->add_option("--gx", c->gx, "Gx (instead of --grid; unset axes are 1, Gdata takes the remaining ranks)");

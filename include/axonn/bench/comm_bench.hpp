@@ -18,6 +18,7 @@ namespace axonn::bench {
 
 struct CommBenchOptions {
   std::string grid;
+  std::string grid_order;  // --grid-order (empty: x,y,z)
   int64_t min_bytes = 4096;
   int64_t max_bytes = 32 << 20;
   int step_factor = 2;

@@ -30,6 +30,7 @@ struct CollectiveFit {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   long ip = 1, size = 2;
   bool intra_node = true;  // every group of this position stays inside a node
+  bool async = false;      // timed as *_async + wait (the trainer's form for overlappable collectives)
   double gbs = 0;          // β, GB/s (10^9 bytes/s), bus bandwidth as nccl-tests counts it
   double latency_us = 0;   // α per ring step
   double max_rel_error = 0;  // of the fit over the samples

@@ -17,6 +17,7 @@
 //   e.total_s, e.comm_s, e.memory.total_gib(), e.fits
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,14 +27,28 @@
 
 namespace axonn::planner {
 
-// A 4D grid. Ranks are ordered X fastest, then Y, then Z, then data (spec §2.1).
+// A 4D grid. Ranks run through X, Y and Z in `order`, fastest first ('x','y','z' is AxoNN's: X
+// fastest, spec §2.1; --grid-order), then data. The order decides where each group sits in the rank
+// order (its ip), so which groups share a node; nothing else.
 struct GridShape {
   long gx = 1, gy = 1, gz = 1, gdata = 1;
+  std::array<char, 3> order = {'x', 'y', 'z'};
   long size() const { return gx * gy * gz * gdata; }
   long tensor_parallel() const { return gx * gy * gz; }
+  long extent(char axis) const { return axis == 'x' ? gx : axis == 'y' ? gy : axis == 'z' ? gz : gdata; }
+  // Distance in world ranks between neighbours along `axis` ('x', 'y', 'z' or 'd'): the product of
+  // the extents of the axes before it in the order (data: Gx·Gy·Gz).
+  long stride(char axis) const;
+  bool axonn_order() const { return order == std::array<char, 3>{'x', 'y', 'z'}; }
   friend bool operator==(const GridShape&, const GridShape&) = default;
 };
-std::string to_string(const GridShape& g);  // "(Gx,Gy,Gz,Gdata)=(1,1,1024,1)"
+// "(Gx,Gy,Gz,Gdata)=(1,1,1024,1)", followed by " order z,x,y" when the order is not x,y,z.
+std::string to_string(const GridShape& g);
+// "x,y,z".
+std::string order_string(const GridShape& g);
+// The orders of X, Y and Z that place this grid's groups differently: one per order of its axes of
+// extent > 1 (AxoNN's x,y,z first), so 1, 2 or 6.
+std::vector<std::array<char, 3>> distinct_orders(const GridShape& g);
 
 enum class ModelVariant { kCorrected, kAsCoded };
 std::string_view to_string(ModelVariant v);  // "corrected", "as-coded"
@@ -67,6 +82,9 @@ struct CostSettings {
 // weights, gradients, AdamW m and v, no master copy), no recompute, weights re-gathered in the
 // backward, no overlap.
 CostSettings settings_for(const MachineProfile& m);
+// The same for a run with `overlap`: axonn-cpp's trainer overlaps unless --overlap none (its default
+// is all); the megatron-axonn settings always do.
+CostSettings settings_for(const MachineProfile& m, bool overlap);
 
 enum class CommGroup { kX, kY, kZ, kData, kXY, kZData, kXYZ };
 std::string_view to_string(CommGroup g);
@@ -75,6 +93,7 @@ enum class Hiding {
   kNone,           // blocking: forward all-reduces, data-parallel and embedding syncs
   kUnderDataGrad,  // OAR: the backward all-reduce of dX runs under the dW GEMM of the same layer
   kUnderLayer,     // OAG prefetch / ORS: Z all-gathers and reduce-scatters run under the layer's GEMMs
+  kUnderBackward,  // DP (axonn-cpp): the gradient sums of a layer run under the backward of the layers before it
 };
 
 // One collective of a step, with everything that went into its cost.
@@ -83,7 +102,10 @@ struct CollectiveCost {
   CommGroup group = CommGroup::kX;
   CollectiveKind kind = CollectiveKind::kAllReduce;
   long group_size = 1;
-  long ip = 1;               // inner product of the group's position (spec §5.1)
+  long ip = 1;               // inner product of the group's position (spec §5.1): its smallest stride
+  bool ring = true;          // its ranks are ip apart (an (ip, size) position); false: a compound group
+                             // whose axes are not neighbours in the order (X·Y with Z between them),
+                             // priced by the profile's two-level fallback
   double message_bytes = 0;  // M: full (gathered / reduced) message per call
   double calls = 0;          // calls per optimizer step (micro-batches × repeats)
   double bandwidth_gbs = 0;  // β(ip, group_size)

@@ -53,6 +53,11 @@ struct BandwidthRule {
   // position (`axonn calibrate`), by message size, ascending. When present (only with "op") the
   // cost model interpolates it instead of α + M/β; beyond the largest size it adds M/β.
   std::vector<std::pair<double, double>> samples;
+  // "async": true — the collective issued non-blocking and waited (`*_async` + wait: how the trainer
+  // issues all but its forward all-reduces and LayerNorm statistics), which MPI implements with other
+  // algorithms than the blocking call (Open MPI: libnbc against coll/tuned). Such rules answer only
+  // the lookups for that form; a lookup for it that finds none takes the blocking rules.
+  bool async = false;
 
   bool matches(long ip, long size) const {
     return ip >= ip_min && ip <= ip_max && size >= size_min && size <= size_max;
@@ -91,6 +96,9 @@ struct MachineProfile {
   double sync_us = 0;
   double intra_node_gbs = 0;                   // fallback: one ring inside a node
   double inter_node_gbs = 0;                   // fallback: one ring leaving a node; k such rings per node share it
+  // Fallback α per ring step inside a node and between nodes ("network.intra_node_latency_us",
+  // "network.inter_node_latency_us"; unset: latency_us for both).
+  std::optional<double> intra_node_latency_us, inter_node_latency_us;
   std::vector<BandwidthRule> bandwidth_table;  // first match wins
 
   // β(ip, size) in GB/s for a group of `size` ranks spaced `ip` apart (size >= 2). The first matching
@@ -100,12 +108,25 @@ struct MachineProfile {
   // Rules restricted to one collective ("op") are skipped here.
   double bandwidth_gbs(long ip, long size) const;
   // β(ip, size) for collective `k`: the first rule that matches k (or has no "op"), else the fallback.
-  double bandwidth_gbs(CollectiveKind k, long ip, long size) const;
-  // α in seconds per ring step for collective `k`: the matching rule's latency_us, else network.latency_us.
-  double latency_s(CollectiveKind k, long ip, long size) const;
+  // `async`: for the non-blocking form (BandwidthRule::async).
+  double bandwidth_gbs(CollectiveKind k, long ip, long size, bool async = false) const;
+  // α in seconds per ring step for collective `k`: the matching rule's latency_us, else the fallback
+  // (network.intra_node_latency_us or inter_node_latency_us by where the ring runs, else latency_us).
+  double latency_s(CollectiveKind k, long ip, long size, bool async = false) const;
+  // True when groups of `size` ranks spaced `ip` apart lie inside nodes (ip·size divides gpus_per_node).
+  bool inside_node(long ip, long size) const;
+  // The fallback for a group that is not an (ip, size) ring (see CollectiveCost::ring): inside a node,
+  // intra_node_gbs; across nodes with `per_node` of its ranks on each node, the gpus_per_node/per_node
+  // groups with ranks on a node share its link: inter_node_gbs·per_node/gpus_per_node (for a ring,
+  // per_node = gpus_per_node/min(ip, gpus_per_node): the rule above).
+  double spread_bandwidth_gbs(bool inside, long per_node) const;
+  double spread_latency_s(bool inside) const;
   // Time per call of collective `k` with message `bytes` at (ip, size), interpolated in the first
   // matching rule's samples; nullopt when that rule has none (or no rule matches).
-  std::optional<double> measured_seconds(CollectiveKind k, long ip, long size, double bytes) const;
+  std::optional<double> measured_seconds(CollectiveKind k, long ip, long size, double bytes, bool async = false) const;
+  // The first rule for collective `k` in its form at (ip, size): with `async`, the async rules first,
+  // then the blocking ones; nullptr when none matches.
+  const BandwidthRule* find_rule(CollectiveKind k, long ip, long size, bool async) const;
   // GEMM rate in FLOP/s the compute model uses: peak × efficiency.
   double gemm_flops_per_s() const { return peak_tflops * 1e12 * gemm_efficiency; }
   // True when the table, not the fallback, gives β(ip, size).

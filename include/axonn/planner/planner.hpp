@@ -13,6 +13,7 @@
 //   std::cout << format_table(r, 5);
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct PlanRequest {
   Workload workload;
   long gpus = 0;
   long min_tp = 1;  // minimum Gx·Gy·Gz
+  // The rank order of every grid (--grid-order), or, with search_orders, every order that places the
+  // grid's groups differently (distinct_orders), each ranked as its own configuration.
+  std::array<char, 3> order = {'x', 'y', 'z'};
+  bool search_orders = false;
   CostSettings settings;
   // Wording of the error when no grid is admissible: what the G things are called, and what to
   // change (defaults: `axonn plan`'s flags).
@@ -46,7 +51,7 @@ struct PlanResult {
   long factorizations = 0;        // ordered factorizations of G tried
   long admissible = 0;            // of which divide the workload
   long fitting = 0;               // of which fit in memory
-  std::vector<Estimate> configs;  // admissible grids, best first
+  std::vector<Estimate> configs;  // admissible grids (in each of their orders, with search_orders), best first
 };
 
 // Searches; throws axonn::InvalidArgument (saying why, and what to change) when the request is bad

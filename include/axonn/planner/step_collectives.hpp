@@ -45,7 +45,8 @@ struct ModelCollective {
   double message_bytes = 0;
   double calls = 0;         // per optimizer step
   bool block = false;       // issued by the blocks (calls / layers per block)
-  Hiding hiding = Hiding::kNone;
+  Hiding hiding = Hiding::kNone;  // what it can run under with --overlap (the trainer's hiding rules)
+  int linear = -1;          // the index in spec.linears of the linear that issues it, -1 for none
 };
 
 // Elements of tensor t (all its layers) a rank of grid g holds, as model::ShardMap lays it out (the

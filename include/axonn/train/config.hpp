@@ -36,6 +36,9 @@ struct TrainConfig {
   // "auto": the planner's choice for this model, batch and job size
   std::string grid;
   std::string machine;  // --machine for --grid auto: profile name or file; empty = the calibrated `local`
+  // --grid-order: the rank order of X, Y, Z, fastest first (docs/multi-host.md); empty = x,y,z, or with
+  // --grid auto the planner's choice among every order
+  std::string grid_order;
   int gx = 0, gy = 0, gz = 0, gdata = 0;
   // batch
   int batch_size = 4;               // --batch-size B: global, in sequences (split over Z and data)

@@ -28,6 +28,7 @@
 #include "axonn/train/compute.hpp"
 #include "axonn/train/config.hpp"
 #include "axonn/train/guard.hpp"
+#include "axonn/train/launch.hpp"
 #include "axonn/train/peak.hpp"
 #include "axonn/train/step.hpp"
 
@@ -52,6 +53,7 @@ class Session {
   // or, when the model's communicators take device buffers (NCCL, MPI-staged), a twin over the world.
   const parallel::Grid& host_grid() const { return host_grid_ ? *host_grid_ : *grid_; }
   const Compute& compute() const { return compute_; }
+  const Launch& launch() const { return launch_; }  // launcher, Slurm job and step, hosts
   const model::GptConfig& model_config() const { return mc_; }
   model::Gpt& gpt() { return *gpt_; }
   optim::AdamW& opt() { return *opt_; }
@@ -112,6 +114,7 @@ class Session {
   std::unique_ptr<data::TokenCorpus> val_corpus_;
   std::unique_ptr<data::BatchLoader> val_loader_;
   Compute compute_;
+  Launch launch_;
   std::unique_ptr<parallel::Grid> grid_, host_grid_;
   std::unique_ptr<model::Gpt> gpt_;
   std::unique_ptr<optim::AdamW> opt_;

@@ -23,8 +23,10 @@ for k in ("memory_gib", "peak_tflops", "hbm_gbs"):
     assert g[k] > 0, (k, g)
 assert g["gemm_efficiency"] == 1 and g["gemm_call_us"] >= 0
 rules = p["network"]["bandwidth_gbs"]
-# one position for 2 ranks (ip 1, size 2), three collectives, each fitted and sampled
-assert sorted(r["op"] for r in rules) == ["all-gather", "all-reduce", "reduce-scatter"], rules
+# one position for 2 ranks (ip 1, size 2), three collectives, each fitted and sampled, blocking and
+# non-blocking + wait ("async")
+assert sorted((r["op"], r.get("async", False)) for r in rules) == [
+    (op, a) for op in ("all-gather", "all-reduce", "reduce-scatter") for a in (False, True)], rules
 for r in rules:
     assert r["ip"] == 1 and r["size"] == 2 and r["gbs"] > 0 and r["latency_us"] >= 0, r
     assert len(r["samples"]) == 3 and all(b > 0 and t > 0 for b, t in r["samples"]), r

@@ -12,7 +12,9 @@ flags=(--init "$model" --data "$tokens" --batch-size 4 --seq-len 32 --steps 8 --
 train_auto() {
   CLI_TIMEOUT=200 run_np 2 train --grid auto "${flags[@]}" --metrics "$tmp/auto.jsonl" "$@"
   cp "$tmp/out" "$tmp/auto.out"
-  grid=$(sed -nE 's/.*grid      auto: Gx=([0-9]+) Gy=([0-9]+) Gz=([0-9]+) Gdata=([0-9]+), predicted [0-9.]+ ms\/step.*/\1,\2,\3,\4/p' "$tmp/out")
+  grid=$(sed -nE 's/.*grid      auto: Gx=([0-9]+) Gy=([0-9]+) Gz=([0-9]+) Gdata=([0-9]+)( order [xyz,]+)?, predicted [0-9.]+ ms\/step.*/\1,\2,\3,\4/p' "$tmp/out")
+  # the rank order too, when the planner chose it (no --grid-order)
+  order=$(sed -nE 's/.*grid      auto: [^,]* order ([xyz,]+), predicted.*/\1/p' "$tmp/out")
   [ -n "$grid" ] || fail "no 'grid      auto:' line"
 }
 
@@ -21,7 +23,8 @@ train_auto() {
 same_losses_as() {
   local want=${1:-$ref/gpt2-tiny/losses.txt} bound=${2:-2e-5}
   expect_output "grid      Gx=${grid%%,*} " "$tmp/auto.out"
-  CLI_TIMEOUT=200 run_np 2 train --grid "$grid" "${flags[@]}" --metrics "$tmp/explicit.jsonl"
+  CLI_TIMEOUT=200 run_np 2 train --grid "$grid" ${order:+--grid-order "$order"} "${flags[@]}" \
+    --metrics "$tmp/explicit.jsonl"
   python3 - "$tmp/auto.jsonl" "$tmp/explicit.jsonl" "$want" "$grid" "$bound" <<'PY'
 import json, sys
 auto = [json.loads(l)["loss"] for l in open(sys.argv[1])]
@@ -71,5 +74,32 @@ case $case_name in
   bad_profile)
     expect_once 2 "missing_field.json': missing field 'gpu.peak_tflops'" \
       train --grid auto --machine "$here/../plan/missing_field.json" "${flags[@]}" ;;
+  two_level_order)
+    # nodes of 2 ranks with a slow link between them (the fixture's numbers, its table replaced by a
+    # two-level network): --grid auto chooses the rank order too, the one `axonn plan --grid-order all`
+    # ranks first, and trains to the losses of that grid and order given explicitly
+    python3 - "$here/local.json" "$tmp/two.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["gpus_per_node"] = 2
+d["network"] = {"latency_us": 5, "intra_node_gbs": 1.5, "inter_node_gbs": 0.01, "intra_node_latency_us": 2,
+                "inter_node_latency_us": 500}
+d["calibration"] = {"ranks": 4}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    run "$axonn" plan --machine "$tmp/two.json" --layers 2 --hidden 64 --heads 4 --vocab 512 --seq-len 32 \
+      --batch-size 4 --gpus 4 --grid-order all --top 1
+    best=$(sed -nE 's/^   1 +([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+) +([xyz,]+) .*/\1,\2,\3,\4 \5/p' "$tmp/out")
+    CLI_TIMEOUT=200 run_np 4 train --grid auto --machine "$tmp/two.json" "${flags[@]}" --metrics "$tmp/auto.jsonl"
+    cp "$tmp/out" "$tmp/auto.out"
+    expect_output "fastest of 10 admissible grids in every rank order"
+    grid=$(sed -nE 's/.*grid      auto: Gx=([0-9]+) Gy=([0-9]+) Gz=([0-9]+) Gdata=([0-9]+) order ([xyz,]+), .*/\1,\2,\3,\4 \5/p' "$tmp/out")
+    [ "$grid" = "$best" ] || fail "--grid auto chose '$grid', axonn plan ranks '$best' first"
+    order=${grid#* } grid=${grid% *}
+    expect_output "grid      Gx=${grid%%,*} .*; rank order $order"
+    CLI_TIMEOUT=200 run_np 4 train --grid "$grid" --grid-order "$order" "${flags[@]}" --metrics "$tmp/explicit.jsonl"
+    python3 -c 'import json, sys; a, b = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:]); assert a == b and len(a) == 8, (a, b)' \
+      "$tmp/auto.jsonl" "$tmp/explicit.jsonl"
+    echo "ok: --grid auto chose $grid in order $order, as axonn plan does; losses equal to it given explicitly" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -15,10 +15,19 @@
 namespace axonn::parallel {
 namespace {
 
-TEST(Grid, EveryShapeOfThisWorld) {
+// The six orders of X, Y and Z.
+std::vector<GridOrder> all_orders() {
+  std::vector<GridOrder> orders;
+  for (const char* o : {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"}) orders.push_back(parse_grid_order(o));
+  return orders;
+}
+
+TEST(Grid, EveryShapeAndOrderOfThisWorld) {
   auto world = comm::world();
   const int n = world->size(), r = world->rank();
-  const auto shapes = test::grid_shapes(n);
+  std::vector<GridShape> shapes;
+  for (GridShape s : test::grid_shapes(n))
+    for (const GridOrder& o : all_orders()) s.order = o, shapes.push_back(s);
   EXPECT_FALSE(shapes.empty());
   for (const GridShape& s : shapes) {
     Grid grid(s, world);

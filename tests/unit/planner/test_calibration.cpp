@@ -183,6 +183,36 @@ TEST(PlannerCalibration, MfuPeakRoundTrip) {
   }
 }
 
+// On two nodes of 2 ranks: (1,2) inside a node, (2,2) and (1,4) across. The profile's two-level
+// fallback: intra from (1,2), inter from the narrowest inter-node all-reduce (1,4), and the latency
+// of each level (the median α of its positions).
+TEST(PlannerCalibration, TwoNodesGiveTheTwoLevels) {
+  ap::Calibration c = four_rank_calibration();
+  c.nodes = 2;
+  c.ranks_per_node = 2;
+  c.collectives.clear();
+  const struct {
+    long ip, p;
+    bool intra;
+    double gbs, alpha_us;
+  } positions[] = {{1, 2, true, 3.0, 5.0}, {2, 2, false, 0.06, 900.0}, {1, 4, false, 0.1, 600.0}};
+  for (const auto& pos : positions)
+    for (CollectiveKind k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+      auto f = ap::fit_collective(k, pos.ip, pos.p, samples_of(k, pos.p, pos.alpha_us, pos.gbs));
+      f.intra_node = pos.intra;
+      c.collectives.push_back(f);
+    }
+  const ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(c), "local.json");
+  EXPECT_EQ(m.gpus_per_node, 2);
+  EXPECT_NEAR(m.intra_node_gbs, 3.0, 3e-3);
+  EXPECT_NEAR(m.inter_node_gbs, 0.1, 1e-4);
+  ASSERT_TRUE(m.intra_node_latency_us && m.inter_node_latency_us);
+  EXPECT_NEAR(*m.intra_node_latency_us, 5.0, 5e-3);
+  EXPECT_NEAR(*m.inter_node_latency_us, 900.0, 0.9);  // the median of 600 (x3) and 900 (x3)
+  // a position it did not measure across nodes gets the inter-node latency
+  EXPECT_NEAR(m.latency_s(CollectiveKind::kAllReduce, 1, 8), 900e-6, 1e-9);
+}
+
 // The profile, written where `axonn calibrate` writes it, is found by name (`--machine local`).
 TEST(PlannerCalibration, LocalProfileFoundByName) {
   const auto dir = std::filesystem::temp_directory_path() / ("axonn_calib_" + std::to_string(::getpid()));
@@ -400,4 +430,70 @@ TEST(PlannerAxonnCpp, SyncCostPerCall) {
   const auto a = ap::estimate(plain, w, {1, 1, 1, 4}, ap::settings_for(plain));
   const auto b = ap::estimate(synced, w, {1, 1, 1, 4}, ap::settings_for(synced));
   EXPECT_NEAR(b.comm_s - a.comm_s, 24 * 250e-6, 1e-12);
+}
+
+// With the trainer's --overlap (all, its default), OAR, ORS, OAG and the gradient sums hide behind
+// the GEMMs as docs/perf-model.md §10 says: the same collectives and compute, less exposed; the
+// forward all-reduces and LayerNorm statistics still block. Without overlap everything blocks.
+TEST(PlannerAxonnCpp, OverlapHidesTheAsynchronousCollectives) {
+  ap::MachineProfile m = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "l.json");
+  const ap::Workload w = small_gpt();
+  EXPECT_FALSE(ap::settings_for(m, false).overlap);
+  EXPECT_TRUE(ap::settings_for(m, true).overlap);
+  // (1,4,1,1 has no gradient sums over Z or data: only each linear's OAR under its dW GEMMs can hide)
+  for (const ap::GridShape g : {ap::GridShape{1, 1, 1, 4}, ap::GridShape{1, 1, 4, 1}, ap::GridShape{1, 2, 2, 1},
+                                ap::GridShape{1, 4, 1, 1}}) {
+    const auto none = ap::estimate(m, w, g, ap::settings_for(m, false));
+    const auto all = ap::estimate(m, w, g, ap::settings_for(m, true));
+    EXPECT_DOUBLE_EQ(none.exposed_comm_s, none.comm_s) << ap::to_string(g);
+    EXPECT_DOUBLE_EQ(all.comm_s, none.comm_s) << ap::to_string(g);
+    EXPECT_DOUBLE_EQ(all.compute_s, none.compute_s) << ap::to_string(g);
+    EXPECT_LT(all.exposed_comm_s, none.exposed_comm_s) << ap::to_string(g);
+    EXPECT_GE(all.exposed_comm_s, 0) << ap::to_string(g);
+  }
+  // pure data parallelism: only the loss all-reduce blocks; the gradient sums hide wherever the
+  // backward of the other layers is long enough
+  const auto dp = ap::estimate(m, w, {1, 1, 1, 4}, ap::settings_for(m, true));
+  const double loss = *m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, 4);
+  EXPECT_GE(dp.exposed_comm_s, loss - 1e-15);
+}
+
+// The trainer issues what can overlap non-blocking; calibrate times that form apart ("async" rules),
+// and the axonn-cpp model prices each collective in the form the trainer issues it: the forward
+// all-reduces blocking, the backward dX all-reduce, weight gathers and gradient sums non-blocking.
+TEST(PlannerCalibration, NonBlockingFormIsTimedApart) {
+  ap::Calibration c = four_rank_calibration();
+  const size_t blocking = c.collectives.size();
+  for (size_t i = 0; i < blocking; ++i) {  // the same positions, non-blocking: 3x the bandwidth
+    ap::CollectiveFit f = c.collectives[i];
+    auto fast = ap::fit_collective(f.kind, f.ip, f.size, samples_of(f.kind, f.size, 5.0, 3 * f.gbs));
+    fast.async = true;
+    c.collectives.push_back(fast);
+  }
+  const std::string json = ap::calibration_profile_json(c);
+  const ap::MachineProfile m = ap::parse_machine_profile(json, "local.json");
+  ASSERT_EQ(m.bandwidth_table.size(), 2 * blocking);
+  const double M = 1048576;
+  const auto slow = m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M);
+  const auto fast = m.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M, true);
+  ASSERT_TRUE(slow && fast);
+  EXPECT_LT(*fast, *slow / 2);
+  EXPECT_NEAR(m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 4, true), 3 * m.bandwidth_gbs(CollectiveKind::kAllReduce, 1, 4),
+              1e-3);
+  // the fallbacks stay the blocking ones
+  EXPECT_NEAR(m.intra_node_gbs, c.collectives[6].gbs, 1e-3 * c.collectives[6].gbs);
+  // a profile without async rules answers the async lookups with its blocking ones
+  const ap::MachineProfile old = ap::parse_machine_profile(ap::calibration_profile_json(four_rank_calibration()), "o");
+  EXPECT_EQ(*old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M, true),
+            *old.measured_seconds(CollectiveKind::kAllReduce, 1, 4, M));
+  // the model: over Y on a 1x4x1x1 grid, forward all-reduces blocking, dX all-reduces non-blocking
+  const auto s = ap::settings_for(m);
+  const auto with = ap::estimate(m, small_gpt(), {1, 4, 1, 1}, s);
+  const auto without = ap::estimate(old, small_gpt(), {1, 4, 1, 1}, s);
+  EXPECT_LT(with.comm.y, without.comm.y);
+  EXPECT_GT(with.comm.y, without.comm.y / 3);  // the forward all-reduces did not get faster
+  // the "async" field must be a boolean with an "op"
+  std::string bad = json;
+  bad.replace(bad.find("\"async\": true"), 13, "\"async\": 1");
+  EXPECT_THROW(ap::parse_machine_profile(bad, "bad.json"), axonn::InvalidArgument);
 }
