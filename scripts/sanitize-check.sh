@@ -67,7 +67,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/build.log" 2
 failed=0
 if [ "$run_tests" -eq 1 ]; then
   step "unit tests and MPI tests under the sanitizers"
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 -L '^(unit|planner)$' ||
+  ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 -L '^(unit|planner)$' -LE '^cli$' ||
     failed=1
   ctest --test-dir "$build" --output-on-failure --timeout 600 -R "$mpi_tests" || failed=1
 fi
