@@ -67,9 +67,20 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/build.log" 2
 failed=0
 if [ "$run_tests" -eq 1 ]; then
   step "unit tests and MPI tests under the sanitizers"
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 -L '^(unit|planner)$' -LE '^cli$' ||
-    failed=1
-  ctest --test-dir "$build" --output-on-failure --timeout 600 -R "$mpi_tests" || failed=1
+  # The unit tests whose main initialises MPI (test_model, test_train: tests/common/test_main_mpi.cpp)
+  # and the MPI tests run without LeakSanitizer: Open MPI's allocations held at exit come from frames
+  # LSan cannot attribute to a library ("<unknown module>"), so they cannot be suppressed by library
+  # without suppressing everything. ASan and UBSan stay on for them; every other test and the fuzzers
+  # run with LSan.
+  mpi_main_suites=$(for exe in "$build/tests/unit/model/test_model" "$build/tests/unit/train/test_train"; do
+                      { ASAN_OPTIONS=detect_leaks=0 "$exe" --gtest_list_tests 2>/dev/null || true; } |
+                        sed -nE 's/^([A-Za-z0-9_]+)\..*/\1/p'; done | sort -u | paste -sd'|')
+  ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 -L '^(unit|planner)$' -LE '^cli$' \
+    -E "^($mpi_main_suites)\." || failed=1
+  ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+    ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 -R "^($mpi_main_suites)\." || failed=1
+  ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+    ctest --test-dir "$build" --output-on-failure --timeout 600 -R "$mpi_tests" || failed=1
 fi
 
 if [ "$run_fuzz" -eq 1 ]; then
