@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Installs what axonn needs to build and test, from Debian 12's packages, on a minimal Debian 12
 # (`debootstrap --variant=minbase bookworm`; checked by scripts/fresh-check.sh). Run as root (or with sudo).
+#   --sanitizers   also clang 16 with its sanitizer and libFuzzer runtimes and OpenMP, for
+#                  scripts/sanitize-check.sh (clang 14, Debian's default, lacks std::source_location)
 # Packages are installed without their Recommends, so every package the build needs is named here:
 # ocl-icd-opencl-dev, for example, is only a Recommends of libdnnl-dev, whose CMake config requires OpenCL.
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo "$0" "$@"
 fi
+sanitizers=0
+for a in "$@"; do
+  case $a in
+    --sanitizers) sanitizers=1 ;;
+    *) echo "install-deps: unknown argument '$a' (use --sanitizers)" >&2; exit 2 ;;
+  esac
+done
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # chromium (headless) and a font: tests/cli/report's browser tests render the report page to a screenshot;
@@ -24,6 +33,9 @@ apt-get install -y -qq --no-install-recommends \
 # (a node that is already installed, e.g. NodeSource's, which bundles npm, is kept)
 if ! command -v npm >/dev/null; then
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [ "$sanitizers" -eq 1 ]; then
+  apt-get install -y -qq --no-install-recommends clang-16 libclang-rt-16-dev libomp-16-dev >/dev/null
 fi
 bash "$(dirname "$0")/fetch-gpt2-tokenizer.sh"
 # For the multi-host tests (tests/multihost: namespace hosts, Slurm; they skip without these): iproute2,

@@ -367,7 +367,14 @@ std::string hf_config_json(const model::GptConfig& c, DType dtype) {
 
 model::GptConfig parse_hf_config_json(std::string_view text, const std::string& where) {
   const nlohmann::json j = parse_json(text, where);
-  model::GptConfig c = family_of(j, where) == model::Family::kLlama ? llama_from_json(j, where) : gpt2_from_json(j, where);
+  model::GptConfig c;
+  // a field of the wrong type ("model_type": 4) throws nlohmann's type_error from value() and get<>: the
+  // file's fault (found by fuzz_hf_config)
+  try {
+    c = family_of(j, where) == model::Family::kLlama ? llama_from_json(j, where) : gpt2_from_json(j, where);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + where + "' has a field of the wrong type: " + e.what());
+  }
   try {
     c.validate();
   } catch (const InvalidArgument& e) {

@@ -18,7 +18,24 @@ Family parse_family(std::string_view name) {
 
 int pad_vocab(int vocab_size, int multiple) { return (vocab_size + multiple - 1) / multiple * multiple; }
 
+namespace {
+// The largest size of any dimension of a model (layers, channels, vocabulary, sequence, heads' widths)
+// and its largest parameter count: far above any real model, and low enough that every width and
+// element count derived from a config fits its type.
+constexpr int kMaxModelSize = 1 << 24;
+constexpr double kMaxModelParameters = 1e15;
+}  // namespace
+
 void GptConfig::validate() const {
+  // Bounds first, so that what the checks below and model_spec derive (4C, NH x head size, the tensors'
+  // element counts) cannot overflow: a config read from a file can hold any int (found by fuzz_llmc_model:
+  // C = 982582272 overflowed 4 * C). Far above any real model (Llama 3.1 405B: C 16384, V 128256).
+  for (const auto& [value, what] : {std::pair{num_layers, "layers"}, {num_heads, "heads"}, {channels, "channels"},
+                                    {vocab_size, "vocabulary size"}, {padded_vocab_size, "padded vocabulary"},
+                                    {max_seq_len, "max sequence length"}, {num_kv_heads, "num_key_value_heads"},
+                                    {head_dim, "head_dim"}, {ffn_hidden, "intermediate_size"}})
+    AXONN_CHECK_ARG(value <= kMaxModelSize, "the model's ", what, " is ", value, ", above the ", kMaxModelSize,
+                    " axonn allows");
   AXONN_CHECK_ARG(num_layers > 0, "the model needs at least one layer (--layers), got ", num_layers);
   AXONN_CHECK_ARG(num_heads > 0, "the model needs at least one head (--heads), got ", num_heads);
   AXONN_CHECK_ARG(channels > 0, "channels (--channels) must be positive, got ", channels);
@@ -28,6 +45,15 @@ void GptConfig::validate() const {
                   " is smaller than the vocabulary ", vocab_size);
   AXONN_CHECK_ARG(head_dim > 0 || channels % num_heads == 0, "channels ", channels, " are not divisible by heads ",
                   num_heads, "; choose --channels a multiple of --heads");
+  // the widths and the parameter count, in floating point (an overestimate: every tensor of model_spec)
+  const double hs = head_dim > 0 ? head_dim : channels / num_heads, A = num_heads * hs, KV = kv_heads() * hs;
+  AXONN_CHECK_ARG(A <= kMaxModelSize && KV <= kMaxModelSize, "the attention is ", A,
+                  " features wide (heads x head size), above the ", kMaxModelSize, " axonn allows");
+  const double C = channels, F = ffn_hidden > 0 ? ffn_hidden : 4.0 * C;
+  const double params = 2.0 * padded_vocab_size * C + double(max_seq_len) * C + 2.0 * C +
+                        double(num_layers) * (C * (A + 2 * KV) + A * C + 3 * C * F + A + 2 * KV + 2 * F + 8 * C);
+  AXONN_CHECK_ARG(params <= kMaxModelParameters, "the model has about ", params, " parameters, above the ",
+                  kMaxModelParameters, " axonn allows: check its sizes");
   if (family == Family::kGpt2) {
     AXONN_CHECK_ARG(kv_heads() == num_heads && head_size() * num_heads == channels && mlp_hidden() == 4 * channels &&
                         tied_embeddings && !rope_scaling.enabled(),

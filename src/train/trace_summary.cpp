@@ -83,31 +83,37 @@ std::vector<TraceRankSummary> summarize_trace(const std::string& json_text) {
   }
   AXONN_CHECK_ARG(events->is_array(), "the trace is neither an object with \"traceEvents\" nor an array of events");
   std::map<int, RankSpans> ranks;
-  for (const nlohmann::json& e : *events) {
-    AXONN_CHECK_ARG(e.is_object() && e.contains("ph") && e.contains("pid"), "a trace event lacks \"ph\" or \"pid\": ",
-                    e.dump().substr(0, 200));
-    const int pid = e["pid"].get<int>();
-    const std::string ph = e["ph"].get<std::string>();
-    RankSpans& r = ranks[pid];
-    if (ph == "M") {
-      if (e.value("name", "") == "process_name" && e.contains("args")) r.name = e["args"].value("name", "");
-      continue;
+  // A field of the wrong type (a "pid" that is a string, ...) throws nlohmann's type_error from get<>
+  // and value(): it is the trace's fault, so it is reported as the malformed input it is.
+  try {
+    for (const nlohmann::json& e : *events) {
+      AXONN_CHECK_ARG(e.is_object() && e.contains("ph") && e.contains("pid"), "a trace event lacks \"ph\" or \"pid\": ",
+                      e.dump().substr(0, 200));
+      const int pid = e["pid"].get<int>();
+      const std::string ph = e["ph"].get<std::string>();
+      RankSpans& r = ranks[pid];
+      if (ph == "M") {
+        if (e.value("name", "") == "process_name" && e.contains("args")) r.name = e["args"].value("name", "");
+        continue;
+      }
+      if (ph != "X") continue;
+      AXONN_CHECK_ARG(e.contains("ts") && e.contains("dur"), "a complete event lacks \"ts\" or \"dur\": ",
+                      e.dump().substr(0, 200));
+      const double b = e["ts"].get<double>(), en = b + e["dur"].get<double>();
+      const std::string cat = e.value("cat", "");
+      r.spans++;
+      r.all.push_back({b, en});
+      if (cat == "compute") {
+        r.compute.push_back({b, en});
+      } else if (cat == "comm") {
+        r.comm.push_back({b, en});
+        const nlohmann::json args = e.value("args", nlohmann::json::object());
+        if (args.value("blocking", false)) r.blocking.push_back({b, en});
+        r.by_track[args.value("track", e.value("name", "?"))].push_back({b, en});
+      }
     }
-    if (ph != "X") continue;
-    AXONN_CHECK_ARG(e.contains("ts") && e.contains("dur"), "a complete event lacks \"ts\" or \"dur\": ",
-                    e.dump().substr(0, 200));
-    const double b = e["ts"].get<double>(), en = b + e["dur"].get<double>();
-    const std::string cat = e.value("cat", "");
-    r.spans++;
-    r.all.push_back({b, en});
-    if (cat == "compute") {
-      r.compute.push_back({b, en});
-    } else if (cat == "comm") {
-      r.comm.push_back({b, en});
-      const nlohmann::json args = e.value("args", nlohmann::json::object());
-      if (args.value("blocking", false)) r.blocking.push_back({b, en});
-      r.by_track[args.value("track", e.value("name", "?"))].push_back({b, en});
-    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("the trace has a field of the wrong type: ") + e.what());
   }
   std::vector<TraceRankSummary> out;
   for (auto& [pid, r] : ranks) {

@@ -33,7 +33,8 @@ struct TraceRankSummary {
 };
 
 // From the text of a Chrome trace-event file: one entry per pid, ascending. Throws
-// InvalidArgument if the text is not JSON or has no "traceEvents" array of events.
+// InvalidArgument if the text is not JSON, has no "traceEvents" array of events, or an event's field
+// has the wrong type.
 std::vector<TraceRankSummary> summarize_trace(const std::string& json_text);
 // The same from a file (IoError if it cannot be read).
 std::vector<TraceRankSummary> summarize_trace_file(const std::string& path);

@@ -262,6 +262,11 @@ TEST(TrainOverlap, BadCombinationsAreRefused) {
   EXPECT_EQ(train::parse_trace_steps("3:7", 10), (std::pair{3, 7}));
   EXPECT_THROW(train::summarize_trace("not json"), InvalidArgument);
   EXPECT_THROW(train::summarize_trace("{\"other\": 1}"), InvalidArgument);
+  // fields of the wrong type are the trace's fault too (found by fuzz_trace_summary: nlohmann's type_error
+  // escaped)
+  EXPECT_THROW(train::summarize_trace(R"([{"ph": "X", "pid": "zero", "ts": 1, "dur": 1}])"), InvalidArgument);
+  EXPECT_THROW(train::summarize_trace(R"([{"ph": "X", "pid": 0, "ts": 1, "dur": "long"}])"), InvalidArgument);
+  EXPECT_THROW(train::summarize_trace(R"([{"ph": "M", "pid": 0, "name": 7}])"), InvalidArgument);
   EXPECT_THROW(train::summarize_trace_file("/nonexistent.json"), IoError);
 }
 

@@ -274,6 +274,15 @@ TEST(HfGpt2, ReadsHfVariants) {
   }
 }
 
+TEST(HfConfig, FieldsOfTheWrongTypeAreIoErrors) {
+  // found by fuzz_hf_config: nlohmann's type_error escaped from value() and get<>
+  for (const char* text : {R"({"model_type": 4})", R"({"model_type": "gpt2", "n_layer": "two"})",
+                           R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": [2]})"}) {
+    std::string e = io_error_of([&] { (void)ck::parse_hf_config_json(text, "cfg.json"); });
+    EXPECT_NE(e.find("cfg.json"), std::string::npos) << text << ": " << e;
+  }
+}
+
 TEST(HfGpt2, RefusesWhatItCannotRepresent) {
   test::TempDir d;
   model::GptConfig c = small();

@@ -101,4 +101,7 @@ TEST(LlmcCheckpoint, RejectsBadFilesWithClearErrors) {
   expect_io_error(patch(4, -1, "layers.bin"), "bad header");
   // a v5 header over fp32 data: sizes disagree
   expect_io_error(patch(1, 5, "v5size.bin"), "too long");
+  // sizes whose products overflow (found by fuzz_llmc_model: 4 * C overflowed int, undefined behaviour)
+  expect_io_error(patch(6, 982582272, "channels.bin"), "channels is 982582272, above the 16777216");
+  expect_io_error(patch(6, 1 << 24, "params.bin"), "parameters, above the");
 }

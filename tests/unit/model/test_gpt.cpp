@@ -72,6 +72,16 @@ TEST(GptConfig, RejectsBadShapes) {
   c = odd_config();
   c.num_layers = 0;
   EXPECT_THROW(c.validate(), InvalidArgument);
+  // sizes whose derived widths or parameter count would overflow (found by fuzz_llmc_model)
+  for (auto set : {+[](GptConfig& g) { g.channels = 982582272; }, +[](GptConfig& g) {
+                     g.num_layers = 1 << 20;
+                     g.channels = 3 << 20;
+                   },
+                   +[](GptConfig& g) { g.padded_vocab_size = (1 << 24) + 128; }}) {
+    c = odd_config();
+    set(c);
+    EXPECT_THROW(c.validate(), InvalidArgument);
+  }
   EXPECT_THROW(model::gpt_preset("gpt5"), InvalidArgument);
   EXPECT_THROW(Gpt(odd_config(), one.grid, 2, 17, kernels::Backend::kCpu), InvalidArgument);  // T > maxT
   EXPECT_THROW(Gpt(odd_config(), one.grid, 0, 4, kernels::Backend::kCpu), InvalidArgument);
