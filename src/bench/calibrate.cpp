@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "axonn/bench/timing.hpp"
+#include "axonn/core/host.hpp"
+#include "axonn/core/progress.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
@@ -22,30 +24,6 @@ namespace {
 
 using comm::Communicator;
 using planner::CollectiveKind;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        auto s = line.substr(colon + 1);
-        s.erase(0, s.find_first_not_of(' '));
-        return s;
-      }
-    }
-  return "";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Every rank's host name, gathered (64 bytes each).
 std::vector<std::string> host_names(Communicator& world) {
@@ -203,7 +181,13 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     w.all_reduce(&sync_value, 1, DType::kF32);  // over world
   })
                                               : burst_point;
-  rr.run(quick ? 3 : 7, quick ? 0.004 : 0.02);
+  const int rounds = quick ? 3 : 7;
+  {
+    ProgressOptions po;
+    po.unit = "measurements";
+    Progress progress("calibrate", static_cast<int64_t>(rr.size()) * (rounds + 1), po);  // rank 0 draws
+    rr.run(rounds, quick ? 0.004 : 0.02, &progress);
+  }
 
   for (size_t i = 0; i < c.gemm.size(); ++i) c.gemm[i].seconds = rr.seconds(gemm_points[i]);
   c.gemm_fit = planner::fit_gemm(c.gemm);

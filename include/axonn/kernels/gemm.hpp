@@ -53,6 +53,11 @@ double measure_sgemm_gflops(int n = 1024, int reps = 5);
 // ran; without a native bf16 GEMM it is the rate of the widened sgemm).
 double measure_bf16_gemm_gflops(int n = 1024, int reps = 5);
 
+// The GEMM libraries' versions: "oneDNN 2.7.3 (commit ...)" and OpenBLAS's configuration ("OpenBLAS 0.3.21
+// DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"), for the run's record (run.json).
+std::string onednn_version();
+std::string openblas_version();
+
 // Number of threads the CPU kernels use (OpenMP).
 int cpu_threads();
 
