@@ -20,7 +20,7 @@
 
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
-#include "axonn/core/cpu_info.hpp"
+#include "axonn/core/host.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/train/peak.hpp"
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   if (root)
     std::printf("# bench_peak: %s GEMM (%s), %d rank(s) x %d thread(s) on %s, %d rounds, OPENBLAS_CORETYPE=%s\n",
                 bf16 ? "bf16" : "fp32 (sgemm)", bf16 ? kernels::gemm_bf16_kernel().c_str() : "sgemm",
-                world->size(), kernels::cpu_threads(), cpu_model_name().c_str(), rounds,
+                world->size(), kernels::cpu_threads(), cpu_model().c_str(), rounds,
                 std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   if (root) std::printf("%-6s %10s %10s %10s   GFLOP/s per rank\n", "round", "single", "run", "thorough");
   for (int r = 0; r < rounds; r++) {

@@ -33,6 +33,6 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libaxonn-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_COMPONENT_DEV_DESCRIPTION "The C++ library: headers, static libraries and the CMake package (find_package(axonn) gives axonn::axonn).")
 set(_axonn_dev_depends "axonn (= ${PROJECT_VERSION})" libopenmpi-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
-    nlohmann-json3-dev libxxhash-dev libpng-dev libpcre2-dev libsentencepiece-dev pkg-config)
+    nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev libpng-dev libpcre2-dev libsentencepiece-dev pkg-config)
 list(JOIN _axonn_dev_depends ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
 include(CPack)

@@ -24,7 +24,7 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake git ca-certificates python3 file dpkg-dev \
   libopenmpi-dev openmpi-bin \
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev \
-  libcli11-dev nlohmann-json3-dev libxxhash-dev libpng-dev \
+  libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libxxhash-dev libpng-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   pkg-config libpcre2-dev libsentencepiece-dev fortunes \
   chromium fonts-dejavu-core \

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "axonn/bench/timing.hpp"
-#include "axonn/core/cpu_info.hpp"
+#include "axonn/core/host.hpp"
+#include "axonn/core/progress.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
@@ -23,15 +24,6 @@ namespace {
 
 using comm::Communicator;
 using planner::CollectiveKind;
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Every rank's host name, gathered (64 bytes each).
 std::vector<std::string> host_names(Communicator& world) {
@@ -81,7 +73,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   c.ranks = w.size();
   c.threads_per_rank = kernels::cpu_threads();
   c.gemm_backend = std::string(kernels::gemm_backend_name(kernels::gemm_backend()));
-  c.cpu = cpu_model_name();
+  c.cpu = cpu_model();
   const auto hosts = host_names(w);
   c.host = hosts.front();
   std::vector<std::string> distinct = hosts;
@@ -197,7 +189,13 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     w.all_reduce(&sync_value, 1, DType::kF32);  // over world
   })
                                               : burst_point;
-  rr.run(quick ? 3 : 7, quick ? 0.004 : 0.02);
+  const int rounds = quick ? 3 : 7;
+  {
+    ProgressOptions po;
+    po.unit = "measurements";
+    Progress progress("calibrate", static_cast<int64_t>(rr.size()) * (rounds + 1), po);  // rank 0 draws
+    rr.run(rounds, quick ? 0.004 : 0.02, &progress);
+  }
 
   // MFU's peaks for axonn train (train/peak.hpp): the best of several timings and sizes, every rank at once
   c.mfu_peak_fp32_gflops = train::measure_cpu_peak_gflops(w, false, train::kThoroughPeakSizes,

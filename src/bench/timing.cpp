@@ -29,7 +29,7 @@ size_t RoundRobin::add(std::function<void()> fn) {
   return points_.size() - 1;
 }
 
-void RoundRobin::run(int rounds, double batch_s) {
+void RoundRobin::run(int rounds, double batch_s, Progress* progress) {
   for (Point& p : points_) {
     world_.barrier();
     Timer warm;
@@ -37,6 +37,7 @@ void RoundRobin::run(int rounds, double batch_s) {
     world_.barrier();
     const double t0 = max_over(world_, warm.seconds());
     p.iters = std::clamp(static_cast<int>(batch_s / std::max(t0, 1e-7)), 2, 1000);
+    if (progress) progress->add(1);
   }
   for (int r = 0; r < rounds; ++r)
     for (Point& p : points_) {
@@ -47,6 +48,7 @@ void RoundRobin::run(int rounds, double batch_s) {
       // time it waited for a core before it started.
       world_.barrier();
       p.seconds.push_back(max_over(world_, t.seconds() / p.iters));
+      if (progress) progress->add(1);
     }
 }
 

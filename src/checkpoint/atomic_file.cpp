@@ -123,7 +123,7 @@ FileDigest write_file_atomic(const std::string& path, std::string_view contents)
   return f.commit();
 }
 
-FileDigest digest_file(const std::string& path) {
+FileDigest digest_file(const std::string& path, Progress* progress) {
   int fd = open_input_file(path, "");
   Xxh3 hash;
   std::vector<char> buf(size_t{8} << 20);
@@ -139,6 +139,7 @@ FileDigest digest_file(const std::string& path) {
     if (r == 0) break;
     XXH3_64bits_update(hash.state, buf.data(), static_cast<size_t>(r));
     total += static_cast<uint64_t>(r);
+    if (progress) progress->add(r);
   }
   ::close(fd);
   return FileDigest{total, XXH3_64bits_digest(hash.state)};

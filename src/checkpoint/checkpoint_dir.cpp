@@ -383,12 +383,13 @@ std::string begin_checkpoint(const std::string& root, int64_t step) {
   return tmp;
 }
 
-FileEntry write_checkpoint_file(const std::string& staging, const std::string& name, const SafetensorsWriter& w) {
+FileEntry write_checkpoint_file(const std::string& staging, const std::string& name, const SafetensorsWriter& w,
+                                Progress* progress) {
   AXONN_CHECK_ARG(plain_file_name(name) && name != kManifestName, "bad checkpoint file name '", name, "'");
   std::error_code ec;
   AXONN_CHECK_IO(fs::is_directory(staging, ec), "checkpoint staging directory '", staging,
                  "' does not exist (begin_checkpoint not called, or another rank removed it)");
-  FileDigest d = w.write(join(staging, name));
+  FileDigest d = w.write(join(staging, name), progress);
   return FileEntry{name, d.bytes, d.xxh3};
 }
 
@@ -554,7 +555,7 @@ Manifest read_manifest(const std::string& dir) {
 }
 
 std::vector<FileStatus> check_checkpoint_files(const std::string& dir, const Manifest& m,
-                                               const std::vector<std::string>& only) {
+                                               const std::vector<std::string>& only, Progress* progress) {
   std::vector<FileStatus> out;
   for (const std::string& name : only) {
     bool listed = std::any_of(m.files.begin(), m.files.end(), [&](const FileEntry& f) { return f.name == name; });
@@ -573,7 +574,7 @@ std::vector<FileStatus> check_checkpoint_files(const std::string& dir, const Man
                   (size < f.bytes ? ": the file is truncated" : ": the file is too long");
     } else {
       try {
-        FileDigest d = digest_file(p);
+        FileDigest d = digest_file(p, progress);
         if (d.xxh3 != f.xxh3)
           s.problem = "fails its checksum: " + std::string(kHashName) + " " + hash_to_hex(d.xxh3) +
                       ", the manifest says " + hash_to_hex(f.xxh3) + ": the file is corrupt";

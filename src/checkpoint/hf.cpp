@@ -385,7 +385,8 @@ model::GptConfig parse_hf_config_json(std::string_view text, const std::string& 
 
 // --- writing -----------------------------------------------------------------------------------------
 
-FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& c, const Arena& params, DType dtype) {
+FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& c, const Arena& params, DType dtype,
+                               Progress* progress) {
   const model::ModelSpec spec = model::model_spec(c);
   AXONN_CHECK(params.size() == spec.params.size(), "save_hf_safetensors needs the model's ", spec.params.size(),
               " tensors, got ", params.size());
@@ -396,11 +397,11 @@ FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& 
   SafetensorsWriter w;
   add_pieces(w, pieces, 0, pieces.size(), spec, params, dtype, buffers);
   set_metadata(w, c);
-  return w.write(path);
+  return w.write(path, progress);
 }
 
 void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena& params, DType dtype,
-                 uint64_t max_shard_bytes) {
+                 uint64_t max_shard_bytes, Progress* progress) {
   const model::ModelSpec spec = model::model_spec(c);
   AXONN_CHECK(params.size() == spec.params.size(), "save_hf_dir needs the model's ", spec.params.size(),
               " tensors, got ", params.size());
@@ -435,7 +436,7 @@ void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena&
     SafetensorsWriter w;
     add_pieces(w, pieces, cuts[s], cuts[s + 1], spec, params, dtype, buffers);
     set_metadata(w, c);
-    w.write((fs::path(dir) / name).string());
+    w.write((fs::path(dir) / name).string(), progress);
     for (size_t i = cuts[s]; i < cuts[s + 1]; i++) weight_map[pieces[i].name] = name;
   }
   if (shards > 1) {
@@ -546,7 +547,7 @@ const TensorInfo* HfCheckpoint::find(const std::string& name, const SafetensorsF
   return nullptr;
 }
 
-void HfCheckpoint::load(Arena& params) const {
+void HfCheckpoint::load(Arena& params, Progress* progress) const {
   const model::ModelSpec spec = model::model_spec(config_);
   const std::string where = kind() + " '" + path_ + "'";
   AXONN_CHECK(params.size() == spec.params.size(), "HfCheckpoint::load needs the model's ", spec.params.size(),
@@ -576,6 +577,7 @@ void HfCheckpoint::load(Arena& params) const {
     } else {
       for (size_t i = 0; i < static_cast<size_t>(p.numel()); i++) out[i] = load_f32(src, t->dtype, i);
     }
+    if (progress) progress->add(p.numel() * static_cast<int64_t>(sizeof(float)));
   }
   // Anything left must be a buffer HF saves alongside the weights, or a tied head.
   const bool gpt2 = config_.family == model::Family::kGpt2;

@@ -104,16 +104,18 @@ void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
   }
 }
 
-void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params) {
+void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params, Progress* progress) {
   const model::ModelSpec spec = model::model_spec(config);
   read_llmc_tensors(path, config, [&](int p, int l, const float* data) {
     Tensor t = params.tensor(static_cast<size_t>(p));
     Tensor dst = spec.params[static_cast<size_t>(p)].per_layer ? t[l] : t;
     std::memcpy(dst.f32(), data, dst.bytes());
+    if (progress) progress->add(static_cast<int64_t>(dst.bytes()));
   });
 }
 
-void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version) {
+void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version,
+               Progress* progress) {
   AXONN_CHECK_ARG(config.family == model::Family::kGpt2, "llm.c model files hold GPT-2 models; ", config.str(),
                   " is not one: write a sharded checkpoint or Hugging Face safetensors instead");
   AXONN_CHECK_ARG(version == 3 || version == 5, "llm.c checkpoint version must be 3 or 5, got ", version);
@@ -140,6 +142,7 @@ void save_llmc(const std::string& path, const model::GptConfig& config, const Ar
     } else {
       f.write(t.f32(), n * sizeof(float));
     }
+    if (progress) progress->add(static_cast<int64_t>(n * (version == 5 ? sizeof(uint16_t) : sizeof(float))));
   }
   f.commit();
 }

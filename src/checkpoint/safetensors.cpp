@@ -112,20 +112,28 @@ std::string SafetensorsWriter::header() const {
   return s;
 }
 
-uint64_t SafetensorsWriter::file_bytes() const {
-  uint64_t n = 8 + header().size();
+uint64_t SafetensorsWriter::file_bytes() const { return 8 + header().size() + data_bytes(); }
+
+uint64_t SafetensorsWriter::data_bytes() const {
+  uint64_t n = 0;
   for (const Entry& e : entries_) n += e.bytes;
   return n;
 }
 
-FileDigest SafetensorsWriter::write(const std::string& path) const {
+FileDigest SafetensorsWriter::write(const std::string& path, Progress* progress) const {
   std::string h = header();
   unsigned char len[8];
   write_le64(len, h.size());
   AtomicFile f(path);
   f.write(len, sizeof len);
   f.write(h.data(), h.size());
-  for (const Entry& e : entries_) f.write(e.data, e.bytes);
+  constexpr size_t kChunk = size_t{64} << 20;  // a progress update at least every 64 MiB
+  for (const Entry& e : entries_)
+    for (size_t at = 0; at < e.bytes; at += kChunk) {
+      const size_t n = std::min(kChunk, e.bytes - at);
+      f.write(static_cast<const std::byte*>(e.data) + at, n);
+      if (progress) progress->add(static_cast<int64_t>(n));
+    }
   return f.commit();
 }
 

@@ -1,5 +1,6 @@
 #include "axonn/checkpoint/sharded.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -231,7 +232,7 @@ uint64_t ShardFiles::bytes() const {
   return b;
 }
 
-void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Arena& dst) const {
+void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Arena& dst, Progress* progress) const {
   const Manifest& m = impl_->manifest;
   const model::ModelSpec& spec = target.spec();
   const int n_tensors = static_cast<int>(spec.params.size());
@@ -251,6 +252,7 @@ void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Ar
     for (int i = 0; i < n_tensors; i++) {
       Tensor out = dst.tensor(static_cast<size_t>(i));
       std::memcpy(out.data(), impl_->data(*s, prefix, i), out.bytes());
+      if (progress) progress->add(static_cast<int64_t>(out.bytes()));
     }
     return;
   }
@@ -291,9 +293,23 @@ void ShardFiles::read(std::string_view prefix, const model::ShardMap& target, Ar
         len = target.run_length(p, j);
         std::memcpy(o + j, f + target.global_index(p, j), static_cast<size_t>(len) * 4);
       }
+      if (progress) progress->add(out_n * 4);
     }
   }
 }
+
+namespace {
+
+// The progress of a checkpoint's bytes: a bar on a terminal, plain lines in logs; no summary line (the
+// trainer logs its own).
+ProgressOptions progress_options() {
+  ProgressOptions o;
+  o.unit = "B";
+  o.summary = false;
+  return o;
+}
+
+}  // namespace
 
 // --- save ----------------------------------------------------------------------------------------
 
@@ -319,7 +335,8 @@ SaveResult save_sharded(const std::string& root, Manifest man, const parallel::G
   }
   agree_on_errors(world, err);
 
-  // 2. data rank 0 of each tensor-parallel coordinate writes its file
+  // 2. data rank 0 of each tensor-parallel coordinate writes its file (world rank 0 shows its progress; the
+  // caller logs the summary)
   uint64_t mine[2] = {0, 0};
   if (at.d == 0) {
     try {
@@ -330,7 +347,8 @@ SaveResult save_sharded(const std::string& root, Manifest man, const parallel::G
         add_arena(w, kAdamMPrefix, *adam_m);
         add_arena(w, kAdamVPrefix, *adam_v);
       }
-      FileEntry e = write_checkpoint_file(tmp, tp_file_name(at.x, at.y, at.z), w);
+      Progress progress("checkpoint save", static_cast<int64_t>(w.data_bytes()), progress_options());
+      FileEntry e = write_checkpoint_file(tmp, tp_file_name(at.x, at.y, at.z), w, &progress);
       mine[0] = e.bytes;
       mine[1] = e.xxh3;
     } catch (...) {
@@ -371,6 +389,9 @@ LoadResult load_sharded(const std::string& path, const parallel::Grid& grid, con
   std::unique_ptr<ShardFiles> files;
   std::optional<model::ShardMap> target;
   std::exception_ptr err;
+  // world rank 0's progress: its files hashed, then its shards filled (the caller logs the summary)
+  const uint64_t state_bytes = params.bytes() + (adam_m ? adam_m->bytes() + adam_v->bytes() : 0);
+  std::optional<Progress> progress;
   // 1. every rank checks everything it will read
   try {
     r.dir = resolve_checkpoint(path);
@@ -386,8 +407,12 @@ LoadResult load_sharded(const std::string& path, const parallel::Grid& grid, con
     for (size_t i = 0; i < names.size(); i++)
       if (!r.resharded || static_cast<int>(i % static_cast<size_t>(world.size())) == world.rank())
         to_hash.push_back(names[i]);
+    uint64_t hash_bytes = 0;
+    for (const FileEntry& f : r.manifest.files)
+      if (std::find(to_hash.begin(), to_hash.end(), f.name) != to_hash.end()) hash_bytes += f.bytes;
+    progress.emplace("checkpoint load", static_cast<int64_t>(hash_bytes + state_bytes), progress_options());
     if (!to_hash.empty())
-      for (const FileStatus& st : check_checkpoint_files(r.dir, r.manifest, to_hash))
+      for (const FileStatus& st : check_checkpoint_files(r.dir, r.manifest, to_hash, &*progress))
         AXONN_CHECK_IO(st.ok(), "checkpoint '", r.dir, "': file '", st.entry.name, "' ", st.problem);
     std::vector<std::string_view> prefixes = {kParamsPrefix};
     if (adam_m) prefixes.insert(prefixes.end(), {kAdamMPrefix, kAdamVPrefix});
@@ -400,10 +425,10 @@ LoadResult load_sharded(const std::string& path, const parallel::Grid& grid, con
   agree_on_errors(grid.world(), err);
   // 3. the state
   try {
-    files->read(kParamsPrefix, *target, params);
+    files->read(kParamsPrefix, *target, params, &*progress);
     if (adam_m) {
-      files->read(kAdamMPrefix, *target, *adam_m);
-      files->read(kAdamVPrefix, *target, *adam_v);
+      files->read(kAdamMPrefix, *target, *adam_m, &*progress);
+      files->read(kAdamVPrefix, *target, *adam_v, &*progress);
     }
   } catch (...) {
     err = std::current_exception();
@@ -413,17 +438,17 @@ LoadResult load_sharded(const std::string& path, const parallel::Grid& grid, con
   return r;
 }
 
-Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out) {
+Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out, Progress* progress) {
   const std::string dir = resolve_checkpoint(path);
   Manifest m = read_manifest(dir);
   model::ShardMap one(m.model, {1, 1, 1, 1}, {0, 0, 0, 0});
   const std::vector<std::string> names = files_to_read(dir, m, one);
-  for (const FileStatus& st : check_checkpoint_files(dir, m, names))
+  for (const FileStatus& st : check_checkpoint_files(dir, m, names, progress))
     AXONN_CHECK_IO(st.ok(), "checkpoint '", dir, "': file '", st.entry.name, "' ", st.problem);
   ShardFiles files(dir, m, names, {kParamsPrefix});
   model::reserve_params(full, one.spec());
   full.allocate();
-  files.read(kParamsPrefix, one, full);
+  files.read(kParamsPrefix, one, full, progress);
   if (dir_out) *dir_out = dir;
   return m;
 }

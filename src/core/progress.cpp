@@ -157,6 +157,11 @@ void Progress::finish() {
   if (finished_) return;
   finished_ = true;
   if (mode_ == ProgressMode::kQuiet) return;
+  if (!options_.summary) {  // the bar goes; lines mode has nothing to end
+    if (mode_ == ProgressMode::kBar) std::fprintf(options_.out, "\r\033[K");
+    std::fflush(options_.out);
+    return;
+  }
   const double elapsed = now() - start_s_;
   // on a terminal the summary replaces the bar
   std::fprintf(options_.out, "%s%s: %s in %s, %s%s\n", mode_ == ProgressMode::kBar ? "\r" : "", label_.c_str(),

@@ -115,6 +115,11 @@ constexpr Preset kGpt2Presets[] = {
     {"gpt2-124m", 12, 12, 768, 50257, 1024},   {"gpt2-350m", 24, 16, 1024, 50257, 1024},
     {"gpt2-774m", 36, 20, 1280, 50257, 1024},  {"gpt2-1558m", 48, 25, 1600, 50257, 1024},
     {"gpt2-tiny", 2, 4, 64, 500, 64},
+    // the GPT models of AxoNN's SC24 Perlmutter runs (spec §7.2): GPT-2 blocks, vocabulary 50304, 2048 positions
+    {"5B", 24, 32, 4096, 50304, 2048},     {"10B", 32, 40, 5120, 50304, 2048},    {"20B", 32, 56, 7168, 50304, 2048},
+    {"40B", 38, 72, 9216, 50304, 2048},    {"50B", 48, 72, 9216, 50304, 2048},    {"60B", 56, 72, 9216, 50304, 2048},
+    {"80B", 42, 96, 12288, 50304, 2048},   {"100B", 53, 96, 12288, 50304, 2048},  {"160B", 84, 96, 12288, 50304, 2048},
+    {"175B", 96, 96, 12288, 50304, 2048},
 };
 // Hugging Face's names of the same models (what `axonn plan` calls them): either name works anywhere.
 constexpr std::pair<const char*, const char*> kAliases[] = {
@@ -191,6 +196,13 @@ std::vector<std::string> gpt_preset_names() {
   for (const Preset& p : kGpt2Presets) v.emplace_back(p.name);
   for (const LlamaPreset& p : kLlamaPresets) v.emplace_back(p.name);
   return v;
+}
+
+std::string gpt_preset_help() {
+  std::string names, aliases;
+  for (const std::string& n : gpt_preset_names()) names += (names.empty() ? "" : "|") + n;
+  for (const auto& [alias, preset] : kAliases) aliases += std::string(aliases.empty() ? "" : ", ") + alias;
+  return names + " (aliases: " + aliases + ")";
 }
 
 }  // namespace axonn::model

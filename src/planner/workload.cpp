@@ -21,21 +21,19 @@ ModelShape gpt_shape(std::string name, long layers, long hidden, long heads, lon
 }
 
 const std::vector<ModelShape>& known_models() {
-  // SC24 Perlmutter models and AxoNN's launcher minimum Gx·Gy·Gz (spec §7.2, §3.6); the GPT-2 family;
-  // the Llama family (model::gpt_preset, the shapes of the published config.json files).
+  // every model `axonn train --model` knows (model::gpt_preset: one list of names for every command), with
+  // AxoNN's launcher minimum Gx·Gy·Gz for the SC24 Perlmutter models (spec §7.2, §3.6; 1 for the others)
+  static constexpr std::pair<const char*, long> kMinTp[] = {{"5B", 4},   {"10B", 8},   {"20B", 16},   {"40B", 32},
+                                                            {"50B", 32}, {"60B", 64},  {"80B", 64},   {"100B", 64},
+                                                            {"160B", 128}, {"175B", 128}};
   static const std::vector<ModelShape> models = [] {
-    std::vector<ModelShape> v = {
-        gpt_shape("5B", 24, 4096, 32, 50304, 4),         gpt_shape("10B", 32, 5120, 40, 50304, 8),
-        gpt_shape("20B", 32, 7168, 56, 50304, 16),       gpt_shape("40B", 38, 9216, 72, 50304, 32),
-        gpt_shape("50B", 48, 9216, 72, 50304, 32),       gpt_shape("60B", 56, 9216, 72, 50304, 64),
-        gpt_shape("80B", 42, 12288, 96, 50304, 64),      gpt_shape("100B", 53, 12288, 96, 50304, 64),
-        gpt_shape("160B", 84, 12288, 96, 50304, 128),    gpt_shape("175B", 96, 12288, 96, 50304, 128),
-        gpt_shape("gpt2", 12, 768, 12, 50304),           gpt_shape("gpt2-medium", 24, 1024, 16, 50304),
-        gpt_shape("gpt2-large", 36, 1280, 20, 50304),    gpt_shape("gpt2-xl", 48, 1600, 25, 50304),
-    };
-    for (const char* name : {"tinyllama-1.1b", "llama-3.2-1b", "llama-2-7b", "llama-3.1-8b", "llama-3.1-70b",
-                             "llama-3.1-405b"})
-      v.push_back({name, model::gpt_preset(name), 1});
+    std::vector<ModelShape> v;
+    for (const std::string& name : model::gpt_preset_names()) {
+      long min_tp = 1;
+      for (const auto& [n, tp] : kMinTp)
+        if (name == n) min_tp = tp;
+      v.push_back({name, model::gpt_preset(name), min_tp});
+    }
     return v;
   }();
   return models;
@@ -49,9 +47,9 @@ std::optional<ModelShape> find_model(std::string_view name) {
     return out;
   };
   std::string want = lower(name);
-  // The names `axonn train --model` uses for the GPT-2 family are aliases here.
+  // Hugging Face's names of the GPT-2 family are aliases (as for model::gpt_preset).
   static constexpr std::pair<const char*, const char*> kAliases[] = {
-      {"gpt2-124m", "gpt2"}, {"gpt2-350m", "gpt2-medium"}, {"gpt2-774m", "gpt2-large"}, {"gpt2-1558m", "gpt2-xl"}};
+      {"gpt2", "gpt2-124m"}, {"gpt2-medium", "gpt2-350m"}, {"gpt2-large", "gpt2-774m"}, {"gpt2-xl", "gpt2-1558m"}};
   for (const auto& [alias, name_here] : kAliases)
     if (want == alias) want = name_here;
   for (const ModelShape& m : known_models())

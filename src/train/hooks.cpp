@@ -16,15 +16,13 @@
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/progress.hpp"
 #include "axonn/parallel/overlap.hpp"
 
 namespace axonn::train::detail {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Creates and removes `probe`: the directory it is in takes new files (rank 0, before step 1).
 void probe_writable(const std::string& probe, const char* flag, const std::string& given) {
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   AXONN_CHECK_IO(fd >= 0, "cannot write ", flag, " '", given, "': ", std::strerror(errno),
@@ -32,6 +30,8 @@ void probe_writable(const std::string& probe, const char* flag, const std::strin
   ::close(fd);
   ::unlink(probe.c_str());
 }
+
+namespace {
 
 // Slurm's default KillWait: the seconds between SIGTERM and SIGKILL.
 constexpr double kKillWaitSeconds = 30;
@@ -205,8 +205,12 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
       std::snprintf(goldfish, sizeof goldfish, " | all %.6f dropped %.6f (%.1f%%)",
                     static_cast<double>(m.goldfish->loss_all_tokens), static_cast<double>(m.goldfish->loss_dropped_tokens),
                     100.0 * m.goldfish->dropped_fraction);
-    log_info("step %5d/%d | loss %.6f%s%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%", m.step + 1,
-             s.config().steps, m.loss, goldfish, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s, 100.0 * m.mfu);
+    // elapsed since this run's first step began, and the time left at this run's mean step time
+    const double elapsed_s = since_start_.seconds();
+    const double eta_s = progress_eta_s(m.step + 1 - s.first_step(), s.config().steps - s.first_step(), elapsed_s);
+    log_info("step %5d/%d | loss %.6f%s%s | lr %.2e | norm %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | %s ETA %s",
+             m.step + 1, s.config().steps, m.loss, goldfish, val, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s,
+             100.0 * m.mfu, format_duration(elapsed_s).c_str(), format_duration(eta_s).c_str());
   }
   if (metrics_) {
     nlohmann::json j = {{"step", m.step},       {"loss", m.loss},         {"lr", m.lr},

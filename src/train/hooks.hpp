@@ -15,6 +15,10 @@
 
 namespace axonn::train::detail {
 
+// Creates and removes `probe`: the directory it is in takes new files (before step 1). IoError naming
+// `flag` and its value `given` otherwise.
+void probe_writable(const std::string& probe, const char* flag, const std::string& given);
+
 // --trace: records the window's steps into `trace` (which the model and the step write to) and
 // writes every rank's spans to one Chrome trace-event file after the window's last step.
 class TraceHook final : public LoopHook {
@@ -44,6 +48,7 @@ class ProgressHook final : public LoopHook {
 
  private:
   std::optional<std::ofstream> metrics_;
+  Timer since_start_;  // elapsed and ETA in the progress line
 };
 
 // --checkpoint-dir: a sharded checkpoint every --checkpoint-every steps and at the end (however the run

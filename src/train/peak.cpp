@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "axonn/comm/runtime.hpp"
-#include "axonn/core/cpu_info.hpp"
+#include "axonn/core/host.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
@@ -72,10 +72,10 @@ std::optional<MfuPeak> calibrated_peak(bool bf16, std::string& why) {
     why = detail::concat("the local profile ", *file, " has no MFU peak (calibrated by an older axonn)");
     return std::nullopt;
   }
-  if (p.cpu != cpu_model_name() || p.threads_per_rank != threads || p.ranks_per_node != ranks_per_node) {
+  if (p.cpu != cpu_model() || p.threads_per_rank != threads || p.ranks_per_node != ranks_per_node) {
     why = detail::concat("the local profile ", *file, " was measured with ", p.ranks_per_node, " ranks x ",
                          p.threads_per_rank, " threads on '", p.cpu, "', this run has ", ranks_per_node,
-                         " ranks x ", threads, " threads on '", cpu_model_name(), "'");
+                         " ranks x ", threads, " threads on '", cpu_model(), "'");
     return std::nullopt;
   }
   return MfuPeak{bf16 ? p.bf16_gflops : p.fp32_gflops,

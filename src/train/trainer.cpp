@@ -16,7 +16,9 @@
 #include "axonn/core/timer.hpp"
 #include "axonn/core/trace.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
+#include "axonn/train/run_dir.hpp"
 #include "hooks.hpp"
+#include "run_dir_write.hpp"
 #include "stop.hpp"
 
 namespace axonn::train {
@@ -52,7 +54,17 @@ void write_gemm_tuning_report(const std::string& path) {
 
 TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                std::vector<std::unique_ptr<LoopHook>> extra) {
-  Session s(config, std::move(world));
+  if (!config.run_dir.empty()) {  // made and checked on every rank before anything is built
+    validate_config(with_run_dir_outputs(config));  // a bad configuration makes no directory
+    std::exception_ptr made;
+    try {
+      detail::make_run_dir(config.run_dir);
+    } catch (...) {
+      made = std::current_exception();
+    }
+    checkpoint::agree_on_errors(*world, made);
+  }
+  Session s(with_run_dir_outputs(config), std::move(world));
   const TrainConfig& c = s.config();
   // the hooks, in the order they run after a step
   Trace trace;  // the timeline of --trace, recorded by the model and the step during the window
@@ -69,6 +81,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     checkpoints = static_cast<detail::CheckpointHook*>(hooks.back().get());
     hooks.push_back(std::make_unique<detail::StopHook>(s));
     stop = static_cast<detail::StopHook*>(hooks.back().get());
+    if (!config.run_dir.empty() && s.world().rank() == 0) detail::write_run_dir(s, config);  // config as given
   } catch (...) {
     error = std::current_exception();
   }

@@ -17,6 +17,7 @@ void add_bench_command(CLI::App& app, Action* action) {
   auto co = std::make_shared<bench::CommBenchOptions>();
   auto* c = family->add_subcommand("comm", "size sweep of all-reduce, all-gather and reduce-scatter "
                                           "over every group of the grid (nccl-tests style)");
+  c->footer("Example:\n  mpirun -np 8 axonn bench comm --grid 2,2,2,1 --min-bytes 4096 --max-bytes 4194304");
   c->add_option("--grid", co->grid, "GX,GY,GZ,GD (default 1,1,1,<number of ranks>)");
   c->add_option("--grid-order", co->grid_order, "rank order of X, Y, Z, fastest first (default x,y,z)");
   c->add_option("--min-bytes", co->min_bytes, "smallest size in bytes")->capture_default_str();
@@ -33,6 +34,7 @@ void add_bench_command(CLI::App& app, Action* action) {
   auto oo = std::make_shared<bench::OverlapOptions>();
   auto* ov = family->add_subcommand("overlap", "a non-blocking collective over the world issued "
                                               "before a long matmul: how much of it is hidden");
+  ov->footer("Example:\n  mpirun -np 2 axonn bench overlap --op all_reduce");
   ov->add_option("--op", oo->op, "all_reduce, all_gather or reduce_scatter")->capture_default_str();
   ov->add_option("--bytes", oo->bytes, "size in bytes (f32; per rank, gathered or scattered)")
       ->capture_default_str();

@@ -99,6 +99,7 @@ void add_calibrate_command(CLI::App& app, Action* action) {
       "measure this allocation (sgemm rate, memory bandwidth, collectives per group size and position) and write "
       "the machine profile `local` for axonn plan and axonn train --grid auto; run under mpirun with the ranks and "
       "threads you will train with");
+  sub->footer("Example:\n  mpirun -np 2 axonn calibrate --quick    # then: axonn plan --machine local ...");
   sub->add_option("--out", o->out, "profile file to write (default: ~/.config/axonn/profiles/local.json, or "
                                    "$XDG_CONFIG_HOME/axonn/profiles/local.json)");
   sub->add_flag("--quick", o->quick, "fewer sizes and repetitions: a rough profile in seconds");

@@ -19,6 +19,7 @@
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/input_file.hpp"
+#include "axonn/core/progress.hpp"
 #include "axonn/model/gpt.hpp"
 #include "commands.hpp"
 
@@ -69,14 +70,34 @@ std::optional<int32_t> first_int(const std::string& path) {
   return ok ? std::optional<int32_t>(v) : std::nullopt;
 }
 
+// The progress of reading or writing the weights: a bar on a terminal, plain lines otherwise; the parts
+// of the weights' bytes (fp32 in memory; as stored when written).
+ProgressOptions byte_progress() {
+  ProgressOptions po;
+  po.unit = "B";
+  return po;
+}
+
+// The bytes of a model's parameters in fp32 (what reading one fills).
+int64_t param_bytes(const model::GptConfig& c) {
+  int64_t n = 0;
+  for (const auto& p : model::model_spec(c).params) n += p.shape.numel();
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
 Loaded load_any(const ConvertOptions& o) {
   Loaded m;
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(o.from, ec), "cannot open '", o.from, "': no such file or directory");
   if (fs::is_directory(o.from, ec) && !checkpoint::is_hf_model_dir(o.from)) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a checkpoint records its heads");
-    // any grid: the shards are put together into full tensors (checkpoint/sharded.hpp)
-    checkpoint::Manifest man = checkpoint::load_consolidated_params(o.from, m.params);
+    // any grid: the shards are put together into full tensors (checkpoint/sharded.hpp); the progress counts
+    // the files hashed, then the tensors filled
+    const checkpoint::Manifest listed = checkpoint::read_manifest(checkpoint::resolve_checkpoint(o.from));
+    uint64_t files = 0;
+    for (const checkpoint::FileEntry& f : listed.files) files += f.bytes;
+    Progress progress("convert read", static_cast<int64_t>(files) + param_bytes(listed.model), byte_progress());
+    checkpoint::Manifest man = checkpoint::load_consolidated_params(o.from, m.params, nullptr, &progress);
     m.config = man.model;
     m.what = "checkpoint step " + std::to_string(man.step) + ", grid " + man.grid.str();
     return m;
@@ -86,7 +107,8 @@ Loaded load_any(const ConvertOptions& o) {
     m.config = checkpoint::read_llmc_config(o.from);
     model::reserve_params(m.params, model::model_spec(m.config));
     m.params.allocate();
-    checkpoint::load_llmc_params(o.from, m.config, m.params);
+    Progress progress("convert read", param_bytes(m.config), byte_progress());
+    checkpoint::load_llmc_params(o.from, m.config, m.params, &progress);
     m.what = "llm.c model file";
     return m;
   }
@@ -96,7 +118,8 @@ Loaded load_any(const ConvertOptions& o) {
   m.config = hf.config();
   model::reserve_params(m.params, model::model_spec(m.config));
   m.params.allocate();
-  hf.load(m.params);
+  Progress progress("convert read", param_bytes(m.config), byte_progress());
+  hf.load(m.params, &progress);
   m.what = hf.kind();
   return m;
 }
@@ -127,17 +150,22 @@ int run_convert(const ConvertOptions& o) {
   Loaded m = load_any(o);
 
   std::string written = o.to;
+  // the tensors' bytes as stored (HF files leave the vocabulary's padding rows out: a little less)
+  const bool half = format == "llmc-bf16" || (format == "safetensors-hf" && hf_dtype == DType::kBF16);
+  const int64_t out_bytes = half ? param_bytes(m.config) / 2 : param_bytes(m.config);
   if (format == "llmc" || format == "llmc-bf16") {
-    checkpoint::save_llmc(o.to, m.config, m.params, format == "llmc" ? 3 : 5);
+    Progress progress("convert write", out_bytes, byte_progress());
+    checkpoint::save_llmc(o.to, m.config, m.params, format == "llmc" ? 3 : 5, &progress);
   } else if (format == "safetensors-hf") {
+    Progress progress("convert write", out_bytes, byte_progress());
     if (names_directory(o.to)) {
       // HF's model directory: the weights (one file or shards) plus the config.json transformers
       // needs to load them
-      checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes);
+      checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes, &progress);
       written = o.to;
     } else {
       AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
-      checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype);
+      checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype, &progress);
     }
   } else {  // checkpoint: a new root with one step holding the weights alone (no optimizer state)
     // Into a run's existing root, step 0 would become `latest` and hide the run's own steps.
@@ -150,13 +178,15 @@ int run_convert(const ConvertOptions& o) {
     checkpoint::SafetensorsWriter w;
     checkpoint::add_shard_metadata(w, man, 0, 0, 0);
     checkpoint::add_arena(w, checkpoint::kParamsPrefix, m.params);
-    man.files.push_back(checkpoint::write_checkpoint_file(tmp, checkpoint::tp_file_name(0, 0, 0), w));
+    Progress progress("convert write", static_cast<int64_t>(w.data_bytes()), byte_progress());
+    man.files.push_back(checkpoint::write_checkpoint_file(tmp, checkpoint::tp_file_name(0, 0, 0), w, &progress));
     man.extra["converted_from"] = o.from;
     written = checkpoint::commit_checkpoint(o.to, man);
   }
   std::error_code ec;
   std::string size;
   if (!fs::is_directory(written, ec)) size = ", " + std::to_string(fs::file_size(written, ec)) + " bytes";
+
   std::printf("converted '%s' (%s, %s) -> '%s' (%s%s)\n", o.from.c_str(), m.what.c_str(), m.config.str().c_str(),
               written.c_str(), format.c_str(), size.c_str());
   return 0;
@@ -168,6 +198,10 @@ void add_convert_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<ConvertOptions>();
   auto* sub = app.add_subcommand("convert", "convert model weights: llm.c .bin (GPT-2), Hugging Face safetensors "
                                             "(GPT-2, Llama), axonn checkpoints");
+  sub->footer(
+      "Examples:\n"
+      "  axonn convert --from gpt2_124M.bin --to hf/               # Hugging Face safetensors + config.json\n"
+      "  axonn convert --from runs/x/checkpoints --to model.bin   # a checkpoint of any grid to llm.c");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--from", o->from,
                   "input: llm.c model file, HF safetensors file or model directory (GPT-2 or Llama), or "

@@ -116,6 +116,10 @@ int run_generate(const GenerateFlags& f) {
 void add_generate_command(CLI::App& app, Action* action) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* sub = app.add_subcommand("generate", "continue a prompt with a trained model (KV cache, any 4D grid)");
+  sub->footer(
+      "Example:\n"
+      "  axonn generate --init model.bin --prompt \"The meaning of life is\" --max-new-tokens 40 --top-k 40");
+  sub->option_defaults()->always_capture_default();
   sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint (directory or "
                                      ".safetensors), or a checkpoint directory")->required();
   sub->add_option("--grid", f->grid, "4D grid GX,GY,GZ,GD (default 1,1,1,<ranks>); every Z and data replica "

@@ -163,6 +163,7 @@ int run_inspect(const std::string& path) {
 void add_inspect_command(CLI::App& app, Action* action) {
   auto path = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("inspect", "show what a model file or checkpoint holds and verify its checksums");
+  sub->footer("Example:\n  axonn inspect runs/x/checkpoints");
   sub->add_option("path", *path,
                   "llm.c .bin, safetensors file, Hugging Face model directory, or checkpoint directory (root or step)")
       ->required();

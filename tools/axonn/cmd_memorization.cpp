@@ -89,6 +89,10 @@ void add_memorization_command(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "memorization", "how much of a set of documents a model reproduces: greedy continuations of each document's "
                       "prefix against its last --suffix-len tokens (exact match, Rouge-L)");
+  sub->footer(
+      "Example:\n"
+      "  axonn memorization --init runs/x/checkpoints --tokenizer gpt2 --output memo.json docs.jsonl");
+  sub->option_defaults()->always_capture_default();
   sub->add_option("INPUT", f->inputs, "documents: text files, JSON Lines files (a \"text\" field) or directories");
   sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint, or a checkpoint "
                                      "directory")->required();

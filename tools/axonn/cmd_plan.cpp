@@ -12,6 +12,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/model/gpt_config.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -134,14 +135,13 @@ void add_plan_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<PlanOptions>();
   auto* sub = app.add_subcommand(
       "plan", "rank the 4D grids (Gx, Gy, Gz, Gdata) for a GPT-2 or Llama model by predicted step time and memory");
+  sub->footer("Example:\n  axonn plan --model gpt2-xl --gpus 64 --batch-size 512 --machine perlmutter");
   sub->add_option("--machine", o->machine,
                   "machine profile: built-in name (alps, frontier, perlmutter), a NAME.json on "
                   "$AXONN_PROFILE_PATH or ~/.config/axonn/profiles, or a .json file")
       ->capture_default_str();
   sub->add_option("--model", o->model,
-                  "model name: 5B 10B 20B 40B 50B 60B 80B 100B 160B 175B gpt2 gpt2-medium gpt2-large gpt2-xl "
-                  "tinyllama-1.1b llama-3.2-1b llama-2-7b llama-3.1-8b llama-3.1-70b llama-3.1-405b (or give "
-                  "the shape below)");
+                  "model name (or give the shape below): " + model::gpt_preset_help());
   sub->add_option("--layers", o->layers, "transformer layers L (0: from --model)")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "hidden size H (0: from --model)")->capture_default_str();
   sub->add_option("--heads", o->heads, "attention heads (0: from --model)")->capture_default_str();

@@ -59,6 +59,7 @@ void add_prepare_command(CLI::App& app, Action* action) {
   auto f = std::make_shared<PrepareFlags>();
   data::PrepareOptions& o = f->o;
   auto* sub = app.add_subcommand("prepare", "tokenise text into llm.c token shards (train and validation splits)");
+  sub->footer("Example:\n  axonn prepare --tokenizer gpt2 --output data/ corpus/");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--tokenizer", o.tokenizer_name,
                   "gpt2 (GPT-2's files, fetched by scripts/fetch-gpt2-tokenizer.sh), or a tokenizer.json, "

@@ -27,8 +27,8 @@ void add_report_command(CLI::App& app, Action* action) {
   auto* sub = app.add_subcommand(
       "report",
       "write a self-contained HTML page about a run (loss, learning rate, gradient norm, throughput, MFU, memory, "
-      "communication hidden under compute, planner validation): inline SVG, nothing loaded from anywhere.\n"
-      "Example: axonn report runs/tiny    (writes runs/tiny/report.html and runs/tiny/loss.png)");
+      "communication hidden under compute, planner validation): inline SVG, nothing loaded from anywhere");
+  sub->footer("Example:\n  axonn report runs/tiny    # writes runs/tiny/report.html and runs/tiny/loss.png");
   sub->add_option("RUN_DIR", o->run_dir,
                   "run directory (config.toml, run.json, metrics.jsonl, trace*.json, checkpoints/, "
                   "plan_validate.json); optional when files are given");

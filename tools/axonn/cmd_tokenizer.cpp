@@ -90,6 +90,7 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
 
   auto t = std::make_shared<TrainFlags>();
   auto* train = sub->add_subcommand("train", "train a SentencePiece BPE model on your text (Llama 2's settings)");
+  train->footer("Example:\n  axonn tokenizer train --vocab-size 16000 --output tokenizer.model corpus/");
   train->option_defaults()->always_capture_default();
   train->add_option("--vocab-size", t->o.vocab_size, "number of ids")->required();
   train->add_option("--output", t->output, "the model file to write (e.g. tokenizer.model)")->required();
@@ -111,6 +112,7 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
   };
   auto u = std::make_shared<Use>();
   auto* encode = sub->add_subcommand("encode", "print the ids of a text, comma-separated");
+  encode->footer("Example:\n  axonn tokenizer encode --tokenizer gpt2 \"Hello world\"");
   encode->add_option("--tokenizer", u->tokenizer, "gpt2 or a path, as for axonn prepare")->required();
   encode->add_flag("--ordinary", u->ordinary, "special-token text (<|endoftext|>) stays text");
   encode->add_option("TEXT", u->input, "the text")->required();
@@ -125,6 +127,7 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
     };
   });
   auto* decode = sub->add_subcommand("decode", "print the text of comma-separated ids");
+  decode->footer("Example:\n  axonn tokenizer decode --tokenizer gpt2 15496,995");
   decode->add_option("--tokenizer", u->tokenizer, "gpt2 or a path, as for axonn prepare")->required();
   decode->add_option("IDS", u->input, "ids, e.g. 15496,995")->required();
   decode->callback([u, action] {
@@ -138,6 +141,7 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
     };
   });
   auto* info = sub->add_subcommand("info", "what a tokenizer is: kind, vocabulary, special ids");
+  info->footer("Example:\n  axonn tokenizer info --tokenizer gpt2");
   info->add_option("--tokenizer", u->tokenizer, "gpt2 or a path")->required();
   info->callback([u, action] {
     *action = [u] {

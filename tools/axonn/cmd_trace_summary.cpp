@@ -19,6 +19,7 @@ void add_trace_summary_command(CLI::App& app, Action* action) {
   auto* sub = app.add_subcommand("trace-summary",
                                  "per rank: compute, communication, and the fraction of communication hidden "
                                  "under compute, from a trace written by `axonn train --trace`");
+  sub->footer("Example:\n  axonn trace-summary runs/tiny/trace.json");
   sub->add_option("FILE", o->file, "Chrome trace-event JSON file")->required();
   sub->add_flag("--json", o->json, "print a JSON array instead of a table");
   sub->callback([o, action] {

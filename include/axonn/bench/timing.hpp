@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "axonn/comm/communicator.hpp"
+#include "axonn/core/progress.hpp"
 
 namespace axonn::bench {
 
@@ -35,8 +36,10 @@ class RoundRobin {
   explicit RoundRobin(comm::Communicator& world) : world_(world) {}
   // Returns the point's index.
   size_t add(std::function<void()> fn);
-  // Warm-up (one call of every point), then `rounds` rounds of batches.
-  void run(int rounds, double batch_s);
+  size_t size() const { return points_.size(); }
+  // Warm-up (one call of every point), then `rounds` rounds of batches; `progress` (if any) counts the
+  // batches, size() * (rounds + 1) in all.
+  void run(int rounds, double batch_s, Progress* progress = nullptr);
   // The point's median time per call over the rounds.
   double seconds(size_t i) const;
 

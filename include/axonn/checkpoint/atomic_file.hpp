@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "axonn/core/progress.hpp"
+
 namespace axonn::checkpoint {
 
 // Size and XXH3-64 hash (seed 0) of a file's bytes.
@@ -62,8 +64,9 @@ class AtomicFile {
 
 // Writes `contents` to `path` atomically (an AtomicFile in one call).
 FileDigest write_file_atomic(const std::string& path, std::string_view contents);
-// Reads a file through and returns its size and hash; throws IoError if it cannot be read.
-FileDigest digest_file(const std::string& path);
+// Reads a file through and returns its size and hash; throws IoError if it cannot be read. `progress`, if
+// any, counts the bytes read.
+FileDigest digest_file(const std::string& path, Progress* progress = nullptr);
 // Reads a whole (small) file; throws IoError naming it.
 std::string read_text_file(const std::string& path);
 // fsyncs a directory, so renames and creations inside it are durable; throws IoError.

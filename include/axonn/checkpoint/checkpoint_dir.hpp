@@ -123,7 +123,8 @@ std::string begin_checkpoint(const std::string& root, int64_t step);
 
 // Writes one safetensors file into the staging directory, atomically, and returns its entry (size
 // and hash computed while writing). Any rank, any number of files; names must be plain file names.
-FileEntry write_checkpoint_file(const std::string& staging, const std::string& name, const SafetensorsWriter& w);
+FileEntry write_checkpoint_file(const std::string& staging, const std::string& name, const SafetensorsWriter& w,
+                                Progress* progress = nullptr);
 
 // Commits the save of `manifest.step` begun by begin_checkpoint: checks that every file the
 // manifest lists is in the staging directory with its size (a rank that failed to write is caught
@@ -179,9 +180,11 @@ struct FileStatus {
   std::string problem;  // empty if the file is there with the listed size and hash
   bool ok() const { return problem.empty(); }
 };
-// Checks the files the manifest lists (or only those named in `only`): presence, size, hash.
+// Checks the files the manifest lists (or only those named in `only`): presence, size, hash. `progress`, if
+// any, counts the bytes hashed.
 std::vector<FileStatus> check_checkpoint_files(const std::string& dir, const Manifest& m,
-                                               const std::vector<std::string>& only = {});
+                                               const std::vector<std::string>& only = {},
+                                               Progress* progress = nullptr);
 // read_manifest + check_checkpoint_files; throws IoError "checkpoint 'DIR': file 'F' PROBLEM" on
 // the first bad file. `only` limits the (costly) hashing to the files this rank will read.
 Manifest verify_checkpoint(const std::string& dir, const std::vector<std::string>& only = {});

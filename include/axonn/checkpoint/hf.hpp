@@ -42,14 +42,15 @@ constexpr std::string_view kHfIndexName = "model.safetensors.index.json";
 // (transformers requires it), padded_vocab_size (so that our files round-trip exactly), producer, and
 // the model's shape (GPT-2: n_layer, n_head, n_embd, vocab_size, n_positions; Llama: "config", the
 // config.json text). Padding rows of the vocabulary tensors are not written (a warning if non-zero).
+// `progress` (here and in save_hf_dir), if any, counts the tensors' bytes written.
 FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& config, const Arena& params,
-                               DType dtype = DType::kF32);
+                               DType dtype = DType::kF32, Progress* progress = nullptr);
 
 // Writes an HF model directory (created if needed): config.json and model.safetensors, or, when
 // max_shard_bytes > 0 and the weights are larger, shards of at most that size (cut between tensors;
 // a larger tensor gets a shard of its own) with model.safetensors.index.json. Each file atomically.
 void save_hf_dir(const std::string& dir, const model::GptConfig& config, const Arena& params,
-                 DType dtype = DType::kF32, uint64_t max_shard_bytes = 0);
+                 DType dtype = DType::kF32, uint64_t max_shard_bytes = 0, Progress* progress = nullptr);
 
 // config.json for transformers (GPT2LMHeadModel or LlamaForCausalLM), and back. Parsing checks the
 // keys the model needs and refuses what axonn cannot run (another architecture, biases, another
@@ -82,7 +83,8 @@ class HfCheckpoint {
   // separate parts, transposing Conv1D weights, zeroing the padding rows. Skips what HF files hold
   // besides the weights (GPT-2's attn.bias buffers, Llama's rotary_emb.inv_freq) and a tied LM head
   // equal to the token embedding; any other tensor, a missing one, a wrong shape or dtype is an IoError.
-  void load(Arena& params) const;
+  // `progress`, if any, counts the arena's bytes filled.
+  void load(Arena& params, Progress* progress = nullptr) const;
 
  private:
   // The tensor called `name` (GPT-2 files may prefix "transformer."), or null.

@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "axonn/core/progress.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/tensor/arena.hpp"
 
@@ -30,10 +31,14 @@ model::GptConfig read_llmc_config(const std::string& path);
 // large grid can take its shard from the file.
 void read_llmc_tensors(const std::string& path, const model::GptConfig& config,
                        const std::function<void(int, int, const float*)>& consume);
-// Reads the parameters into an arena laid out by model::reserve_params for `config`.
-void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params);
+// Reads the parameters into an arena laid out by model::reserve_params for `config`. `progress`, if any,
+// counts the arena's bytes filled.
+void load_llmc_params(const std::string& path, const model::GptConfig& config, Arena& params,
+                      Progress* progress = nullptr);
 // Writes a checkpoint (version 3 fp32, or 5 bf16) of a GPT-2 model (InvalidArgument for another) atomically: temporary file, fsync, rename, fsync
 // of the directory (checkpoint/atomic_file.hpp).
-void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version = 3);
+// `progress`, if any, counts the tensors' bytes written (as stored: 4 or 2 per parameter).
+void save_llmc(const std::string& path, const model::GptConfig& config, const Arena& params, int version = 3,
+               Progress* progress = nullptr);
 
 }  // namespace axonn::checkpoint

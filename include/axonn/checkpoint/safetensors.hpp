@@ -66,9 +66,11 @@ class SafetensorsWriter {
   size_t size() const { return entries_.size(); }
   // Bytes the file will have.
   uint64_t file_bytes() const;
+  uint64_t data_bytes() const;  // the tensors' bytes (file_bytes() less the header)
   // Writes the file atomically (`<path>.tmp`, fsync, rename, fsync of the directory); the tensors
   // are laid out in the order they were added. Returns the size and hash of what was written.
-  FileDigest write(const std::string& path) const;
+  // `progress`, if any, counts the tensors' bytes written (data_bytes() in all).
+  FileDigest write(const std::string& path, Progress* progress = nullptr) const;
 
  private:
   struct Entry {

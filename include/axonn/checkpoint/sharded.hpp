@@ -106,7 +106,8 @@ class ShardFiles {
   // must have target.shard_shape(p)'s element count (any shape: a reserve_params arena for a
   // one-rank target). Copies directly when the grid matches, else builds each layer of each full
   // tensor from the files (reading replicated shards once) and takes target's shard of it.
-  void read(std::string_view prefix, const model::ShardMap& target, Arena& dst) const;
+  // `progress`, if any, counts the bytes of `dst` filled.
+  void read(std::string_view prefix, const model::ShardMap& target, Arena& dst, Progress* progress = nullptr) const;
 
   uint64_t bytes() const;  // sum of the opened files' sizes
 
@@ -118,7 +119,9 @@ class ShardFiles {
 // Loads the parameters of a checkpoint directory (root or step), written on any grid, as full
 // tensors (one rank's view): resolves, verifies every file, and fills `full` (reserved here with
 // model::reserve_params and allocated). Returns the manifest. For `axonn convert` and tools.
-Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out = nullptr);
+// `progress`, if any, counts the bytes hashed and then the arena's bytes filled.
+Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out = nullptr,
+                                  Progress* progress = nullptr);
 
 // Makes every rank of `comm` agree on failure: each passes its own error (null if none); if any has
 // one, every rank throws the lowest failing rank's error (same type, IoError or InvalidArgument,

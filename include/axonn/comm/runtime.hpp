@@ -10,6 +10,8 @@
 //   }
 #pragma once
 
+#include <string>
+
 namespace axonn::comm {
 
 // This rank's index among the ranks of the job on the same node (shared-memory domain, from
@@ -19,6 +21,9 @@ namespace axonn::comm {
 // over MPI_COMM_WORLD (every rank must make it). Before MPI is initialised: 0 and 1.
 int local_rank();
 int local_size();
+
+// The MPI library's version (the first line of MPI_Get_library_version, e.g. "Open MPI v4.1.4, ...").
+std::string mpi_library_version();
 
 class Runtime {
  public:

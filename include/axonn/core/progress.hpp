@@ -34,6 +34,7 @@ struct ProgressOptions {
   double line_interval_s = 10.0;            // lines mode: at most one line per interval
   double redraw_interval_s = 0.1;           // bar mode: at most one redraw per interval
   FILE* out = nullptr;                      // default stderr (stdout stays for results)
+  bool summary = true;                      // the summary line at finish(); off where the caller logs its own
   std::function<double()> clock;            // seconds, for tests; default the steady clock
 };
 

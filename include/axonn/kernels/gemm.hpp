@@ -67,6 +67,10 @@ struct GemmPeak {
 };
 GemmPeak measure_gemm_peak(bool bf16, const std::vector<int>& sizes, int trials,
                            const std::function<void()>& before_each_timing = {});
+// The GEMM libraries' versions: "oneDNN 2.7.3 (commit ...)" and OpenBLAS's configuration ("OpenBLAS 0.3.21
+// DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"), for the run's record (run.json).
+std::string onednn_version();
+std::string openblas_version();
 
 // Number of threads the CPU kernels use (OpenMP).
 int cpu_threads();

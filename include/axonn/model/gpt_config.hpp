@@ -70,11 +70,14 @@ struct GptConfig {
 int pad_vocab(int vocab_size, int multiple = 128);
 
 // Named presets: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m (OpenAI's GPT-2 family), gpt2-tiny (the
-// shape of shared/reference/gpt2-tiny); tinyllama-1.1b, llama-3.2-1b, llama-2-7b, llama-3.1-8b,
+// shape of shared/reference/gpt2-tiny), 5B ... 175B (the GPT models of AxoNN's SC24 runs); tinyllama-1.1b, llama-3.2-1b, llama-2-7b, llama-3.1-8b,
 // llama-3.1-70b, llama-3.1-405b (the shapes of their published config.json files), llama-124m (a
 // GPT-2-124M-sized Llama for benchmarks) and llama-tiny (tests). Hugging Face's names gpt2,
 // gpt2-medium, gpt2-large, gpt2-xl are aliases. Throws InvalidArgument for other names.
 GptConfig gpt_preset(std::string_view name);
 std::vector<std::string> gpt_preset_names();
+// The names for a --help text, "gpt2-124m|gpt2-350m|...|llama-tiny (aliases: gpt2, gpt2-medium, ...)": every
+// command that takes a model name (train, plan) takes these.
+std::string gpt_preset_help();
 
 }  // namespace axonn::model

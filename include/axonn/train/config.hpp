@@ -68,6 +68,9 @@ struct TrainConfig {
   std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)
   std::string gemm_tuning_report;   // JSON file of the tuner's choices, written by rank 0 (needs tuning on)
   double peak_gflops = 0.0;         // MFU denominator; 0 = measure at start (sgemm; GPU: bf16 GEMM)
+  // the run directory (train/run_dir.hpp): config.toml and run.json, and by default (when the flags are
+  // not given) the metrics, the trace and the checkpoints; empty: none
+  std::string run_dir;              // --run-dir DIR
   std::string metrics;              // JSON Lines file, one object per step
   std::string save;                 // llm.c checkpoint written at the end (empty: none)
   // sharded checkpoints (docs/checkpoints.md)

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -70,6 +71,16 @@ Runtime::~Runtime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string v(text, static_cast<size_t>(std::max(length, 0)));
+  v = v.substr(0, v.find('\n'));
+  while (!v.empty() && (v.back() == '\0' || v.back() == ' ')) v.pop_back();
+  return v;
 }
 
 int Runtime::process_world_size() {

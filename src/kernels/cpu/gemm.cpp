@@ -34,6 +34,13 @@ std::string_view gemm_backend_name(GemmBackend b) {
   return b == GemmBackend::kOneDnn ? "onednn" : "openblas";
 }
 
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return ::axonn::detail::concat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (commit ", v->hash, ")");
+}
+
+std::string openblas_version() { return openblas_get_config(); }
+
 GemmBackend parse_gemm_backend(std::string_view name) {
   if (name == "onednn") return GemmBackend::kOneDnn;
   if (name == "openblas") return GemmBackend::kOpenBlas;

@@ -31,17 +31,12 @@ needs_chromium() {
   command -v chromium >/dev/null || { echo "skipped: chromium is not installed (scripts/install-deps.sh installs it)"; exit 77; }
 }
 
-# screenshot PAGE PNG LOG: headless Chromium renders the page; its log (stderr) to LOG. Offline: every host
-# name resolves to nothing, so not even the browser's own services reach out.
+# screenshot PAGE PNG LOG: headless Chromium renders the page (scripts/report-screenshot.sh: offline, every host
+# name resolves to nothing, so not even the browser's own services reach out); its log (stderr) to LOG.
 screenshot() {
   local page=$1 png=$2 log=$3
-  rm -rf "$tmp/profile"
-  mkdir "$tmp/profile"
   local rc=0
-  timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-    --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$tmp/profile" \
-    --enable-logging=stderr --v=0 --host-resolver-rules="MAP * ~NOTFOUND" --hide-scrollbars \
-    --window-size=1280,4400 --screenshot="$png" "file://$page" >"$log" 2>&1 || rc=$?
+  bash "$(dirname "$0")/../../../scripts/report-screenshot.sh" "$page" "$png" "$log" || rc=$?
   [ "$rc" -eq 0 ] && [ -s "$png" ] || { cp "$log" "$tmp/out"; fail "chromium exit code $rc, no screenshot $png"; }
 }
 

@@ -170,5 +170,32 @@ TEST(Progress, BarRedrawsInPlaceAndEndsWithTheSummary) {
   EXPECT_EQ(count(s, "\n"), 1) << s;
 }
 
+TEST(Progress, WithoutSummaryTheBarIsClearedAndLinesEndQuietly) {
+  // checkpoint save and load: the trainer logs its own summary
+  Capture bar_out, lines_out;
+  double t = 0;
+  {
+    ProgressOptions o = options(ProgressMode::kBar, bar_out.f, &t, "B", 0.5);
+    o.summary = false;
+    Progress p("checkpoint save", 4 << 20, o);
+    t = 1;
+    p.set(2 << 20);
+  }
+  const std::string s = bar_out.text();
+  EXPECT_NE(s.find("\rcheckpoint save [============>           ]  50%  2.0 MiB/4.0 MiB"), std::string::npos) << s;
+  EXPECT_TRUE(s.ends_with("\r\033[K")) << s;  // the bar is gone, and no line is left
+  EXPECT_EQ(count(s, "\n"), 0) << s;
+  t = 0;
+  {
+    ProgressOptions o = options(ProgressMode::kLines, lines_out.f, &t, "B", 10);
+    o.summary = false;
+    Progress p("checkpoint load", 4 << 20, o);
+    t = 20;
+    p.set(1 << 20);  // a line after the interval, then nothing at the end
+    p.set(4 << 20);
+  }
+  EXPECT_EQ(lines_out.text(), "checkpoint load: 1.0 MiB/4.0 MiB (25%), 51.2 KiB/s, elapsed 0:20, ETA 1:00\n");
+}
+
 }  // namespace
 }  // namespace axonn
