@@ -101,8 +101,8 @@ build_example() {
 bin() { echo "$work/examples/$1/$2"; }
 
 build_example plan
-run "$(bin plan plan_grids)" gpt2-xl 64 512 perlmutter
-expect '^gpt2-xl on 64 GPUs of perlmutter, batch 512: [0-9]+ grids tried'
+run "$(bin plan plan_grids)" gpt2-1558m 64 512 perlmutter
+expect '^gpt2-1558m on 64 GPUs of perlmutter, batch 512: [0-9]+ grids tried'
 expect '^  1\. \(Gx,Gy,Gz,Gdata\)='
 expect '^best: \(Gx,Gy,Gz,Gdata\)=\([0-9]+,[0-9]+,[0-9]+,[0-9]+\), [0-9.]+ s per step'
 

@@ -1,6 +1,6 @@
 // plan_grids — ask axonn's planner which 4D grid trains a model fastest, from C++.
 //
-//   plan_grids [MODEL] [GPUS] [BATCH] [MACHINE]      (defaults: gpt2-xl 64 512 perlmutter)
+//   plan_grids [MODEL] [GPUS] [BATCH] [MACHINE]      (defaults: gpt2-1558m 64 512 perlmutter)
 //
 // The planner needs no MPI and no GPU: it is a cost model of communication, compute and memory, searched
 // over every grid Gx*Gy*Gz*Gdata = GPUS (docs/perf-model.md). This program prints the best grids, then
@@ -15,7 +15,7 @@
 namespace planner = axonn::planner;
 
 int main(int argc, char** argv) {
-  const std::string model = argc > 1 ? argv[1] : "gpt2-xl";
+  const std::string model = argc > 1 ? argv[1] : "gpt2-1558m";
   const long gpus = argc > 2 ? std::atol(argv[2]) : 64;
   const long batch = argc > 3 ? std::atol(argv[3]) : 512;
   const std::string machine_name = argc > 4 ? argv[4] : "perlmutter";
