@@ -79,8 +79,12 @@ TEST(LlmcTokenizer, RefusesBrokenFilesWithClearErrors) {
   test::expect_error_with([&] { text::LlmcTokenizer t(d.file("v3.bin")); }, "has version 3");
   write_llmc(d.file("magic.bin"), {123, 2, 1, 0}, {"a"});
   test::expect_error_with([&] { text::LlmcTokenizer t(d.file("magic.bin")); }, "has magic 123");
-  write_llmc(d.file("short.bin"), {text::kLlmcTokenizerMagic, 2, 3, 0}, {"a", "b"});
+  write_llmc(d.file("short.bin"), {text::kLlmcTokenizerMagic, 2, 3, 0}, {"a", "bcdef"});
   test::expect_error_with([&] { text::LlmcTokenizer t(d.file("short.bin")); }, "truncated: it ends before token 2 of 3");
+  // a count the file cannot hold is refused before anything is allocated (found by fuzz_llmc_tokenizer)
+  write_llmc(d.file("count.bin"), {text::kLlmcTokenizerMagic, 2, 1000000, 0}, {"a"});
+  test::expect_error_with([&] { text::LlmcTokenizer t(d.file("count.bin")); },
+                          "declares 1000000 tokens, more than the 2 bytes after its header can hold");
   write_llmc(d.file("zero.bin"), {text::kLlmcTokenizerMagic, 2, 2, 0}, {"a", ""});
   test::expect_error_with([&] { text::LlmcTokenizer t(d.file("zero.bin")); }, "gives token 1 length 0");
   write_llmc(d.file("extra.bin"), {text::kLlmcTokenizerMagic, 2, 1, 0}, {"a", "b"});
