@@ -27,10 +27,10 @@ LlmcTokenizer::LlmcTokenizer(const std::string& path) : path_(path) {
     AXONN_CHECK_IO(eot_ >= 0 && eot_ < n, where, " names end-of-text id ", eot_, ", outside its ", n, " tokens");
   }
   eos_ = eot_;
-  // each token takes at least 2 bytes (its length and one byte): a count the file cannot hold is refused
-  // before anything is allocated for it (fuzz_llmc_tokenizer: a header declaring 167 million tokens)
-  AXONN_CHECK_IO(static_cast<size_t>(n) <= (f.size() - kHeader) / 2, where, " declares ", n, " tokens, more than the ",
-                 f.size() - kHeader, " bytes after its header can hold (each token takes at least 2)");
+  // each token takes at least its length byte: a count the file cannot hold is refused before anything is
+  // allocated for it (fuzz_llmc_tokenizer: a header declaring 167 million tokens)
+  AXONN_CHECK_IO(static_cast<size_t>(n) <= f.size() - kHeader, where, " declares ", n, " tokens, more than the ",
+                 f.size() - kHeader, " bytes after its header can hold (each token takes at least its length byte)");
   bytes_of_.reserve(static_cast<size_t>(n));
   size_t pos = kHeader;
   for (int id = 0; id < n; id++) {
