@@ -2,6 +2,7 @@
 // with it (config_file.hpp).
 #include "axonn/train/config_file.hpp"
 
+#include <cstdio>
 #include <cerrno>
 #include <charconv>
 #include <cctype>
@@ -406,10 +407,23 @@ std::string toml_float(T v) {
 
 struct WriteValue {
   const TrainConfig& c;
+  // a TOML basic string, escaped here: toml++ 3.3 prints some strings (runs of ''') as literal strings it
+  // cannot read back (fuzz_config_toml)
   std::string operator()(std::string C::*f) const {
-    std::ostringstream out;
-    out << toml::value<std::string>(c.*f);
-    return out.str();
+    std::string out = "\"";
+    for (const unsigned char ch : c.*f) {
+      if (ch == '"' || ch == '\\') {
+        out += '\\';
+        out += static_cast<char>(ch);
+      } else if (ch < 0x20 || ch == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04X", ch);
+        out += buf;
+      } else {
+        out += static_cast<char>(ch);
+      }
+    }
+    return out + "\"";
   }
   std::string operator()(bool C::*f) const { return c.*f ? "true" : "false"; }
   std::string operator()(int C::*f) const { return std::to_string(c.*f); }
