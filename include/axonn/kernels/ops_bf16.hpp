@@ -84,8 +84,9 @@ struct OpsBf16 {
 
 // The CPU tables (always built). ref_bf16: each op widens its inputs, runs the fp32 op of `ref` (naive
 // loops: the oracle) and rounds each bf16 output once. cpu_bf16 (training in mixed precision on the CPU):
-// the matmuls run bf16 GEMMs (cpu::matmul_* below); the other ops widen, run the fp32 op of `cpu` (OpenMP)
-// and round once.
+// the matmuls run bf16 GEMMs (cpu::matmul_* below); the blocks' memory-bound ops, AdamW and the casts work
+// on bf16 directly (cpu:: below); the attention and the embedding and position gradients still widen, run
+// the fp32 op of `cpu` (OpenMP) and round once.
 const OpsBf16& ref_bf16_ops();
 const OpsBf16& cpu_bf16_ops();
 
@@ -99,6 +100,41 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
                      int64_t N, int C, int OC);
 // cpu_bf16's lookup: copies the bf16 rows (the same bits as widening, looking up and rounding).
 void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C);
+// cpu_bf16's memory-bound ops of the GPT-2 and Llama blocks, AdamW and the casts: the fp32 ops of kernels::cpu written
+// once for both storages (cpu/ops_cpu.cpp). They read and write bf16 directly, with fp32 arithmetic in
+// registers and the row reductions on a per-thread fp32 row, and give round(the fp32 op on the widened
+// inputs) bit for bit, threaded, without fp32 copies of the tensors. AdamW writes the bf16 copy in its pass.
+void position_forward(bf16* out, const bf16* wpe, int B, int T, int C);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                       int64_t N, int C, int C_total, const RowReducer* reducer);
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer);
+void gelu_forward(bf16* out, const bf16* inp, int64_t N);
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
+void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
+void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
+                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
+void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+void cast_to_bf16(bf16* out, const float* in, int64_t n);
+void cast_to_f32(float* out, const bf16* in, int64_t n);
+// and the Llama block's
+void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C);
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
+                     float eps);
+void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C);
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total);
+void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
+void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F);
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F);
+void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS);
+void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS);
 }  // namespace cpu
 // The GPU table (device pointers) is kernels::cuda_bf16_ops() in kernels/cuda.hpp (AXONN_CUDA=ON only).
 

@@ -6,6 +6,15 @@
 // Reductions across rows (LayerNorm's weight and bias gradients) use per-thread partial sums added
 // in thread order, and scatters (embedding gradients) are split by channel, so every op is
 // deterministic for a given thread count.
+//
+// The memory-bound ops of the GPT-2 and Llama blocks are written once, as templates over the storage type E of
+// their activations: float for the fp32 table, bf16 for cpu_bf16 (ops_bf16.hpp's precision contract).
+// The arithmetic is fp32 in registers either way. A bf16 value is widened when it is loaded (exact) and
+// rounded once when it is stored. A row op's reductions run on an fp32 row, so that they sum in the same
+// order for both storages: for fp32 it is the tensor's own row, for bf16 a per-thread row buffer it is
+// widened into (RowView). So for bf16 storage each op gives round(the fp32 op on the widened inputs), bit
+// for bit, without an fp32 copy of the whole tensor (tests/unit/kernels_bf16 checks it). GELU, whose
+// tanhf gives other bits in a vector lane than in scalar code, runs through elementwise() for the same.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,9 +22,13 @@
 #include <cstring>
 #include <vector>
 
+#include <type_traits>
+
+#include "axonn/core/dtype.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 
 namespace axonn::kernels::cpu {
 
@@ -29,6 +42,60 @@ inline void split_range(int64_t n, int tid, int nthr, int64_t* begin, int64_t* e
   *begin = std::min<int64_t>(n, chunk * tid);
   *end = std::min<int64_t>(n, *begin + chunk);
 }
+
+// Loads and stores of the storage types: fp32 arithmetic on both.
+inline float ld(float x) { return x; }
+inline float ld(bf16 x) { return bf16_to_f32(x); }
+inline void st(float* p, float v) { *p = v; }
+inline void st(bf16* p, float v) { *p = f32_to_bf16(v); }
+
+template <class E>
+constexpr bool kIsF32 = std::is_same_v<E, float>;
+
+// An fp32 view of rows of E storage, for the row ops. For fp32 it is the row itself and costs nothing;
+// for bf16 it is one row of fp32 in a buffer of the thread that owns it (make one per thread, inside the
+// parallel region): widened on read(), rounded into the row on commit().
+template <class E>
+class RowView {
+ public:
+  explicit RowView(int64_t n) : buf_(kIsF32<E> ? 0 : static_cast<size_t>(n)) {}
+  // the values of row[0, n) to read
+  const float* read(const E* row, int64_t n) {
+    if constexpr (kIsF32<E>) {
+      return row;
+    } else {
+      for (int64_t i = 0; i < n; i++) buf_[static_cast<size_t>(i)] = bf16_to_f32(row[i]);
+      return buf_.data();
+    }
+  }
+  // the values of row[0, n) to update in place (commit() afterwards)
+  float* update(E* row, int64_t n) {
+    if constexpr (kIsF32<E>) {
+      return row;
+    } else {
+      read(row, n);
+      return buf_.data();
+    }
+  }
+  // where to write row[0, n) (commit() afterwards)
+  float* write(E* row) {
+    if constexpr (kIsF32<E>) {
+      return row;
+    } else {
+      return buf_.data();
+    }
+  }
+  // rounds the written or updated values into row[0, n) (nothing to do for fp32)
+  void commit(E* row, int64_t n) {
+    if constexpr (!kIsF32<E>) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; i++) row[i] = f32_to_bf16(buf_[static_cast<size_t>(i)]);
+    }
+  }
+
+ private:
+  std::vector<float> buf_;
+};
 }  // namespace
 
 void embedding_forward(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N, int C) {
@@ -63,16 +130,22 @@ void embedding_backward(float* dwte, const float* dout, const int* inp, int row_
   }
 }
 
-void position_forward(float* out, const float* wpe, int B, int T, int C) {
+namespace {
+template <class E>
+void position_forward_impl(E* out, const E* wpe, int B, int T, int C) {
   // out [B,T,C] (added to), wpe [maxT,C]
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < (int64_t)B * T; bt++) {
-    float* o = out + bt * C;
-    const float* p = wpe + (bt % T) * C;
+    E* o = out + bt * C;
+    const E* p = wpe + (bt % T) * C;
 #pragma omp simd
-    for (int i = 0; i < C; i++) o[i] += p[i];
+    for (int i = 0; i < C; i++) st(o + i, ld(o[i]) + ld(p[i]));
   }
 }
+}  // namespace
+
+void position_forward(float* out, const float* wpe, int B, int T, int C) { position_forward_impl(out, wpe, B, T, C); }
+void position_forward(bf16* out, const bf16* wpe, int B, int T, int C) { position_forward_impl(out, wpe, B, T, C); }
 
 void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
   // dwpe [maxT,C], dout [B,T,C]: each thread owns whole positions
@@ -87,83 +160,113 @@ void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
   }
 }
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
+namespace {
+template <class E>
+void layernorm_forward_impl(E* out, float* mean, float* rstd, const E* inp, const E* weight, const E* bias, int64_t N,
+                            int C, int C_total, const RowReducer* reducer) {
   // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels
+  RowView<E> weight_view(C), bias_view(C);
+  const float* w = weight_view.read(weight, C);
+  const float* b = bias_view.read(bias, C);
   if (!reducer) {  // whole rows: one pass over each row while it is in cache
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-      const float* x = inp + n * C;
-      float m = 0.0f;
+#pragma omp parallel
+    {
+      RowView<E> in_row(C), out_row(C);
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; n++) {
+        const float* x = in_row.read(inp + n * C, C);
+        float m = 0.0f;
 #pragma omp simd reduction(+ : m)
-      for (int i = 0; i < C; i++) m += x[i];
-      m /= (float)C;
-      float v = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= (float)C;
+        float v = 0.0f;
 #pragma omp simd reduction(+ : v)
-      for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-      v /= (float)C;
-      float s = 1.0f / std::sqrt(v + kLayerNormEps);
-      float* o = out + n * C;
+        for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
+        v /= (float)C;
+        float s = 1.0f / std::sqrt(v + kLayerNormEps);
+        float* o = out_row.write(out + n * C);
 #pragma omp simd
-      for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
-      mean[n] = m;
-      rstd[n] = s;
+        for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * w[i] + b[i];
+        out_row.commit(out + n * C, C);
+        mean[n] = m;
+        rstd[n] = s;
+      }
     }
     return;
   }
   // sharded rows: partial sums, completed by the reducer between the passes
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;
-    float m = 0.0f;
+#pragma omp parallel
+  {
+    RowView<E> in_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = in_row.read(inp + n * C, C);
+      float m = 0.0f;
 #pragma omp simd reduction(+ : m)
-    for (int i = 0; i < C; i++) m += x[i];
-    mean[n] = m;
+      for (int i = 0; i < C; i++) m += x[i];
+      mean[n] = m;
+    }
   }
   reducer->all_reduce(reducer->ctx, mean, N, false);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;
-    float m = mean[n] / (float)C_total;
-    mean[n] = m;
-    float v = 0.0f;
+#pragma omp parallel
+  {
+    RowView<E> in_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = in_row.read(inp + n * C, C);
+      float m = mean[n] / (float)C_total;
+      mean[n] = m;
+      float v = 0.0f;
 #pragma omp simd reduction(+ : v)
-    for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-    rstd[n] = v;
+      for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
+      rstd[n] = v;
+    }
   }
   reducer->all_reduce(reducer->ctx, rstd, N, false);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;
-    float m = mean[n], s = 1.0f / std::sqrt(rstd[n] / (float)C_total + kLayerNormEps);
-    rstd[n] = s;
-    float* o = out + n * C;
+#pragma omp parallel
+  {
+    RowView<E> in_row(C), out_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = in_row.read(inp + n * C, C);
+      float m = mean[n], s = 1.0f / std::sqrt(rstd[n] / (float)C_total + kLayerNormEps);
+      rstd[n] = s;
+      float* o = out_row.write(out + n * C);
 #pragma omp simd
-    for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * weight[i] + bias[i];
+      for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * w[i] + b[i];
+      out_row.commit(out + n * C, C);
+    }
   }
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
+template <class E>
+void layernorm_backward_impl(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
+                             const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                             const RowReducer* reducer) {
   // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+  RowView<E> weight_view(C);
+  const float* w = weight_view.read(weight, C);
   // Pass 1: per-row sums of dnorm and dnorm * xhat (partial when the rows are sharded).
   std::vector<float> sums(2 * (size_t)N);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* dy = dout + n * C;
-    const float* x = inp + n * C;
-    float m = mean[n], s = rstd[n];
-    float s1 = 0.0f, s2 = 0.0f;
+#pragma omp parallel
+  {
+    RowView<E> dout_row(C), in_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* dy = dout_row.read(dout + n * C, C);
+      const float* x = in_row.read(inp + n * C, C);
+      float m = mean[n], s = rstd[n];
+      float s1 = 0.0f, s2 = 0.0f;
 #pragma omp simd reduction(+ : s1, s2)
-    for (int i = 0; i < C; i++) {
-      float xhat = (x[i] - m) * s;
-      float dnorm = weight[i] * dy[i];
-      s1 += dnorm;
-      s2 += dnorm * xhat;
+      for (int i = 0; i < C; i++) {
+        float xhat = (x[i] - m) * s;
+        float dnorm = w[i] * dy[i];
+        s1 += dnorm;
+        s2 += dnorm * xhat;
+      }
+      sums[n] = s1;
+      sums[N + n] = s2;
     }
-    sums[n] = s1;
-    sums[N + n] = s2;
   }
   if (reducer) reducer->all_reduce(reducer->ctx, sums.data(), 2 * N, false);
   // Pass 2: the gradients; weight and bias gradients as per-thread partials added in order.
@@ -174,22 +277,24 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     int tid = omp_get_thread_num();
     float* pw = partial.data() + (size_t)tid * 2 * C;
     float* pb = pw + C;
+    RowView<E> dout_row(C), in_row(C), dinp_row(C);
     int64_t n0, n1;
     split_range(N, tid, omp_get_num_threads(), &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
-      const float* dy = dout + n * C;
-      const float* x = inp + n * C;
-      float* dx = dinp + n * C;
+      const float* dy = dout_row.read(dout + n * C, C);
+      const float* x = in_row.read(inp + n * C, C);
+      float* dx = dinp_row.update(dinp + n * C, C);
       float m = mean[n], s = rstd[n];
       float dnorm_mean = sums[n] / (float)C_total, dnorm_norm_mean = sums[N + n] / (float)C_total;
 #pragma omp simd
       for (int i = 0; i < C; i++) {
         float xhat = (x[i] - m) * s;
-        float dnorm = weight[i] * dy[i];
+        float dnorm = w[i] * dy[i];
         pb[i] += dy[i];
         pw[i] += xhat * dy[i];
         dx[i] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * s;
       }
+      dinp_row.commit(dinp + n * C, C);
     }
   }
   for (int t = 0; t < nthr; t++) {
@@ -199,6 +304,26 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       dbias[i] += pw[C + i];
     }
   }
+}
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
+  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total, reducer);
+}
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                       int64_t N, int C, int C_total, const RowReducer* reducer) {
+  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total, reducer);
+}
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer) {
+  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, C_total, reducer);
+}
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
+                        const RowReducer* reducer) {
+  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, C_total, reducer);
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
@@ -308,106 +433,180 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     }
 }
 
-void gelu_forward(float* out, const float* inp, int64_t N) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < N; i++) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + cube)));
+namespace {
+// GELU and its slope, the formulas of ops.hpp
+inline float gelu_value(float x) {
+  float cube = 0.044715f * x * x * x;
+  return 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + cube)));
+}
+inline float gelu_slope(float x) {
+  float cube = 0.044715f * x * x * x;
+  float th = std::tanh(kGeluScale * (x + cube));
+  float sech2 = 1.0f - th * th;
+  return 0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// An elementwise op whose math function gives other last bits in a vector lane than in scalar code
+// (libmvec's tanhf against tanhf): `block(out, a, b, n)` is its fp32 loop over n elements. Each thread
+// takes a range that starts at a multiple of 64 elements (of any vector width), so every element but the
+// last N mod width of the array is in a full vector, whatever the storage type and the thread count. bf16
+// storage widens blocks of 4096 elements into fp32 buffers, runs the same loop on them and rounds once:
+// round(the fp32 op), bit for bit.
+template <class E, class Block>
+void elementwise(E* out, bool accumulate, const E* a, const E* b, int64_t N, Block block) {
+  constexpr int64_t kUnit = 64, kBlock = 4096;
+  const int64_t units = (N + kUnit - 1) / kUnit;
+#pragma omp parallel
+  {
+    int64_t u0, u1;
+    split_range(units, omp_get_thread_num(), omp_get_num_threads(), &u0, &u1);
+    const int64_t begin = std::min(N, u0 * kUnit), end = std::min(N, u1 * kUnit);
+    if constexpr (kIsF32<E>) {
+      (void)accumulate;
+      block(out + begin, a + begin, b ? b + begin : nullptr, end - begin);
+    } else {
+      std::vector<float> fo(kBlock), fa(kBlock), fb(b ? kBlock : 0);
+      for (int64_t at = begin; at < end; at += kBlock) {
+        const int64_t n = std::min(kBlock, end - at);
+        for (int64_t i = 0; i < n; i++) fa[i] = bf16_to_f32(a[at + i]);
+        for (int64_t i = 0; b && i < n; i++) fb[i] = bf16_to_f32(b[at + i]);
+        for (int64_t i = 0; accumulate && i < n; i++) fo[i] = bf16_to_f32(out[at + i]);
+        block(fo.data(), fa.data(), fb.data(), n);
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) out[at + i] = f32_to_bf16(fo[i]);
+      }
+    }
   }
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) {
+template <class E>
+void gelu_forward_impl(E* out, const E* inp, int64_t N) {
+  elementwise(out, false, inp, static_cast<const E*>(nullptr), N, [](float* o, const float* x, const float*, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) o[i] = gelu_value(x[i]);
+  });
+}
+
+template <class E>
+void gelu_backward_impl(E* dinp, const E* inp, const E* dout, int64_t N) {
+  elementwise(dinp, true, inp, dout, N, [](float* dx, const float* x, const float* dy, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) dx[i] += gelu_slope(x[i]) * dy[i];
+  });
+}
+
+template <class E>
+void residual_forward_impl(E* out, const E* a, const E* b, int64_t N) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < N; i++) st(out + i, ld(a[i]) + ld(b[i]));
+}
+
+template <class E>
+void residual_backward_impl(E* da, E* db, const E* dout, int64_t N) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < N; i++) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    float th = std::tanh(kGeluScale * (x + cube));
-    float sech2 = 1.0f - th * th;
-    float local = 0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] += local * dout[i];
+    const float d = ld(dout[i]);
+    st(da + i, ld(da[i]) + d);
+    st(db + i, ld(db[i]) + d);
   }
 }
 
-void residual_forward(float* out, const float* a, const float* b, int64_t N) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
-}
-
-void residual_backward(float* da, float* db, const float* dout, int64_t N) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < N; i++) {
-    da[i] += dout[i];
-    db[i] += dout[i];
+// p[i] = exp(z[i] - m) for i < n, and their sum. Not inlined: bf16 storage calls it twice for a row (the
+// exponentials are not kept between the passes) and must get the same bits both times.
+[[gnu::noinline]] float exp_and_sum(float* p, const float* z, int n, float m) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int i = 0; i < n; i++) {
+    p[i] = std::exp(z[i] - m);
+    sum += p[i];
   }
+  return sum;
 }
 
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
-                                  int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  // losses [N], probs [N,Vs], logits [N,Vs], targets [N]: max, then sum of exponentials and the
-  // target's logit, each completed over the vocabulary-parallel group by the reducer.
+template <class E>
+void softmax_crossentropy_forward_impl(float* losses, E* probs, const E* logits, const int* targets, int64_t N,
+                                       int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+  // losses [N], probs [N,Vs] (may alias logits), logits [N,Vs], targets [N]: max, then sum of exponentials
+  // and the target's logit, each completed over the vocabulary-parallel group by the reducer.
   std::vector<float> maxv(N), sum_target(2 * (size_t)N);  // [N] sum exp | [N] target logit
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* z = logits + n * Vs;
-    float m = -1e30f;
+#pragma omp parallel
+  {
+    RowView<E> logit_row(Vvalid);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* z = logit_row.read(logits + n * Vs, Vvalid);
+      float m = -1e30f;
 #pragma omp simd reduction(max : m)
-    for (int i = 0; i < Vvalid; i++) m = std::max(m, z[i]);
-    maxv[n] = m;
+      for (int i = 0; i < Vvalid; i++) m = std::max(m, z[i]);
+      maxv[n] = m;
+    }
   }
   if (reducer) reducer->all_reduce(reducer->ctx, maxv.data(), N, true);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* z = logits + n * Vs;
-    float* p = probs + n * Vs;
-    int t = targets[n] - vocab_begin;
-    float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
-    float m = maxv[n], sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < Vvalid; i++) {
-      p[i] = std::exp(z[i] - m);
-      sum += p[i];
+#pragma omp parallel
+  {
+    RowView<E> logit_row(Vvalid), prob_row(Vs);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* z = logit_row.read(logits + n * Vs, Vvalid);
+      float* p = prob_row.write(probs + n * Vs);
+      int t = targets[n] - vocab_begin;
+      float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
+      sum_target[n] = exp_and_sum(p, z, Vvalid, maxv[n]);
+      sum_target[N + n] = target_logit;
     }
-    for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
-    sum_target[n] = sum;
-    sum_target[N + n] = target_logit;
   }
   if (reducer) reducer->all_reduce(reducer->ctx, sum_target.data(), 2 * N, false);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    float* p = probs + n * Vs;
-    float inv = 1.0f / sum_target[n];
+#pragma omp parallel
+  {
+    RowView<E> logit_row(Vvalid), prob_row(Vs);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      float* p = prob_row.write(probs + n * Vs);
+      // fp32 kept the exponentials in probs; bf16 takes them again (the same bits: exp_and_sum)
+      if constexpr (!kIsF32<E>) exp_and_sum(p, logit_row.read(logits + n * Vs, Vvalid), Vvalid, maxv[n]);
+      float inv = 1.0f / sum_target[n];
 #pragma omp simd
-    for (int i = 0; i < Vvalid; i++) p[i] *= inv;
-    // -log softmax(target) = log(sum exp) + max - logit(target)
-    losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
+      for (int i = 0; i < Vvalid; i++) p[i] *= inv;
+      for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
+      prob_row.commit(probs + n * Vs, Vs);
+      // -log softmax(target) = log(sum exp) + max - logit(target)
+      losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
+    }
   }
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
-                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+template <class E>
+void softmax_crossentropy_backward_impl(E* dlogits, const E* probs, const int* targets, const float* weights,
+                                        float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
   // dlogits [N,Vs], probs [N,Vs], targets [N], weights [N] or null
   bool in_place = dlogits == probs;
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    float* dz = dlogits + n * Vs;
-    const float* p = probs + n * Vs;
-    const float d = weights ? dloss * weights[n] : dloss;
-    if (in_place) {
+#pragma omp parallel
+  {
+    RowView<E> dlogit_row(Vs), prob_row(Vvalid);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      float* dz = dlogit_row.update(dlogits + n * Vs, in_place ? Vvalid : Vs);
+      const float d = weights ? dloss * weights[n] : dloss;
+      if (in_place) {
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * d;
-      for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
-    } else {
+        for (int i = 0; i < Vvalid; i++) dz[i] = dz[i] * d;
+        for (int i = Vvalid; i < Vs; i++) dz[i] = 0.0f;
+      } else {
+        const float* p = prob_row.read(probs + n * Vs, Vvalid);
 #pragma omp simd
-      for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * d;
+        for (int i = 0; i < Vvalid; i++) dz[i] += p[i] * d;
+      }
+      int t = targets[n] - vocab_begin;
+      if (t >= 0 && t < Vvalid) dz[t] -= d;
+      dlogit_row.commit(dlogits + n * Vs, Vs);
     }
-    int t = targets[n] - vocab_begin;
-    if (t >= 0 && t < Vvalid) dz[t] -= d;
   }
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+template <class E>
+void adamw_update_impl(float* params, E* params_copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  // params_copy: null for fp32; for bf16 the copy the ops read, round(params), written in the same pass
   float c1 = 1.0f - std::pow(beta1, (float)t);
   float c2 = 1.0f - std::pow(beta2, (float)t);
 #pragma omp parallel for simd schedule(static)
@@ -418,7 +617,54 @@ void adamw_update(float* params, float* m, float* v, const float* grads, int64_t
     m[i] = mi;
     v[i] = vi;
     params[i] -= lr * ((mi / c1) / (std::sqrt(vi / c2) + eps) + weight_decay * params[i]);
+    if constexpr (!kIsF32<E>) params_copy[i] = f32_to_bf16(params[i]);
   }
+}
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, int64_t N) { gelu_forward_impl(out, inp, N); }
+void gelu_forward(bf16* out, const bf16* inp, int64_t N) { gelu_forward_impl(out, inp, N); }
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) { gelu_backward_impl(dinp, inp, dout, N); }
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N) { gelu_backward_impl(dinp, inp, dout, N); }
+void residual_forward(float* out, const float* a, const float* b, int64_t N) { residual_forward_impl(out, a, b, N); }
+void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N) { residual_forward_impl(out, a, b, N); }
+void residual_backward(float* da, float* db, const float* dout, int64_t N) { residual_backward_impl(da, db, dout, N); }
+void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N) { residual_backward_impl(da, db, dout, N); }
+
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int64_t N,
+                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+  softmax_crossentropy_forward_impl(losses, probs, logits, targets, N, Vvalid, Vs, vocab_begin, reducer);
+}
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
+                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
+  softmax_crossentropy_forward_impl(losses, probs, logits, targets, N, Vvalid, Vs, vocab_begin, reducer);
+}
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  softmax_crossentropy_backward_impl(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  softmax_crossentropy_backward_impl(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+
+void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  adamw_update_impl<float>(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  adamw_update_impl(master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+
+void cast_to_bf16(bf16* out, const float* in, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(in[i]);
+}
+
+void cast_to_f32(float* out, const bf16* in, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(in[i]);
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -430,67 +676,93 @@ double sum_squares(const float* x, int64_t n) {
 
 // --- the Llama block's ops: rows in parallel, SIMD within a row ---------------------------------
 
-void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) {
+namespace {
+template <class E>
+void rmsnorm_sumsq_impl(float* sumsq, const E* inp, int64_t N, int C) {
   // sumsq [N], inp [N,C]
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;
-    float s = 0.0f;
+#pragma omp parallel
+  {
+    RowView<E> in_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = in_row.read(inp + n * C, C);
+      float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int i = 0; i < C; i++) s += x[i] * x[i];
-    sumsq[n] = s;
+      for (int i = 0; i < C; i++) s += x[i] * x[i];
+      sumsq[n] = s;
+    }
   }
 }
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
-                     float eps) {
+template <class E>
+void rmsnorm_forward_impl(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C, int C_total,
+                          float eps) {
   // out [N,C], rstd [N] (in: sums of squares over C_total channels; out: 1/rms), inp [N,C], weight [C]
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float r = 1.0f / std::sqrt(rstd[n] / (float)C_total + eps);
-    rstd[n] = r;
-    const float* x = inp + n * C;
-    float* o = out + n * C;
+  RowView<E> weight_view(C);
+  const float* w = weight_view.read(weight, C);
+#pragma omp parallel
+  {
+    RowView<E> in_row(C), out_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float r = 1.0f / std::sqrt(rstd[n] / (float)C_total + eps);
+      rstd[n] = r;
+      const float* x = in_row.read(inp + n * C, C);
+      float* o = out_row.write(out + n * C);
 #pragma omp simd
-    for (int i = 0; i < C; i++) o[i] = x[i] * r * weight[i];
+      for (int i = 0; i < C; i++) o[i] = x[i] * r * w[i];
+      out_row.commit(out + n * C, C);
+    }
   }
 }
 
-void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+template <class E>
+void rmsnorm_backward_dot_impl(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C) {
   // dot [N], dout [N,C], inp [N,C], weight [C]
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* dy = dout + n * C;
-    const float* x = inp + n * C;
-    float s = 0.0f;
+  RowView<E> weight_view(C);
+  const float* w = weight_view.read(weight, C);
+#pragma omp parallel
+  {
+    RowView<E> dout_row(C), in_row(C);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* dy = dout_row.read(dout + n * C, C);
+      const float* x = in_row.read(inp + n * C, C);
+      float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int i = 0; i < C; i++) s += dy[i] * weight[i] * x[i];
-    dot[n] = s;
+      for (int i = 0; i < C; i++) s += dy[i] * w[i] * x[i];
+      dot[n] = s;
+    }
   }
 }
 
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+template <class E>
+void rmsnorm_backward_impl(E* dinp, float* dweight, const E* dout, const E* inp, const E* weight, const float* rstd,
+                           const float* dot, int64_t N, int C, int C_total) {
   // dinp [N,C], dweight [C], dout [N,C], inp [N,C], weight [C], rstd [N], dot [N] (complete); the
   // weight gradient as per-thread partials added in thread order
+  RowView<E> weight_view(C);
+  const float* w = weight_view.read(weight, C);
   int nthr = omp_get_max_threads();
   std::vector<float> partial((size_t)nthr * C, 0.0f);
 #pragma omp parallel num_threads(nthr)
   {
     int tid = omp_get_thread_num();
     float* pw = partial.data() + (size_t)tid * C;
+    RowView<E> dout_row(C), in_row(C), dinp_row(C);
     int64_t n0, n1;
     split_range(N, tid, omp_get_num_threads(), &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
-      const float* dy = dout + n * C;
-      const float* x = inp + n * C;
-      float* dx = dinp + n * C;
+      const float* dy = dout_row.read(dout + n * C, C);
+      const float* x = in_row.read(inp + n * C, C);
+      float* dx = dinp_row.update(dinp + n * C, C);
       const float r = rstd[n], k = r * r * dot[n] / (float)C_total;
 #pragma omp simd
       for (int i = 0; i < C; i++) {
         pw[i] += dy[i] * x[i] * r;
-        dx[i] += r * (dy[i] * weight[i] - x[i] * k);
+        dx[i] += r * (dy[i] * w[i] - x[i] * k);
       }
+      dinp_row.commit(dinp + n * C, C);
     }
   }
   for (int t = 0; t < nthr; t++) {
@@ -499,75 +771,132 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   }
 }
 
-namespace {
 // The rotate-half rotation of `heads` heads in each row, by +angle (sign 1) or -angle (sign -1).
-void rope_rotate(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride,
-                 float sign) {
+template <class E>
+void rope_rotate(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {
   const int half = HS / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < (int64_t)B * T; r++) {
-    const float* c = cos + (r % T) * half;
-    const float* s = sin + (r % T) * half;
-    for (int h = 0; h < heads; h++) {
-      float* v = x + r * stride + (int64_t)h * HS;
+  const int64_t rotated = (int64_t)heads * HS;  // the first `heads` heads of each row
+#pragma omp parallel
+  {
+    RowView<E> row(rotated);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < (int64_t)B * T; r++) {
+      const float* c = cos + (r % T) * half;
+      const float* s = sin + (r % T) * half;
+      float* xr = row.update(x + r * stride, rotated);
+      for (int h = 0; h < heads; h++) {
+        float* v = xr + (int64_t)h * HS;
 #pragma omp simd
-      for (int i = 0; i < half; i++) {
-        const float a = v[i], b = v[i + half], sn = sign * s[i];
-        v[i] = a * c[i] - b * sn;
-        v[i + half] = b * c[i] + a * sn;
+        for (int i = 0; i < half; i++) {
+          const float a = v[i], b = v[i + half], sn = sign * s[i];
+          v[i] = a * c[i] - b * sn;
+          v[i + half] = b * c[i] + a * sn;
+        }
       }
+      row.commit(x + r * stride, rotated);
+    }
+  }
+}
+
+template <class E>
+void swiglu_forward_impl(E* out, const E* inp, int64_t N, int F) {
+  // out [N,F], inp [N,2F] = gate | up
+#pragma omp parallel
+  {
+    RowView<E> in_row(2 * F), out_row(F);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* g = in_row.read(inp + n * 2 * F, 2 * F);
+      const float* u = g + F;
+      float* o = out_row.write(out + n * F);
+#pragma omp simd
+      for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      out_row.commit(out + n * F, F);
+    }
+  }
+}
+
+template <class E>
+void swiglu_backward_impl(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
+  // dinp [N,2F], inp [N,2F], dout [N,F]
+#pragma omp parallel
+  {
+    RowView<E> in_row(2 * F), dout_row(F), dinp_row(2 * F);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* g = in_row.read(inp + n * 2 * F, 2 * F);
+      const float* u = g + F;
+      const float* d = dout_row.read(dout + n * F, F);
+      float* dg = dinp_row.update(dinp + n * 2 * F, 2 * F);
+      float* du = dg + F;
+#pragma omp simd
+      for (int i = 0; i < F; i++) {
+        const float sig = 1.0f / (1.0f + std::exp(-g[i]));
+        dg[i] += d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        du[i] += d[i] * g[i] * sig;
+      }
+      dinp_row.commit(dinp + n * 2 * F, 2 * F);
     }
   }
 }
 }  // namespace
 
+void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C) { rmsnorm_sumsq_impl(sumsq, inp, N, C); }
+void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C) { rmsnorm_sumsq_impl(sumsq, inp, N, C); }
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  rmsnorm_forward_impl(out, rstd, inp, weight, N, C, C_total, eps);
+}
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
+                     float eps) {
+  rmsnorm_forward_impl(out, rstd, inp, weight, N, C, C_total, eps);
+}
+void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N, int C) {
+  rmsnorm_backward_dot_impl(dot, dout, inp, weight, N, C);
+}
+void rmsnorm_backward_dot(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C) {
+  rmsnorm_backward_dot_impl(dot, dout, inp, weight, N, C);
+}
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  rmsnorm_backward_impl(dinp, dweight, dout, inp, weight, rstd, dot, N, C, C_total);
+}
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+  rmsnorm_backward_impl(dinp, dweight, dout, inp, weight, rstd, dot, N, C, C_total);
+}
 void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
   rope_rotate(x, cos, sin, B, T, heads, HS, stride, 1.0f);
 }
-
+void rope_forward(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope_rotate(x, cos, sin, B, T, heads, HS, stride, 1.0f);
+}
 void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
   rope_rotate(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
 }
-
-void swiglu_forward(float* out, const float* inp, int64_t N, int F) {
-  // out [N,F], inp [N,2F] = gate | up
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* g = inp + n * 2 * F;
-    const float* u = g + F;
-    float* o = out + n * F;
-#pragma omp simd
-    for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
+void rope_backward(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
+  rope_rotate(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
 }
-
+void swiglu_forward(float* out, const float* inp, int64_t N, int F) { swiglu_forward_impl(out, inp, N, F); }
+void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F) { swiglu_forward_impl(out, inp, N, F); }
 void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F) {
-  // dinp [N,2F], inp [N,2F], dout [N,F]
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* g = inp + n * 2 * F;
-    const float* u = g + F;
-    const float* d = dout + n * F;
-    float* dg = dinp + n * 2 * F;
-    float* du = dg + F;
-#pragma omp simd
-    for (int i = 0; i < F; i++) {
-      const float sig = 1.0f / (1.0f + std::exp(-g[i]));
-      dg[i] += d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
-      du[i] += d[i] * g[i] * sig;
-    }
-  }
+  swiglu_backward_impl(dinp, inp, dout, N, F);
+}
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F) {
+  swiglu_backward_impl(dinp, inp, dout, N, F);
 }
 
-void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+namespace {
+template <class E>
+void repeat_kv_forward_impl(E* out, const E* inp, int64_t N, int NH, int NKV, int HS) {
   // out [N, 3 NH HS], inp [N, (NH + 2 NKV) HS]: whole heads copied
   const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
-  const size_t head = sizeof(float) * static_cast<size_t>(HS);
+  const size_t head = sizeof(E) * static_cast<size_t>(HS);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float* in = inp + n * (Q + 2 * K);
-    float* o = out + n * 3 * Q;
-    std::memcpy(o, in, sizeof(float) * static_cast<size_t>(Q));
+    const E* in = inp + n * (Q + 2 * K);
+    E* o = out + n * 3 * Q;
+    std::memcpy(o, in, sizeof(E) * static_cast<size_t>(Q));
     for (int h = 0; h < NH; h++) {
       std::memcpy(o + Q + h * HS, in + Q + (h / G) * HS, head);
       std::memcpy(o + 2 * Q + h * HS, in + Q + K + (h / G) * HS, head);
@@ -575,27 +904,48 @@ void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV,
   }
 }
 
-void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
-  // dinp [N, (NH + 2 NKV) HS], dout [N, 3 NH HS]; the copies of a KV head added in head order
+template <class E>
+void repeat_kv_backward_impl(E* dinp, const E* dout, int64_t N, int NH, int NKV, int HS) {
+  // dinp [N, (NH + 2 NKV) HS], dout [N, 3 NH HS]; the copies of a KV head added in head order (in fp32:
+  // for bf16 each row is rounded once, after all of its copies)
   const int G = NH / NKV, Q = NH * HS, K = NKV * HS;
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    float* d = dinp + n * (Q + 2 * K);
-    const float* o = dout + n * 3 * Q;
+#pragma omp parallel
+  {
+    RowView<E> dinp_row(Q + 2 * K), dout_row(3 * Q);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      float* d = dinp_row.update(dinp + n * (Q + 2 * K), Q + 2 * K);
+      const float* o = dout_row.read(dout + n * 3 * Q, 3 * Q);
 #pragma omp simd
-    for (int i = 0; i < Q; i++) d[i] += o[i];
-    for (int h = 0; h < NH; h++) {
-      float* dk = d + Q + (h / G) * HS;
-      float* dv = d + Q + K + (h / G) * HS;
-      const float* ok = o + Q + h * HS;
-      const float* ov = o + 2 * Q + h * HS;
+      for (int i = 0; i < Q; i++) d[i] += o[i];
+      for (int h = 0; h < NH; h++) {
+        float* dk = d + Q + (h / G) * HS;
+        float* dv = d + Q + K + (h / G) * HS;
+        const float* ok = o + Q + h * HS;
+        const float* ov = o + 2 * Q + h * HS;
 #pragma omp simd
-      for (int i = 0; i < HS; i++) {
-        dk[i] += ok[i];
-        dv[i] += ov[i];
+        for (int i = 0; i < HS; i++) {
+          dk[i] += ok[i];
+          dv[i] += ov[i];
+        }
       }
+      dinp_row.commit(dinp + n * (Q + 2 * K), Q + 2 * K);
     }
   }
+}
+}  // namespace
+
+void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS) {
+  repeat_kv_forward_impl(out, inp, N, NH, NKV, HS);
+}
+void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS) {
+  repeat_kv_forward_impl(out, inp, N, NH, NKV, HS);
+}
+void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS) {
+  repeat_kv_backward_impl(dinp, dout, N, NH, NKV, HS);
+}
+void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS) {
+  repeat_kv_backward_impl(dinp, dout, N, NH, NKV, HS);
 }
 
 void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,

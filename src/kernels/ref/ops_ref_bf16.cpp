@@ -1,8 +1,8 @@
 // kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: `ref_bf16` (the oracle for the GPU's bf16
 // kernels) and `cpu_bf16` (mixed-precision training on the CPU; its matmuls and embedding lookup run on
-// bf16 directly, in cpu/ops_cpu_bf16.cpp).
+// bf16 directly in cpu/ops_cpu_bf16.cpp, its blocks' memory-bound ops, AdamW and casts in cpu/ops_cpu.cpp).
 //
-// Every other op widens its bf16 inputs to fp32 (exact), runs the fp32 op of
+// Every other op (all of ref_bf16's) widens its bf16 inputs to fp32 (exact), runs the fp32 op of
 // `kernels::ref` or `kernels::cpu` (fp32 accumulation), and rounds each bf16 output once
 // (round-to-nearest-even, core/dtype.hpp). An output that is accumulated into (dinp += ...) is widened
 // first, so the old value and the new terms are summed in fp32 and the sum is rounded once. fp32 outputs
@@ -381,12 +381,35 @@ const OpsBf16& ref_bf16_ops() {
 }
 
 const OpsBf16& cpu_bf16_ops() {
-  // the matmuls run bf16 GEMMs and the lookup copies bf16 rows (cpu/ops_cpu_bf16.cpp); the rest widens
+  // the matmuls run bf16 GEMMs and the lookup copies bf16 rows (cpu/ops_cpu_bf16.cpp); the blocks'
+  // memory-bound ops, AdamW and the casts work on bf16 directly (cpu/ops_cpu.cpp); the rest widens
   static const OpsBf16 table = [] {
     OpsBf16 t = widened_table<Backend::kCpu>();
     t.embedding_forward = cpu::embedding_forward;
     t.matmul_forward = cpu::matmul_forward;
     t.matmul_backward = cpu::matmul_backward;
+    t.position_forward = cpu::position_forward;
+    t.layernorm_forward = cpu::layernorm_forward;
+    t.layernorm_backward = cpu::layernorm_backward;
+    t.gelu_forward = cpu::gelu_forward;
+    t.gelu_backward = cpu::gelu_backward;
+    t.residual_forward = cpu::residual_forward;
+    t.residual_backward = cpu::residual_backward;
+    t.softmax_crossentropy_forward = cpu::softmax_crossentropy_forward;
+    t.softmax_crossentropy_backward = cpu::softmax_crossentropy_backward;
+    t.adamw_update = cpu::adamw_update;
+    t.cast_to_bf16 = cpu::cast_to_bf16;
+    t.cast_to_f32 = cpu::cast_to_f32;
+    t.rmsnorm_sumsq = cpu::rmsnorm_sumsq;
+    t.rmsnorm_forward = cpu::rmsnorm_forward;
+    t.rmsnorm_backward_dot = cpu::rmsnorm_backward_dot;
+    t.rmsnorm_backward = cpu::rmsnorm_backward;
+    t.rope_forward = cpu::rope_forward;
+    t.rope_backward = cpu::rope_backward;
+    t.swiglu_forward = cpu::swiglu_forward;
+    t.swiglu_backward = cpu::swiglu_backward;
+    t.repeat_kv_forward = cpu::repeat_kv_forward;
+    t.repeat_kv_backward = cpu::repeat_kv_backward;
     return t;
   }();
   return table;

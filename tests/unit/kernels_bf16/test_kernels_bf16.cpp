@@ -239,6 +239,103 @@ TEST_P(Bf16Table, LayerNorm) {
   EXPECT_EQ(db, rdb);
 }
 
+namespace {
+// The RowReducer of a group of one rank: the row values are already complete. It takes the ops through
+// their sharded passes (statistics, the reducer's call, then the rest) with C_total = C.
+void group_of_one(void*, float*, int64_t, bool) {}
+}  // namespace
+
+// The GPT-2 block's ops at the shapes of training: odd channel counts, rows split over the threads, GPT-2's
+// padded vocabulary (50,257 of 50,304), whole rows and the sharded passes. cpu_bf16 works on bf16 directly
+// (no fp32 copies of the tensors) and must still give round(the fp32 op on the widened inputs), bit for bit.
+TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
+  const k::RowReducer one{group_of_one, nullptr};
+  for (const int64_t N : {int64_t{3} * 100003 + 1, int64_t{100003}, int64_t{3} * 4096 + 5, int64_t{17}}) {
+    Bf a = rand_bf(N, 11, 3.0f), b = rand_bf(N, 12), dy = rand_bf(N, 13), d0 = rand_bf(N, 14);
+    Vec fa = widen(a), fb = widen(b), fdy = widen(dy), ref(N);
+    Bf out(N);
+    // GELU's tanhf gives other last bits in a vector lane than in scalar code: each element must take the
+    // lane it takes in the fp32 op, for every N and thread count
+    ops().gelu_forward(out.data(), a.data(), N);
+    fp32().gelu_forward(ref.data(), fa.data(), N);
+    EXPECT_TRUE(rounded_once(out, ref)) << "gelu_forward N=" << N;
+    Bf dinp = d0;
+    Vec fdinp = widen(d0);
+    ops().gelu_backward(dinp.data(), a.data(), dy.data(), N);
+    fp32().gelu_backward(fdinp.data(), fa.data(), fdy.data(), N);
+    EXPECT_TRUE(rounded_once(dinp, fdinp)) << "gelu_backward N=" << N;
+    ops().residual_forward(out.data(), a.data(), b.data(), N);
+    fp32().residual_forward(ref.data(), fa.data(), fb.data(), N);
+    EXPECT_TRUE(rounded_once(out, ref)) << "residual_forward";
+    Bf da = d0, db = b;
+    Vec fda = widen(d0), fdb = fb;
+    ops().residual_backward(da.data(), db.data(), dy.data(), N);
+    fp32().residual_backward(fda.data(), fdb.data(), fdy.data(), N);
+    EXPECT_TRUE(rounded_once(da, fda)) << "residual_backward da N=" << N;
+    EXPECT_TRUE(rounded_once(db, fdb)) << "residual_backward db N=" << N;
+  }
+  for (const int C : {771, 768}) {
+    const int B = 2, T = 33;
+    const int64_t N = B * T;
+    Bf x = rand_bf(N * C, 21, 2.0f), w = rand_bf(C, 22), bias = rand_bf(C, 23), dy = rand_bf(N * C, 24),
+       d0 = rand_bf(N * C, 25), wpe = rand_bf(T * C, 26);
+    Vec fx = widen(x), fw = widen(w), fbias = widen(bias), fdy = widen(dy), fwpe = widen(wpe);
+    Bf p = x;
+    Vec fp = fx;
+    ops().position_forward(p.data(), wpe.data(), B, T, C);
+    fp32().position_forward(fp.data(), fwpe.data(), B, T, C);
+    EXPECT_TRUE(rounded_once(p, fp)) << "position_forward C=" << C;
+    for (const k::RowReducer* reducer : {static_cast<const k::RowReducer*>(nullptr), &one}) {
+      const char* rows = reducer ? " (sharded passes)" : " (whole rows)";
+      Bf out(N * C);
+      Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
+      ops().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C, C, reducer);
+      fp32().layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fbias.data(), N, C, C,
+                               reducer);
+      EXPECT_TRUE(rounded_once(out, ref)) << "layernorm_forward C=" << C << rows;
+      EXPECT_EQ(mean, rmean) << C << rows;
+      EXPECT_EQ(rstd, rrstd) << C << rows;
+      Bf dinp = d0;
+      Vec fdinp = widen(d0), dw(C, 0.5f), dbias(C, -0.5f), rdw = dw, rdbias = dbias;
+      ops().layernorm_backward(dinp.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), mean.data(),
+                               rstd.data(), N, C, C, reducer);
+      fp32().layernorm_backward(fdinp.data(), rdw.data(), rdbias.data(), fdy.data(), fx.data(), fw.data(),
+                                rmean.data(), rrstd.data(), N, C, C, reducer);
+      EXPECT_TRUE(rounded_once(dinp, fdinp)) << "layernorm_backward C=" << C << rows;
+      EXPECT_EQ(dw, rdw) << C << rows;
+      EXPECT_EQ(dbias, rdbias) << C << rows;
+    }
+  }
+  {
+    const int64_t N = 5;
+    const int V = 50257, Vs = 50304;
+    Bf z = rand_bf(N * Vs, 31, 4.0f);
+    auto targets = randint(N, V, 32);
+    targets[1] = V - 1;  // the last real token, next to the padding
+    for (const k::RowReducer* reducer : {static_cast<const k::RowReducer*>(nullptr), &one}) {
+      const char* rows = reducer ? " (sharded passes)" : " (whole rows)";
+      Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs);
+      fp32().softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, reducer);
+      Bf probs = z;  // in place, as the model calls it
+      ops().softmax_crossentropy_forward(losses.data(), probs.data(), probs.data(), targets.data(), N, V, Vs, 0,
+                                         reducer);
+      EXPECT_TRUE(rounded_once(probs, rp)) << "softmax_crossentropy_forward" << rows;
+      EXPECT_EQ(losses, rlosses) << rows;
+      Vec fprobs = widen(probs), fin = fprobs;
+      Bf in_place = probs;
+      ops().softmax_crossentropy_backward(in_place.data(), in_place.data(), targets.data(), nullptr, 1.0f / N, N, V,
+                                          Vs, 0);
+      fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+      EXPECT_TRUE(rounded_once(in_place, fin)) << "softmax_crossentropy_backward in place" << rows;
+      Bf acc = rand_bf(N * Vs, 33);
+      Vec facc = widen(acc);
+      ops().softmax_crossentropy_backward(acc.data(), probs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+      fp32().softmax_crossentropy_backward(facc.data(), fprobs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+      EXPECT_TRUE(rounded_once(acc, facc)) << "softmax_crossentropy_backward accumulating" << rows;
+    }
+  }
+}
+
 // The Llama block's ops: each rounds its fp32 result once (RMSNorm with fp32 statistics, RoPE with the
 // fp32 tables, SwiGLU, the KV repetition), and the weight gradient accumulates in fp32.
 TEST_P(Bf16Table, LlamaOpsRoundOnceWithFp32Statistics) {
@@ -305,6 +402,73 @@ TEST_P(Bf16Table, LlamaOpsRoundOnceWithFp32Statistics) {
   ops().repeat_kv_backward(dkv.data(), drep.data(), N, NH, NKV, hs);
   fp32().repeat_kv_backward(rdkv.data(), fdrep.data(), N, NH, NKV, hs);
   EXPECT_TRUE(rounded_once(dkv, rdkv)) << "repeat_kv_backward";
+}
+
+// The Llama block's ops at the shapes of training (llama-124m's rows: C = 768, F = 2048 for SwiGLU, 12
+// heads of 64 with 4 KV heads), and an odd C: round(the fp32 op on the widened inputs), bit for bit.
+TEST_P(Bf16Table, LlamaOpsAtTrainingShapesRoundOnce) {
+  const int B = 2, T = 37;
+  const int64_t N = B * T;
+  for (const int C : {768, 771}) {
+    Bf x = rand_bf(N * C, 41, 2.0f), w = rand_bf(C, 42), dy = rand_bf(N * C, 43), d0 = rand_bf(N * C, 44);
+    Vec fx = widen(x), fw = widen(w), fdy = widen(dy);
+    Vec ss(N), rss(N), dot(N), rdot(N), ref(N * C);
+    Bf out(N * C);
+    ops().rmsnorm_sumsq(ss.data(), x.data(), N, C);
+    fp32().rmsnorm_sumsq(rss.data(), fx.data(), N, C);
+    EXPECT_EQ(ss, rss) << C;
+    Vec rstd = ss, rrstd = rss;
+    ops().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, C, 1e-5f);
+    fp32().rmsnorm_forward(ref.data(), rrstd.data(), fx.data(), fw.data(), N, C, C, 1e-5f);
+    EXPECT_TRUE(rounded_once(out, ref)) << "rmsnorm_forward C=" << C;
+    ops().rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+    fp32().rmsnorm_backward_dot(rdot.data(), fdy.data(), fx.data(), fw.data(), N, C);
+    EXPECT_EQ(dot, rdot) << C;
+    Bf dinp = d0;
+    Vec fdinp = widen(d0), dw(C, 0.5f), rdw = dw;
+    ops().rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), dot.data(), N, C, C);
+    fp32().rmsnorm_backward(fdinp.data(), rdw.data(), fdy.data(), fx.data(), fw.data(), rrstd.data(), rdot.data(), N,
+                            C, C);
+    EXPECT_TRUE(rounded_once(dinp, fdinp)) << "rmsnorm_backward C=" << C;
+    EXPECT_EQ(dw, rdw) << C;
+  }
+  {
+    const int NH = 12, NKV = 4, HS = 64, stride = (NH + 2 * NKV) * HS;  // q | k | v rows; q and k rotate
+    Bf x = rand_bf(N * stride, 45, 2.0f);
+    Vec fx = widen(x), cos(static_cast<size_t>(T) * HS / 2), sin(cos.size());
+    for (size_t i = 0; i < cos.size(); i++) {
+      cos[i] = std::cos(0.01f * static_cast<float>(i));
+      sin[i] = std::sin(0.01f * static_cast<float>(i));
+    }
+    for (bool forward : {true, false}) {
+      Bf r = x;
+      Vec fr = fx;
+      auto rope = forward ? ops().rope_forward : ops().rope_backward;
+      auto frope = forward ? fp32().rope_forward : fp32().rope_backward;
+      rope(r.data(), cos.data(), sin.data(), B, T, NH + NKV, HS, stride);
+      frope(fr.data(), cos.data(), sin.data(), B, T, NH + NKV, HS, stride);
+      EXPECT_TRUE(rounded_once(r, fr)) << (forward ? "rope_forward" : "rope_backward");
+    }
+    Bf rep(N * 3 * NH * HS), drep = rand_bf(N * 3 * NH * HS, 46), dkv = rand_bf(N * stride, 47);
+    Vec rrep(rep.size()), fdrep = widen(drep), rdkv = widen(dkv);
+    ops().repeat_kv_forward(rep.data(), x.data(), N, NH, NKV, HS);
+    fp32().repeat_kv_forward(rrep.data(), fx.data(), N, NH, NKV, HS);
+    EXPECT_TRUE(rounded_once(rep, rrep)) << "repeat_kv_forward";
+    ops().repeat_kv_backward(dkv.data(), drep.data(), N, NH, NKV, HS);
+    fp32().repeat_kv_backward(rdkv.data(), fdrep.data(), N, NH, NKV, HS);
+    EXPECT_TRUE(rounded_once(dkv, rdkv)) << "repeat_kv_backward: each row rounded once, after its KV copies";
+  }
+  for (const int F : {2048, 2051}) {
+    Bf gu = rand_bf(N * 2 * F, 48, 3.0f), dact = rand_bf(N * F, 49), dgu = rand_bf(N * 2 * F, 50);
+    Vec fgu = widen(gu), fdact = widen(dact), rdgu = widen(dgu), ract(N * F);
+    Bf act(N * F);
+    ops().swiglu_forward(act.data(), gu.data(), N, F);
+    fp32().swiglu_forward(ract.data(), fgu.data(), N, F);
+    EXPECT_TRUE(rounded_once(act, ract)) << "swiglu_forward F=" << F;
+    ops().swiglu_backward(dgu.data(), gu.data(), dact.data(), N, F);
+    fp32().swiglu_backward(rdgu.data(), fgu.data(), fdact.data(), N, F);
+    EXPECT_TRUE(rounded_once(dgu, rdgu)) << "swiglu_backward F=" << F;
+  }
 }
 
 TEST_P(Bf16Table, Matmul) {
