@@ -1,7 +1,8 @@
 // bench/gpt2_step — training steps of GPT-2 (124M by default) or of any model preset (Llama: e.g.
 // llama-124m, GPT-2 124M's size) on the CPU or the GPU, on one rank or on a 4D grid under mpirun:
 // ms/step, tokens/s and MFU, plus this rank's memory and, on a grid, the tensor-parallel share of
-// weights and optimizer state against the expected 1/(Gx*Gy*Gz).
+// weights and optimizer state against the expected 1/(Gx*Gy*Gz), and the measured peak resident set of
+// the largest rank (RSS MiB: the process's high-water mark so far).
 //
 //   build/bin/bench_gpt2_step [--kernels cpu|ref|cuda] [--comm mpi|nccl|mpi-staged]
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
@@ -24,6 +25,8 @@
 // slowest rank's (bench/step_bench.hpp).
 // With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
 // timed) and rank 0's choices are printed under each shape's line.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -133,8 +136,8 @@ int main(int argc, char** argv) {
       else
         std::printf("# peak: sgemm, best of %d timings at 1024/1536/2048 on every rank at once, the fastest rank's x "
                     "ranks = %.1f GFLOP/s (measured now)\n", train::kThoroughPeakTrials, peak);
-      std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s\n", "model", "grid", "B", "T", "ms/step",
-                  "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share");
+      std::printf("%-10s %-9s %-4s %-5s %10s %10s %10s %7s %9s %9s %9s %9s %7s %9s\n", "model", "grid", "B", "T",
+                  "ms/step", "tokens/s", "GFLOP/s", "MFU", "loss", "rank MiB", "TP-w MiB", "TP share", "", "RSS MiB");
     }
     // the runs: every shape in turn, and for each --rounds rounds of every model (interleaved)
     struct Job {
@@ -201,10 +204,16 @@ int main(int argc, char** argv) {
         peak = static_cast<float>(gflops);
         best_peak = std::max(best_peak, peak);
       }
+      // measured memory: the highest peak resident set of the ranks' processes (the high-water mark of the
+      // process so far: run one job per process to get one job's)
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      float rss_mib = static_cast<float>(usage.ru_maxrss) / 1024.0f;  // ru_maxrss is in KiB on Linux
+      world->all_reduce(&rss_mib, 1, DType::kF32, comm::ReduceOp::kMax);
       if (root) {
-        std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d)\n",
+        std::printf("%-10s %-9s %-4d %-5d %10.1f %10.0f %10.1f %7.3f %9.4f %9.0f %9.1f %9.4f (1/%d) %9.0f\n",
                     models[job.model].c_str(), shape.str().c_str(), B, T, sec * 1e3, static_cast<double>(B) * T / sec, gflops, gflops / peak,
-                    loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz);
+                    loss, mib(rank_bytes), mib(tp), tp / tp_full, shape.gx * shape.gy * shape.gz, rss_mib);
         for (const auto& line : kernels::gemm_tuner().report_lines()) std::printf("  gemm-tuning %s\n", line.c_str());
         if (profile) {
           std::printf("  rank 0's time per op over %d steps:\n", steps);
