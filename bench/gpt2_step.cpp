@@ -8,6 +8,8 @@
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
 //                             [--model NAME[,NAME...]] [--rounds R] [--grid GX,GY,GZ,GD] [--profile 0|1]
 //                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16] [--lm-head-chunk ROWS]
+//                             [--stretch-positions 0|1]  (1: a T beyond the preset's max_seq_len, e.g. GPT-2 at 2048,
+//                                                         gets a position table of T rows; random weights)
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
 //   build/bin/bench_gpt2_step --model gpt2-124m,llama-124m --shapes 8x256 --rounds 3   (interleaved)
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   double peak_tflops = 0.0;
   int lm_head_chunk = 0;  // --lm-head-chunk ROWS (model::GptRunOptions::lm_head_chunk)
+  bool stretch_positions = false;  // --stretch-positions 1: T beyond the preset's max_seq_len grows its table
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--gemm")) gemm = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--lm-head-chunk")) lm_head_chunk = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--stretch-positions")) stretch_positions = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -168,7 +172,10 @@ int main(int argc, char** argv) {
       const int B = job.B, T = job.T;
       const int groups = shape.gz * shape.gdata, B_local = B / groups;
       if (B % groups != 0) throw InvalidArgument("batch " + std::to_string(B) + " is not divisible by Gz*Gdata");
-      const model::GptConfig cfg = model::gpt_preset(models[job.model]);
+      model::GptConfig cfg = model::gpt_preset(models[job.model]);
+      // a longer position table than the preset's, for sequences beyond it (GPT-2's 1024): a benchmark of the
+      // same shape at a longer T (random weights)
+      if (T > cfg.max_seq_len && stretch_positions) cfg.max_seq_len = T;
       model::GptRunOptions run;
       run.precision = precision;
       run.lm_head_chunk = lm_head_chunk;

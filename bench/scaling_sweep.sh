@@ -4,7 +4,8 @@
 # number of tokens per step. Each point runs in its own process (bench_gpt2_step, one warm-up step and
 # --steps timed ones), so its peak resident set is its own, under a memory limit (ulimit -v) that turns
 # "does not fit" into a clean failure instead of the OOM killer. The two precisions of a point run one
-# after the other, so that a noisy machine disturbs both alike.
+# after the other, so that a noisy machine disturbs both alike. A T beyond the model's position table
+# (GPT-2's 1024) runs the same shape with a table of T rows (bench_gpt2_step --stretch-positions 1).
 #
 #   bash bench/scaling_sweep.sh [build dir] [output.tsv]
 # Environment (defaults in brackets):
@@ -55,10 +56,11 @@ for model in $MODELS; do
         (
           ulimit -v "$limit_kib"
           if (( ranks == 1 )); then
-            OMP_NUM_THREADS=$threads "$bench" --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS"
+            OMP_NUM_THREADS=$threads "$bench" --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS" \
+              --stretch-positions 1
           else
             mpiexec -n "$ranks" --oversubscribe --bind-to none -x OMP_NUM_THREADS="$threads" "$bench" --grid "$grid" \
-              --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS"
+              --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS" --stretch-positions 1
           fi
         ) >"$log" 2>&1
         rc=$?

@@ -85,8 +85,8 @@ struct OpsBf16 {
 // The CPU tables (always built). ref_bf16: each op widens its inputs, runs the fp32 op of `ref` (naive
 // loops: the oracle) and rounds each bf16 output once. cpu_bf16 (training in mixed precision on the CPU):
 // the matmuls run bf16 GEMMs (cpu::matmul_* below); the blocks' memory-bound ops, AdamW and the casts work
-// on bf16 directly (cpu:: below); the attention and the embedding and position gradients still widen, run
-// the fp32 op of `cpu` (OpenMP) and round once.
+// on bf16 directly (cpu:: below), and so does the attention (flash-style); the embedding and position
+// gradients still widen, run the fp32 op of `cpu` (OpenMP) and round once.
 const OpsBf16& ref_bf16_ops();
 const OpsBf16& cpu_bf16_ops();
 
@@ -122,6 +122,12 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void cast_to_bf16(bf16* out, const float* in, int64_t n);
 void cast_to_f32(float* out, const bf16* in, int64_t n);
+// cpu_bf16's attention, flash-style (the contract of OpsBf16::attention_*): per (b, h), blocks of 64 query rows
+// against their causal keys, fp32 GEMMs on the head's widened rows, the softmax in fp32; never [T, T]
+// probabilities, in the forward or the backward (which takes them again from q, k and lse).
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                        const float* lse, int B, int T, int C, int NH);
 // and the Llama block's
 void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C);
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,

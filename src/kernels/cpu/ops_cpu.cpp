@@ -364,6 +364,37 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   }
 }
 
+namespace {
+// The softmax of a causal row of scores in place: over row[0, valid), zeros in [valid, n). Returns the row's
+// log-sum-exp.
+inline float causal_softmax_row(float* row, int valid, int n) {
+  float maxv = -1e30f;
+  for (int t2 = 0; t2 < valid; t2++) maxv = std::max(maxv, row[t2]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int t2 = 0; t2 < valid; t2++) {
+    row[t2] = std::exp(row[t2] - maxv);
+    sum += row[t2];
+  }
+  float inv = 1.0f / sum;
+#pragma omp simd
+  for (int t2 = 0; t2 < valid; t2++) row[t2] *= inv;
+  for (int t2 = valid; t2 < n; t2++) row[t2] = 0.0f;
+  return maxv + std::log(sum);
+}
+
+// The softmax's backward on a causal row, in place: d <- p (d - sum(p d)) scale over [0, valid), zeros in
+// [valid, n).
+inline void causal_softmax_backward_row(float* d, const float* p, int valid, int n, float scale) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int t2 = 0; t2 < valid; t2++) dot += p[t2] * d[t2];
+#pragma omp simd
+  for (int t2 = 0; t2 < valid; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
+  for (int t2 = valid; t2 < n; t2++) d[t2] = 0.0f;
+}
+}  // namespace
+
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   // out [B,T,C], att [B,NH,T,T], qkv [B,T,3C]. One (b, h) per task; two GEMMs each (the GEMMs
   // run single-threaded inside the parallel region). The upper triangle is computed and then
@@ -379,6 +410,8 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       const float* v = q + 2 * C;
       float* a = att + ((int64_t)b * NH + h) * T * T;
       sgemm(false, true, T, T, HS, scale, q, C3, k, C3, 0.0f, a, T);  // a = scale q k^T
+      // (these loops are causal_softmax_row's, written out: through the helper, -ffast-math compiled them to
+      // other last bits, and the fp32 attention keeps its numerics)
       for (int t = 0; t < T; t++) {
         float* row = a + (int64_t)t * T;
         float maxv = -1e30f;
@@ -418,7 +451,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
       float* ds = scratch + ((int64_t)b * NH + h) * T * T;
       sgemm(false, true, T, T, HS, 1.0f, dy, C, v, C3, 0.0f, ds, T);   // d att = dy v^T
       sgemm(true, false, T, HS, T, 1.0f, a, T, dy, C, 1.0f, dv, C3);   // dv += att^T dy
-      for (int t = 0; t < T; t++) {                                    // softmax backward, in place
+      for (int t = 0; t < T; t++) {  // softmax backward, in place (causal_softmax_backward_row's loops, as above)
         const float* arow = a + (int64_t)t * T;
         float* drow = ds + (int64_t)t * T;
         float dot = 0.0f;
@@ -431,6 +464,130 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
       sgemm(false, false, T, HS, T, 1.0f, ds, T, k, C3, 1.0f, dq, C3);  // dq += ds k
       sgemm(true, false, T, HS, T, 1.0f, ds, T, q, C3, 1.0f, dk, C3);   // dk += ds^T q
     }
+}
+
+// --- cpu_bf16's attention: flash-style, by blocks of query rows -------------------------------------
+
+namespace {
+// Query rows per block: the scores of a block against its causal keys are [64, T] floats per thread,
+// never [T, T].
+constexpr int kAttentionRows = 64;
+
+// Rows [0, T) of one head (HS channels at `src`, rows `stride` apart) into a contiguous [T, HS] fp32 buffer.
+void widen_head(float* dst, const bf16* src, int T, int HS, int64_t stride) {
+  for (int t = 0; t < T; t++) {
+    const bf16* s = src + t * stride;
+    float* d = dst + (int64_t)t * HS;
+#pragma omp simd
+    for (int i = 0; i < HS; i++) d[i] = bf16_to_f32(s[i]);
+  }
+}
+
+// The head's rows rounded back into the strided bf16 tensor.
+void round_head(bf16* dst, const float* src, int T, int HS, int64_t stride) {
+  for (int t = 0; t < T; t++) {
+    const float* s = src + (int64_t)t * HS;
+    bf16* d = dst + t * stride;
+#pragma omp simd
+    for (int i = 0; i < HS; i++) d[i] = f32_to_bf16(s[i]);
+  }
+}
+}  // namespace
+
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  // out [B,T,C], lse [B,NH,T], qkv [B,T,3C]. One (b, h) per task: its q, k and v widened to fp32, then
+  // by blocks of query rows: the scaled scores of the block's rows against their causal keys (one GEMM),
+  // each row's softmax in fp32 and its log-sum-exp, then the rows' output (a second GEMM), rounded once.
+  // The probabilities are never kept: attention_backward takes them again from q, k and lse.
+  const int HS = C / NH;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel
+  {
+    const size_t head = (size_t)T * HS;
+    std::vector<float> q(head), k(head), v(head), scores((size_t)kAttentionRows * T), o((size_t)kAttentionRows * HS);
+#pragma omp for schedule(static) collapse(2)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        const bf16* in = qkv + (int64_t)b * T * C3 + h * HS;
+        widen_head(q.data(), in, T, HS, C3);
+        widen_head(k.data(), in + C, T, HS, C3);
+        widen_head(v.data(), in + 2 * C, T, HS, C3);
+        for (int t0 = 0; t0 < T; t0 += kAttentionRows) {
+          const int rows = std::min(kAttentionRows, T - t0), keys = t0 + rows;  // keys [0, keys): causal
+          float* sc = scores.data();
+          sgemm(false, true, rows, keys, HS, scale, q.data() + (int64_t)t0 * HS, HS, k.data(), HS, 0.0f, sc, keys);
+          for (int r = 0; r < rows; r++)
+            lse[((int64_t)b * NH + h) * T + t0 + r] = causal_softmax_row(sc + (int64_t)r * keys, t0 + r + 1, keys);
+          sgemm(false, false, rows, HS, keys, 1.0f, sc, keys, v.data(), HS, 0.0f, o.data(), HS);  // p v
+          round_head(out + ((int64_t)b * T + t0) * C + h * HS, o.data(), rows, HS, C);
+        }
+      }
+  }
+}
+
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                        const float* lse, int B, int T, int C, int NH) {
+  // dqkv [B,T,3C] (added to), scratch [B,NH,T] (D = rowsum(dout * out), the contract's), dout [B,T,C], qkv
+  // [B,T,3C], out [B,T,C] and lse [B,NH,T] from the forward. One (b, h) per task, in fp32 on the head's
+  // widened q, k, v, dout and old gradients, by blocks of query rows: the probabilities again from the
+  // scores and lse, dv += p^T dout, dp = dout v^T, ds = p (dp - rowsum(p dp)) scale, dq += ds k, dk +=
+  // ds^T q. A block holds its rows' every causal key, so rowsum(p dp) is summed over the whole row, as the
+  // fp32 backward does. The gradients are rounded once, at the end.
+  const int HS = C / NH;
+  const float scale = 1.0f / std::sqrt((float)HS);
+  const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel
+  {
+    const size_t head = (size_t)T * HS;
+    std::vector<float> q(head), k(head), v(head), dy(head), y(head), dq(head), dk(head), dv(head);
+    std::vector<float> p((size_t)kAttentionRows * T), dp((size_t)kAttentionRows * T);
+#pragma omp for schedule(static) collapse(2)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        const bf16* in = qkv + (int64_t)b * T * C3 + h * HS;
+        bf16* grad = dqkv + (int64_t)b * T * C3 + h * HS;
+        widen_head(q.data(), in, T, HS, C3);
+        widen_head(k.data(), in + C, T, HS, C3);
+        widen_head(v.data(), in + 2 * C, T, HS, C3);
+        widen_head(dq.data(), grad, T, HS, C3);
+        widen_head(dk.data(), grad + C, T, HS, C3);
+        widen_head(dv.data(), grad + 2 * C, T, HS, C3);
+        widen_head(dy.data(), dout + (int64_t)b * T * C + h * HS, T, HS, C);
+        widen_head(y.data(), out + (int64_t)b * T * C + h * HS, T, HS, C);
+        const float* row_lse = lse + ((int64_t)b * NH + h) * T;
+        float* row_d = scratch + ((int64_t)b * NH + h) * T;
+        for (int t = 0; t < T; t++) {
+          float D = 0.0f;
+          for (int i = 0; i < HS; i++) D += dy[(size_t)t * HS + i] * y[(size_t)t * HS + i];
+          row_d[t] = D;
+        }
+        for (int t0 = 0; t0 < T; t0 += kAttentionRows) {
+          const int rows = std::min(kAttentionRows, T - t0), keys = t0 + rows;
+          const float* qb = q.data() + (int64_t)t0 * HS;
+          const float* dyb = dy.data() + (int64_t)t0 * HS;
+          sgemm(false, true, rows, keys, HS, scale, qb, HS, k.data(), HS, 0.0f, p.data(), keys);  // scores
+          for (int r = 0; r < rows; r++) {
+            const int t = t0 + r;
+            float* row = p.data() + (int64_t)r * keys;
+#pragma omp simd
+            for (int t2 = 0; t2 <= t; t2++) row[t2] = std::exp(row[t2] - row_lse[t]);
+            for (int t2 = t + 1; t2 < keys; t2++) row[t2] = 0.0f;
+          }
+          sgemm(true, false, keys, HS, rows, 1.0f, p.data(), keys, dyb, HS, 1.0f, dv.data(), HS);  // dv += p^T dy
+          sgemm(false, true, rows, keys, HS, 1.0f, dyb, HS, v.data(), HS, 0.0f, dp.data(), keys);  // dp = dy v^T
+          for (int r = 0; r < rows; r++)  // softmax backward, in place in dp
+            causal_softmax_backward_row(dp.data() + (int64_t)r * keys, p.data() + (int64_t)r * keys, t0 + r + 1, keys,
+                                        scale);
+          sgemm(false, false, rows, HS, keys, 1.0f, dp.data(), keys, k.data(), HS, 1.0f, dq.data() + (int64_t)t0 * HS,
+                HS);                                                                                   // dq += ds k
+          sgemm(true, false, keys, HS, rows, 1.0f, dp.data(), keys, qb, HS, 1.0f, dk.data(), HS);  // dk += ds^T q
+        }
+        round_head(grad, dq.data(), T, HS, C3);
+        round_head(grad + C, dk.data(), T, HS, C3);
+        round_head(grad + 2 * C, dv.data(), T, HS, C3);
+      }
+  }
 }
 
 namespace {

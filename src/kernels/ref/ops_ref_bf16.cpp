@@ -8,7 +8,7 @@
 // first, so the old value and the new terms are summed in fp32 and the sum is rounded once. fp32 outputs
 // (parameter gradients, statistics, losses) are passed to the fp32 op directly.
 // Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; ref_bf16's backward rebuilds att from qkv and lse by
-// direct sums, cpu_bf16's recomputes it with the fp32 (BLAS) forward.
+// direct sums (cpu_bf16's attention is flash-style, in cpu/ops_cpu.cpp).
 // Plain and obviously right: temporary fp32 copies of everything (ref_bf16 is also slow).
 #include <cmath>
 #include <cstring>
@@ -62,29 +62,6 @@ void attention_lse(float* lse, const float* qkv, int B, int T, int C, int NH) {
         lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
       }
     }
-}
-
-// lse from the probabilities att [B,NH,T,T] of an fp32 forward, in O(T HS) per row instead of O(T^2 HS):
-// with p_j the row's largest probability (at least 1/(t+1), so its log is well conditioned),
-// lse = s_j - log p_j, s_j = q_t . k_j / sqrt(HS). Within fp32 rounding of attention_lse's sum.
-void attention_lse_from_probabilities(float* lse, const float* att, const float* qkv, int B, int T, int C, int NH) {
-  const int HS = C / NH;
-  const float scale = 1.0f / std::sqrt((float)HS);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int t = 0; t < T; t++) {
-        const int64_t row = ((int64_t)b * NH + h) * T + t;
-        const float* p = att + row * T;
-        int j = 0;
-        for (int t2 = 1; t2 <= t; t2++)
-          if (p[t2] > p[j]) j = t2;
-        const float* q = qkv + ((int64_t)b * T + t) * 3 * C + h * HS;
-        const float* k = qkv + ((int64_t)b * T + j) * 3 * C + C + h * HS;
-        float dot = 0.0f;
-        for (int i = 0; i < HS; i++) dot += q[i] * k[i];
-        lse[row] = dot * scale - std::log(p[j]);
-      }
 }
 
 // The flash backward's D term, rowsum(dout * out) per (b, h, t), into d [B,NH,T] (the contract's scratch).
@@ -172,10 +149,7 @@ struct Widened {
     // out [B,T,C], lse [B,NH,T] fp32, qkv [B,T,3C]
     Vec x = widen(qkv, (int64_t)B * T * 3 * C), o((size_t)B * T * C), att((size_t)B * NH * T * T);
     fp32().attention_forward(o.data(), att.data(), x.data(), B, T, C, NH);
-    if constexpr (kFp32 == Backend::kCpu)
-      attention_lse_from_probabilities(lse, att.data(), x.data(), B, T, C, NH);  // O(T HS) per row
-    else
-      attention_lse(lse, x.data(), B, T, C, NH);  // the oracle: the sum itself
+    attention_lse(lse, x.data(), B, T, C, NH);  // the oracle: the sum itself
     round_into(out, o);
   }
 
@@ -188,26 +162,20 @@ struct Widened {
     Vec x = widen(qkv, (int64_t)B * T * 3 * C), dy = widen(dout, (int64_t)B * T * C);
     Vec dx = widen(dqkv, (int64_t)B * T * 3 * C), y = widen(out, (int64_t)B * T * C);
     Vec att((size_t)B * NH * T * T, 0.0f), datt((size_t)B * NH * T * T);
-    if constexpr (kFp32 == Backend::kCpu) {
-      // The probabilities again, by the fp32 forward (BLAS; deterministic, so the forward's own values).
-      Vec o((size_t)B * T * C);
-      fp32().attention_forward(o.data(), att.data(), x.data(), B, T, C, NH);
-    } else {
-      // The oracle: the probabilities rebuilt from the scores and the forward's log-sum-exp, p = exp(s - lse).
+    // The oracle: the probabilities rebuilt from the scores and the forward's log-sum-exp, p = exp(s - lse).
 #pragma omp parallel for collapse(2) schedule(static)
-      for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-          for (int t = 0; t < T; t++) {
-            const int64_t row = ((int64_t)b * NH + h) * T + t;
-            const float* q = x.data() + ((int64_t)b * T + t) * 3 * C + h * HS;
-            for (int t2 = 0; t2 <= t; t2++) {
-              const float* k = x.data() + ((int64_t)b * T + t2) * 3 * C + C + h * HS;
-              float dot = 0.0f;
-              for (int i = 0; i < HS; i++) dot += q[i] * k[i];
-              att[static_cast<size_t>(row * T + t2)] = std::exp(dot * scale - lse[row]);
-            }
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+          const int64_t row = ((int64_t)b * NH + h) * T + t;
+          const float* q = x.data() + ((int64_t)b * T + t) * 3 * C + h * HS;
+          for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = x.data() + ((int64_t)b * T + t2) * 3 * C + C + h * HS;
+            float dot = 0.0f;
+            for (int i = 0; i < HS; i++) dot += q[i] * k[i];
+            att[static_cast<size_t>(row * T + t2)] = std::exp(dot * scale - lse[row]);
           }
-    }
+        }
     // The flash backward's D term (sum_t2 p * dp = dout . out), kept in scratch as the contract says.
     attention_d(scratch, dy.data(), y.data(), B, T, C, NH);
     fp32().attention_backward(dx.data(), datt.data(), dy.data(), x.data(), att.data(), B, T, C, NH);
@@ -410,6 +378,8 @@ const OpsBf16& cpu_bf16_ops() {
     t.swiglu_backward = cpu::swiglu_backward;
     t.repeat_kv_forward = cpu::repeat_kv_forward;
     t.repeat_kv_backward = cpu::repeat_kv_backward;
+    t.attention_forward = cpu::attention_forward;
+    t.attention_backward = cpu::attention_backward;
     return t;
   }();
   return table;

@@ -74,7 +74,13 @@ TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
   k::set_gemm_backend(k::GemmBackend::kOneDnn);
 }
 
-TEST(Gemm, MeasuredRateIsPositive) { EXPECT_GT(k::measure_sgemm_gflops(128, 2), 0.1); }
+// A rate, positive and finite, whatever the load (a threshold on it would be a timed test: it failed when the
+// machine was saturated and the test ran at low priority)
+TEST(Gemm, MeasuredRateIsPositive) {
+  const double gflops = k::measure_sgemm_gflops(128, 2);
+  EXPECT_GT(gflops, 0.0);
+  EXPECT_TRUE(std::isfinite(gflops));
+}
 
 TEST(Embedding, CpuMatchesRefAndHonoursTheRowRange) {
   Vec wte = randn(Vp * C, 1), wpe = randn(T * C, 2), dout = randn(N * C, 3);
