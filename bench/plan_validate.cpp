@@ -9,7 +9,10 @@
 //   OMP_NUM_THREADS=1 mpirun -n 4 --oversubscribe build/bin/bench_plan_validate
 //       [--layers 4 --channels 256 --heads 4 --vocab 2048 --seq-len 64 --batch-size 8]
 //       [--machine local] [--steps 3] [--rounds 5] [--profile 1] [--json FILE]
-//       [--overlap none|all] [--orders xyz|all]
+//       [--overlap none|all] [--orders xyz|all] [--measured FILE.json]
+// --measured: no timing; the rounds of an earlier run's --json (same sizes, overlap and orders) are
+// scored again against --machine's profile, e.g. after a change of the cost model (one process, no
+// mpirun: the rank count is the grids').
 // --overlap: the step's (and the prediction's) overlap of collectives with computation (default none);
 // --orders all: every grid in every rank order that places its groups differently (docs/multi-host.md).
 //
@@ -56,6 +59,7 @@ struct Options {
   std::string json;
   std::string overlap = "none";
   std::string orders = "xyz";
+  std::string measured;  // an earlier --json whose rounds are scored again, instead of timing
 };
 
 // One grid and everything trained on it.
@@ -165,7 +169,10 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
                       {"memory_bound_s", est[i].memory_bound_s},
                       {"comm_s", est[i].comm_s},
                       {"exposed_comm_s", est[i].exposed_comm_s}});
-    nlohmann::ordered_json doc = {{"overlap", o.overlap},
+    nlohmann::ordered_json doc = {{"workload", {{"layers", o.layers}, {"channels", o.channels}, {"heads", o.heads},
+                                                {"vocab", o.vocab}, {"seq_len", o.seq_len}, {"batch_size", o.batch},
+                                                {"orders", o.orders}, {"rounds", o.rounds}, {"steps", o.steps}}},
+                                  {"overlap", o.overlap},
                                   {"ranks_per_node", m.gpus_per_node},
                                   {"spearman", rho},
                                   {"spearman_fastest", rho_fastest},
@@ -201,6 +208,7 @@ int parse(int argc, char** argv, Options* o) {
     else if (f == "--json") o->json = v;
     else if (f == "--overlap") o->overlap = v;
     else if (f == "--orders") o->orders = v;
+    else if (f == "--measured") o->measured = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
       return 2;
@@ -239,7 +247,38 @@ int main(int argc, char** argv) {
     w.seq_len = o.seq_len;
     w.batch_size = o.batch;
     w.validate();
-    const long G = world->size();
+    nlohmann::json earlier;  // --measured: the earlier run's report
+    if (!o.measured.empty()) {
+      std::ifstream f(o.measured);
+      AXONN_CHECK_ARG(f.good(), "--measured: cannot read '", o.measured, "'");
+      earlier = nlohmann::json::parse(f, nullptr, false);
+      AXONN_CHECK_ARG(!earlier.is_discarded() && earlier.contains("grids") && !earlier["grids"].empty(),
+                      "--measured: '", o.measured, "' is not a bench_plan_validate --json report");
+      AXONN_CHECK_ARG(earlier.value("overlap", "") == o.overlap, "--measured: '", o.measured, "' was run with --overlap ",
+                      earlier.value("overlap", "?"), ", not ", o.overlap);
+      if (earlier.contains("workload")) {
+        const auto& wl = earlier["workload"];
+        AXONN_CHECK_ARG(wl.value("layers", 0) == o.layers && wl.value("channels", 0) == o.channels &&
+                            wl.value("heads", 0) == o.heads && wl.value("vocab", 0) == o.vocab &&
+                            wl.value("seq_len", 0) == o.seq_len && wl.value("batch_size", 0) == o.batch &&
+                            wl.value("orders", "") == o.orders,
+                        "--measured: '", o.measured, "' measured another workload: give its sizes and --orders (",
+                        wl.dump(), ")");
+        o.rounds = wl.value("rounds", o.rounds);
+        o.steps = wl.value("steps", o.steps);
+      }
+    }
+    // the rank count: the job's, or with --measured the earlier run's (its first grid's "GxxGyxGzxGd")
+    long G = world->size();
+    if (!o.measured.empty()) {
+      const std::string first = earlier["grids"][0].value("grid", "");
+      G = 1;
+      for (size_t at = 0; at < first.size() && first[at] != ' ';) {
+        size_t used = 0;
+        G *= std::stol(first.substr(at), &used);
+        at += used + 1;  // past the 'x'
+      }
+    }
     std::vector<planner::GridShape> grids;
     AXONN_CHECK_ARG(o.orders == "xyz" || o.orders == "all", "--orders takes xyz or all, got '", o.orders, "'");
     const parallel::Overlap overlap = parallel::parse_overlap(o.overlap);
@@ -253,8 +292,23 @@ int main(int argc, char** argv) {
     AXONN_CHECK_ARG(grids.size() >= 2, "only ", grids.size(), " admissible grid(s) of ", G,
                     " ranks for this model and batch: nothing to rank; change the sizes or the rank count");
 
-    const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
     std::vector<Run> runs(grids.size());
+    if (!o.measured.empty()) {
+      for (size_t i = 0; i < grids.size(); ++i) {
+        const auto& g = grids[i];
+        Run& r = runs[i];
+        r.shape = {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
+        r.shape.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
+        for (const auto& row : earlier["grids"])
+          if (row.value("grid", "") == r.shape.str()) r.seconds = row["rounds_s"].get<std::vector<double>>();
+        AXONN_CHECK_ARG(!r.seconds.empty(), "--measured: '", o.measured, "' has no rounds of grid ", r.shape.str());
+      }
+      AXONN_CHECK_ARG(earlier["grids"].size() == grids.size(), "--measured: '", o.measured, "' has ",
+                      earlier["grids"].size(), " grids, this workload ", grids.size());
+      if (root) report(o, w, grids, runs);
+      return 0;
+    }
+    const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
     for (size_t i = 0; i < grids.size(); ++i) {
       Run& r = runs[i];
       const auto& g = grids[i];

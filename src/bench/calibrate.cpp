@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "axonn/bench/timing.hpp"
 #include "axonn/core/host.hpp"
 #include "axonn/core/progress.hpp"
+#include "axonn/core/timer.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
@@ -126,6 +129,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   };
   std::vector<CollPoint> coll;
   std::vector<std::unique_ptr<Communicator>> groups;
+  std::vector<std::pair<Communicator*, bool>> position_groups;  // each position's group, and whether it is intra-node
   const auto sizes = message_sizes(quick);
   std::vector<float> ca(sizes.back() / 4 + static_cast<size_t>(c.ranks)), cb(ca.size());
   for (const auto& [ip, p] : positions(c.ranks)) {
@@ -140,6 +144,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
       for (long k = 1; k < p; ++k)
         if (hosts[static_cast<size_t>(first + k * ip)] != hosts[static_cast<size_t>(first)]) intra = false;
     }
+    position_groups.emplace_back(g, intra);
     const auto P = static_cast<size_t>(p);
     // each collective blocking, and non-blocking + wait: the trainer issues the forward all-reduces
     // and LayerNorm statistics blocking, everything that can overlap non-blocking (MPI runs other
@@ -182,6 +187,49 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
       kernels::sgemm(false, false, burst_n, burst_n, burst_n, 1.0f, ba.data(), burst_n, bb.data(), burst_n, 0.0f,
                      bc.data(), burst_n);
   };
+  // How much of a non-blocking collective computation covers, inside a node and across nodes: [start
+  // an all-reduce, a GEMM burst, wait] against the burst alone and the all-reduce (started, waited)
+  // alone, in the narrowest position of each kind. The trainer's overlap is this pattern. The burst is
+  // sized to last about as long as the all-reduce (timed once before), so that neither hides in the
+  // other's noise.
+  struct OverlapPoint {
+    bool intra;
+    size_t burst, alone, both;
+  };
+  std::vector<OverlapPoint> overlap_points;
+  const long overlap_n = 256;
+  std::vector<float> oa(static_cast<size_t>(overlap_n * overlap_n), 0.5f), ob(oa.size(), 0.25f), oc(oa.size(), 0.0f);
+  std::vector<float> overlap_buffer((quick ? 65536 : 262144) / 4, 1.0f);
+  auto gemm_256 = [&] {
+    kernels::sgemm(false, false, overlap_n, overlap_n, overlap_n, 1.0f, oa.data(), overlap_n, ob.data(), overlap_n, 0.0f,
+                   oc.data(), overlap_n);
+  };
+  auto time_once = [&](const std::function<void()>& fn) {  // the slowest rank's, of the second of two calls
+    fn();
+    w.barrier();
+    Timer t;
+    fn();
+    return bench::max_over(w, t.seconds());
+  };
+  const double gemm_256_s = time_once(gemm_256);
+  for (bool intra : {true, false}) {
+    const auto it = std::find_if(position_groups.begin(), position_groups.end(), [&](auto pg) { return pg.second == intra; });
+    if (it == position_groups.end()) continue;
+    Communicator* g = it->first;
+    float* buf = overlap_buffer.data();
+    const size_t count = overlap_buffer.size();
+    auto all_reduce = [g, buf, count] { g->all_reduce_async(buf, count, DType::kF32)->wait(); };
+    const long gemms = std::clamp(std::lround(time_once(all_reduce) / std::max(gemm_256_s, 1e-9)), 1L, 256L);
+    auto gemm_burst = [gemms, gemm_256] {
+      for (long i = 0; i < gemms; ++i) gemm_256();
+    };
+    const size_t both = rr.add([g, buf, count, gemm_burst] {
+      auto pending = g->all_reduce_async(buf, count, DType::kF32);
+      gemm_burst();
+      pending->wait();
+    });
+    overlap_points.push_back({intra, rr.add(gemm_burst), rr.add(all_reduce), both});
+  }
   float sync_value = 0.0f;
   const size_t burst_point = rr.add(burst);
   const size_t burst_sync_point = c.ranks > 1 ? rr.add([&] {
@@ -225,6 +273,15 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   if (root)
     std::printf("sync     %.2f us per collective between computations (burst %.3f ms, with an all-reduce %.3f ms)\n",
                 c.sync_us, rr.seconds(burst_point) * 1e3, rr.seconds(burst_sync_point) * 1e3);
+  for (const auto& op : overlap_points) {
+    const double burst_s = rr.seconds(op.burst), coll_s = rr.seconds(op.alone), both_s = rr.seconds(op.both);
+    const double share = std::clamp((burst_s + coll_s - both_s) / std::min(burst_s, coll_s), 0.0, 1.0);
+    (op.intra ? c.intra_node_overlap : c.inter_node_overlap) = share;
+    if (root)
+      std::printf("overlap  %.2f of an %s all-reduce's time hidden under GEMMs (burst %.3f ms, all-reduce %.3f ms, "
+                  "both %.3f ms)\n",
+                  share, op.intra ? "intra-node" : "inter-node", burst_s * 1e3, coll_s * 1e3, both_s * 1e3);
+  }
   for (const auto& cp : coll) {
     std::vector<planner::CollectiveSample> samples;
     for (const auto& [bytes, point] : cp.sizes) samples.push_back({bytes, rr.seconds(point)});

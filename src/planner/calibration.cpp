@@ -221,6 +221,19 @@ std::string calibration_profile_json(const Calibration& c) {
         {"gemm", gemm},
         {"collectives", colls}}},
   };
+  // Recorded, not applied: with these shares as network.intra_node_overlap / inter_node_overlap the
+  // predictions on the namespace hosts of docs/multi-host.md ranked the grids worse, not better; a
+  // profile applies them only where someone writes them into "network".
+  if (c.intra_node_overlap >= 0 || c.inter_node_overlap >= 0) {
+    ordered_json overlap = {{"method", "(burst + all-reduce - both) / min(burst, all-reduce), clamped to 0-1, for [a "
+                                       "non-blocking 256 KiB all-reduce with a burst of 256^3 sgemms about as long "
+                                       "under it] against each alone, in the narrowest position inside a node and "
+                                       "across nodes: the share of a collective in flight that computation covers; "
+                                       "network.intra_node_overlap / inter_node_overlap take such shares"}};
+    if (c.intra_node_overlap >= 0) overlap["intra_node"] = rounded(c.intra_node_overlap, 3);
+    if (c.inter_node_overlap >= 0) overlap["inter_node"] = rounded(c.inter_node_overlap, 3);
+    doc["calibration"]["overlap"] = overlap;
+  }
   if (!inter_alphas.empty() && !intra_alphas.empty()) {  // several nodes: the two levels' latencies
     doc["network"]["intra_node_latency_us"] = rounded(median(intra_alphas));
     doc["network"]["inter_node_latency_us"] = rounded(median(inter_alphas));

@@ -59,45 +59,40 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
     add(&one, m, s, g, c.what, c.group, c.kind, c.message_bytes, c.calls, c.hiding);
     for (const CollectiveCost& cost : one) {
       tally(&e, cost);
-      if (c.hiding == Hiding::kUnderBackward)
-        grad_sums += cost.seconds;
-      else if (c.linear >= 0 && c.hiding != Hiding::kNone)
-        of_linear[static_cast<size_t>(c.linear)].push_back(cost);
-      else
-        blocking += cost.seconds;
+      // of a collective that can hide, the share computation covers (the profile's overlap share where
+      // it runs: on a CPU, copies through shared memory take the GEMMs' cores) hides; the rest blocks
+      const double share = c.hiding == Hiding::kNone ? 0.0 : m.overlap_share(cost.inside_node);
+      blocking += (1.0 - share) * cost.seconds;
+      if (share == 0.0) continue;
+      if (c.hiding == Hiding::kUnderBackward) {
+        grad_sums += share * cost.seconds;
+      } else if (c.linear >= 0) {
+        CollectiveCost hideable = cost;
+        hideable.seconds *= share;
+        of_linear[static_cast<size_t>(c.linear)].push_back(std::move(hideable));
+      } else {
+        blocking += share * cost.seconds;
+      }
     }
   }
   e.comm_s = e.comm.total();
-  // With --overlap (docs/overlap.md): each linear's OAR waits for dX after its dW GEMM, OAG prefetches
-  // its weight gathers and ORS retires its reduce-scatters under its GEMMs (exposed_linear); the
-  // gradient sums run under the backward of the last micro-batch's other L-1 layers (dX and dW GEMMs).
-  // All the calls of a step at once: each linear's L layers' collectives against its L layers' GEMMs.
-  double exposed = blocking, linear_pass_s = 0;
-  for (size_t k = 0; k < linears.size(); k++) {
-    const double flops = 2 * N * d(linears[k].in) * d(linears[k].out) / gxy;
-    const double pass_s = L * micro * (flops / m.gemm_flops_per_s() + m.gemm_call_us * 1e-6);
-    exposed += s.overlap ? exposed_linear(of_linear[k], pass_s, (fwd + 2) * pass_s) : total_seconds(of_linear[k]);
-    linear_pass_s += flops / m.gemm_flops_per_s();
-  }
-  const double backward_s = (L - 1) * 2 * linear_pass_s;
-  exposed += s.overlap ? std::max(0.0, grad_sums - backward_s) : grad_sums;
-  e.exposed_comm_s = exposed;
 
   // --- compute --------------------------------------------------------------------------------
-  // GEMMs per linear: forward (per forward pass), dX and dW, one sgemm call each.
-  double gemm_flops = 0, gemm_calls = 0;
+  // One block in one micro-batch. GEMMs per linear: forward (per forward pass), dX and dW, one sgemm
+  // call each. Attention core per (sequence, local head): forward q·kᵀ and att·v, backward four GEMMs
+  // of T×T×hs; heads over Y, replicated over X.
+  double block_flops = 0, block_calls = 0;
   for (const auto& l : block_linear_layers(spec)) {
     const double din = d(l.in_features), dout = d(l.out_features);
-    gemm_flops += L * micro * (fwd + 2) * 2 * N * din * dout / gxy;
-    gemm_calls += L * micro * (fwd + 2);
+    block_flops += (fwd + 2) * 2 * N * din * dout / gxy;
+    block_calls += fwd + 2;
   }
-  // Attention core per (sequence, local head): forward q·kᵀ and att·v, backward four GEMMs of T×T×hs;
-  // heads over Y, replicated over X. LM head: vocabulary rows over X·Y, forward + dX + dW.
   const double seqs = N / S;  // sequences per rank per micro-batch
-  gemm_flops += L * micro * (fwd * 4 + 8) * N * S * A / d(g.gy);
-  gemm_calls += L * micro * (fwd * 2 + 4) * seqs * heads / d(g.gy);
-  gemm_flops += micro * (fwd + 2) * 2 * N * H * V / gxy;
-  gemm_calls += micro * (fwd + 2);
+  block_flops += (fwd * 4 + 8) * N * S * A / d(g.gy);
+  block_calls += (fwd * 2 + 4) * seqs * heads / d(g.gy);
+  // LM head: vocabulary rows over X·Y, forward + dX + dW.
+  const double gemm_flops = L * micro * block_flops + micro * (fwd + 2) * 2 * N * H * V / gxy;
+  const double gemm_calls = L * micro * block_calls + micro * (fwd + 2);
   e.gemm_s = gemm_flops / m.gemm_flops_per_s() + gemm_calls * m.gemm_call_us * 1e-6;
 
   // Memory-bound kernels, fp32 element accesses (reads + writes), replicated work included:
@@ -114,7 +109,8 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   const double acc_x = (fwd * 14 + 28 + 2) * H / d(g.gx);
   const double acc_y = (fwd * 15 + 30 + 9) * (Fy / 12) / d(g.gy);
   const double acc_att = (fwd * 3 + 6) * S * heads / d(g.gy);
-  double accesses = L * micro * N * (acc_x + acc_y + acc_att);
+  const double block_accesses = N * (acc_x + acc_y + acc_att);
+  double accesses = L * micro * block_accesses;
   accesses += micro * N * (8 * H + (fwd * 3 + 2) * V / gxy);
   // the local parameters as the model holds them, and of those the Z-sharded linear weights
   double params = 0, shards = 0;
@@ -125,7 +121,27 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   }
   accesses += 9 * params;
   if (g.gz > 1) accesses += micro * shards * (3 + d(g.gz));
-  e.memory_bound_s = accesses * 4.0 / (m.hbm_gbs * 1e9);
+  const double bytes_per_s = m.hbm_gbs * 1e9;
+  e.memory_bound_s = accesses * 4.0 / bytes_per_s;
+
+  // --- what overlap leaves exposed --------------------------------------------------------------
+  // With --overlap (docs/overlap.md): each linear's OAR waits for dX after its dW GEMM, OAG prefetches
+  // its weight gathers and ORS retires its reduce-scatters under its GEMMs (exposed_linear); the
+  // gradient sums run under the rest of the last micro-batch's backward: the other L-1 blocks'
+  // backward work (with recompute, their forward again too), a block's (fwd + 1)/(fwd + 2) of it
+  // since its backward is about twice its forward.
+  // All the calls of a step at once: each linear's L layers' collectives against its L layers' GEMMs.
+  double exposed = blocking;
+  for (size_t k = 0; k < linears.size(); k++) {
+    const double flops = 2 * N * d(linears[k].in) * d(linears[k].out) / gxy;
+    const double pass_s = L * micro * (flops / m.gemm_flops_per_s() + m.gemm_call_us * 1e-6);
+    exposed += s.overlap ? exposed_linear(of_linear[k], pass_s, (fwd + 2) * pass_s) : total_seconds(of_linear[k]);
+  }
+  const double block_s = block_flops / m.gemm_flops_per_s() + block_calls * m.gemm_call_us * 1e-6 +
+                         block_accesses * 4.0 / bytes_per_s;
+  const double backward_s = (L - 1) * (fwd + 1) / (fwd + 2) * block_s;
+  exposed += s.overlap ? std::max(0.0, grad_sums - backward_s) : grad_sums;
+  e.exposed_comm_s = exposed;
   e.compute_s = e.gemm_s + e.memory_bound_s;
   e.total_s = e.compute_s + e.exposed_comm_s;
 

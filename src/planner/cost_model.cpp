@@ -174,6 +174,7 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
   if (!c.ring) {
     // no (ip, size) rule describes it: the two-level fallback, by where its ranks are
     const auto [inside, per_node] = group_spread(grp, g, m.gpus_per_node);
+    c.inside_node = inside;
     c.bandwidth_gbs = m.spread_bandwidth_gbs(inside, per_node);
     double per_call = coef * f * message_bytes / 1e9 / c.bandwidth_gbs;
     if (s.latency) per_call += coef * d(p - 1) * m.spread_latency_s(inside) + m.sync_us * 1e-6;
@@ -184,6 +185,7 @@ void add(std::vector<CollectiveCost>* out, const MachineProfile& m, const CostSe
   // this project's trainer issues every collective that can overlap non-blocking (and waits at once
   // without overlap): a calibrated profile times that form apart
   const bool async = s.implementation == Implementation::kAxonnCpp && hiding != Hiding::kNone;
+  c.inside_node = m.inside_node(c.ip, p);
   c.bandwidth_gbs = as_coded ? m.bandwidth_gbs(c.ip, p) : m.bandwidth_gbs(kind, c.ip, p, async);
   const double unit = as_coded ? kGiB : 1e9;
   double per_call = coef * f * message_bytes / unit / c.bandwidth_gbs;

@@ -264,6 +264,13 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
     m.intra_node_latency_us = p.number(net, "intra_node_latency_us", "network", false);
   if (net.contains("inter_node_latency_us"))
     m.inter_node_latency_us = p.number(net, "inter_node_latency_us", "network", false);
+  for (auto [key, field] : {std::pair{"intra_node_overlap", &m.intra_node_overlap},
+                             std::pair{"inter_node_overlap", &m.inter_node_overlap}})
+    if (net.contains(key)) {
+      const double share = p.number(net, key, "network", false);
+      if (share > 1.0) p.fail(detail::concat("field 'network.", key, "' is a share of a collective's time, 0 to 1; got ", share));
+      *field = share;
+    }
   m.intra_node_gbs = p.number(net, "intra_node_gbs", "network");
   m.inter_node_gbs = p.number(net, "inter_node_gbs", "network");
   if (auto it = net.find("bandwidth_gbs"); it != net.end()) {

@@ -67,6 +67,9 @@ struct Calibration {
   double memory_gib = 0;  // per rank: the node's memory / ranks on it
   double sync_us = 0;     // extra cost of a collective between computations (network.sync_us)
   double stream_gbs = 0;  // memory-bound kernels' bandwidth per rank (AdamW), every rank at once
+  // the share of a non-blocking all-reduce's time that a GEMM burst running meanwhile covered, inside
+  // a node and across nodes (recorded as calibration.overlap, not applied; < 0: not measured)
+  double intra_node_overlap = -1, inter_node_overlap = -1;
   std::vector<GemmSample> gemm;
   GemmFit gemm_fit;
   // MFU's peaks per rank (train/peak.hpp: the best GEMM rate over trials and sizes, every rank at once,

@@ -109,6 +109,7 @@ struct CollectiveCost {
   double message_bytes = 0;  // M: full (gathered / reduced) message per call
   double calls = 0;          // calls per optimizer step (micro-batches × repeats)
   double bandwidth_gbs = 0;  // β(ip, group_size)
+  bool inside_node = false;  // every group of it on one node (MachineProfile::overlap_share)
   double seconds = 0;        // per step, all calls
   Hiding hiding = Hiding::kNone;
 };

@@ -99,6 +99,13 @@ struct MachineProfile {
   // Fallback α per ring step inside a node and between nodes ("network.intra_node_latency_us",
   // "network.inter_node_latency_us"; unset: latency_us for both).
   std::optional<double> intra_node_latency_us, inter_node_latency_us;
+  // The share of a non-blocking collective's time that computation running meanwhile covers, inside a
+  // node and between nodes ("network.intra_node_overlap", "network.inter_node_overlap", 0-1; unset: 1,
+  // a collective in flight costs the GEMMs nothing, as with a GPU's copy engines and NICs). On a CPU a
+  // collective through shared memory is copying by the cores the GEMMs need; `axonn calibrate`
+  // measures both and records them as calibration.overlap without applying them (docs/multi-host.md).
+  std::optional<double> intra_node_overlap, inter_node_overlap;
+  double overlap_share(bool inside) const { return (inside ? intra_node_overlap : inter_node_overlap).value_or(1.0); }
   std::vector<BandwidthRule> bandwidth_table;  // first match wins
 
   // β(ip, size) in GB/s for a group of `size` ranks spaced `ip` apart (size >= 2). The first matching

@@ -497,3 +497,83 @@ TEST(PlannerCalibration, NonBlockingFormIsTimedApart) {
   bad.replace(bad.find("\"async\": true"), 13, "\"async\": 1");
   EXPECT_THROW(ap::parse_machine_profile(bad, "bad.json"), axonn::InvalidArgument);
 }
+
+// network.intra_node_overlap / inter_node_overlap: the share of a non-blocking collective that the
+// computation running meanwhile covers, by where it runs. Of a collective that can hide, that share
+// hides and the rest blocks: share 1 is the model without the field, share 0 the model without
+// overlap, and each level's share applies to the collectives on it. Calibrate measures the shares and
+// records them (calibration.overlap) without writing them into the network.
+TEST(PlannerAxonnCpp, OverlapShareOfEachLevel) {
+  ap::Calibration c = four_rank_calibration();
+  c.nodes = 2;
+  c.ranks_per_node = 2;  // (1,2) groups inside a node, (2,2) and (1,4) across
+  c.intra_node_overlap = 0.25;
+  c.inter_node_overlap = 0.75;
+  const std::string json = ap::calibration_profile_json(c);
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  EXPECT_EQ(doc["calibration"]["overlap"]["intra_node"], 0.25);
+  EXPECT_EQ(doc["calibration"]["overlap"]["inter_node"], 0.75);
+  EXPECT_FALSE(doc["network"].contains("intra_node_overlap"));
+  const ap::MachineProfile unset = ap::parse_machine_profile(json, "u.json");
+  EXPECT_FALSE(unset.intra_node_overlap.has_value());
+  EXPECT_EQ(unset.overlap_share(true), 1.0);
+  auto with = [&](double intra, double inter) {
+    nlohmann::json d = doc;
+    d["network"]["intra_node_overlap"] = intra;
+    d["network"]["inter_node_overlap"] = inter;
+    return ap::parse_machine_profile(d.dump(), "s.json");
+  };
+  const ap::MachineProfile full = with(1.0, 1.0), none = with(0.0, 0.0), half = with(0.5, 0.5);
+  EXPECT_EQ(half.intra_node_overlap, 0.5);
+  EXPECT_EQ(half.inter_node_overlap, 0.5);
+  const ap::Workload w = small_gpt();
+  for (const ap::GridShape g : {ap::GridShape{1, 1, 1, 4}, ap::GridShape{1, 1, 2, 2}, ap::GridShape{1, 2, 2, 1}}) {
+    const auto on = ap::settings_for(unset, true), off = ap::settings_for(unset, false);
+    const double base = ap::estimate(unset, w, g, on).exposed_comm_s;
+    EXPECT_DOUBLE_EQ(ap::estimate(full, w, g, on).exposed_comm_s, base) << ap::to_string(g);
+    EXPECT_NEAR(ap::estimate(none, w, g, on).exposed_comm_s, ap::estimate(unset, w, g, off).exposed_comm_s, 1e-12)
+        << ap::to_string(g);
+    const double mid = ap::estimate(half, w, g, on).exposed_comm_s;
+    EXPECT_GT(mid, base) << ap::to_string(g);
+    EXPECT_LT(mid, ap::estimate(none, w, g, on).exposed_comm_s) << ap::to_string(g);
+    // without overlap the share changes nothing
+    EXPECT_DOUBLE_EQ(ap::estimate(none, w, g, off).exposed_comm_s, ap::estimate(unset, w, g, off).exposed_comm_s);
+  }
+  // 1x1x2x2: Z inside the nodes, data across. Only the intra-node share exposes Z's gathers and
+  // reduce-scatters; only the inter-node one the data sums.
+  const ap::GridShape zd{1, 1, 2, 2};
+  const auto on = ap::settings_for(unset, true);
+  const double base = ap::estimate(unset, w, zd, on).exposed_comm_s;
+  const double intra_blocks = ap::estimate(with(0.0, 1.0), w, zd, on).exposed_comm_s;
+  const double inter_blocks = ap::estimate(with(1.0, 0.0), w, zd, on).exposed_comm_s;
+  EXPECT_GT(intra_blocks, base);
+  EXPECT_GT(inter_blocks, base);
+  EXPECT_NEAR(intra_blocks + inter_blocks - base, ap::estimate(none, w, zd, on).exposed_comm_s,
+              1e-9 + 1e-9 * base);  // the two levels' collectives are disjoint here
+  // a share is 0 to 1
+  EXPECT_THROW(with(1.5, 1.0), axonn::InvalidArgument);
+  EXPECT_THROW(with(0.5, -0.1), axonn::InvalidArgument);
+}
+
+// The gradient sums over data (and Z·data) run under the rest of the last micro-batch's backward:
+// all of the other blocks' backward work, not only their linear layers' GEMMs. A slower memory-bound
+// part (the same GEMMs) leaves less of them exposed; without overlap it changes nothing.
+TEST(PlannerAxonnCpp, GradientSumsHideUnderTheWholeBackward) {
+  ap::Calibration fast = four_rank_calibration();
+  for (auto& f : fast.collectives)  // a network slow enough that the sums outlast the backward
+    f = ap::fit_collective(f.kind, f.ip, f.size, samples_of(f.kind, f.size, 5.0, f.gbs / 100));
+  ap::Calibration slow = fast;
+  slow.stream_gbs = fast.stream_gbs / 20;
+  const ap::MachineProfile mf = ap::parse_machine_profile(ap::calibration_profile_json(fast), "f.json");
+  const ap::MachineProfile ms = ap::parse_machine_profile(ap::calibration_profile_json(slow), "s.json");
+  const ap::Workload w = small_gpt();
+  const ap::GridShape dp{1, 1, 1, 4};
+  const auto a = ap::estimate(mf, w, dp, ap::settings_for(mf, true));
+  const auto b = ap::estimate(ms, w, dp, ap::settings_for(ms, true));
+  EXPECT_GT(b.memory_bound_s, a.memory_bound_s);
+  EXPECT_DOUBLE_EQ(b.gemm_s, a.gemm_s);
+  EXPECT_DOUBLE_EQ(b.comm_s, a.comm_s);
+  EXPECT_LT(b.exposed_comm_s, a.exposed_comm_s);
+  EXPECT_DOUBLE_EQ(ap::estimate(ms, w, dp, ap::settings_for(ms, false)).exposed_comm_s,
+                   ap::estimate(mf, w, dp, ap::settings_for(mf, false)).exposed_comm_s);
+}
