@@ -28,6 +28,13 @@ def read_rows(path):
     return rows
 
 
+def by_length(sel):
+    """The rows of one series: (T, row) of the points that ran, in order of T, and the Ts that did not."""
+    good = sorted((int(r["T"]), r) for r in sel if r["status"] == "ok")
+    missing = [int(r["T"]) for r in sel if r["status"] != "ok"]
+    return good, missing
+
+
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
 
 
@@ -135,8 +142,7 @@ def main():
             sel = [r for r in one if r["model"] == model and r["dtype"] == dtype]
             if not sel:
                 continue
-            good = sorted((int(r["T"]), r) for r in sel if r["status"] == "ok")
-            missing = [int(r["T"]) for r in sel if r["status"] != "ok"]
+            good, missing = by_length(sel)
             colour = COLOURS[mi % len(COLOURS)]
             label = f"{model} {dtype}"
             p1.series([(t, val(r, "ms_per_step")) for t, r in good], missing, colour, dtype == "bf16", label, row)
@@ -158,8 +164,7 @@ def main():
                 sel = [r for r in grid_rows if r["grid"] == grid and r["dtype"] == dtype]
                 if not sel:
                     continue
-                good = sorted((int(r["T"]), r) for r in sel if r["status"] == "ok")
-                missing = [int(r["T"]) for r in sel if r["status"] != "ok"]
+                good, missing = by_length(sel)
                 label = f"{'1 rank x 2 threads' if grid == '1,1,1,1' else 'grid ' + grid} {dtype}"
                 p3.series([(t, val(r, "tokens_per_s")) for t, r in good], missing, COLOURS[gi % len(COLOURS)],
                           dtype == "bf16", label, row)

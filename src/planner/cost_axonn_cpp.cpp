@@ -61,17 +61,15 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
       tally(&e, cost);
       // of a collective that can hide, the share computation covers (the profile's overlap share where
       // it runs: on a CPU, copies through shared memory take the GEMMs' cores) hides; the rest blocks
-      const double share = c.hiding == Hiding::kNone ? 0.0 : m.overlap_share(cost.inside_node);
+      const bool under_backward = c.hiding == Hiding::kUnderBackward;
+      const bool under_linear = !under_backward && c.linear >= 0 && c.hiding != Hiding::kNone;
+      const double share = under_backward || under_linear ? m.overlap_share(cost.inside_node) : 0.0;
       blocking += (1.0 - share) * cost.seconds;
-      if (share == 0.0) continue;
-      if (c.hiding == Hiding::kUnderBackward) {
-        grad_sums += share * cost.seconds;
-      } else if (c.linear >= 0) {
+      if (under_backward) grad_sums += share * cost.seconds;
+      if (under_linear) {
         CollectiveCost hideable = cost;
         hideable.seconds *= share;
         of_linear[static_cast<size_t>(c.linear)].push_back(std::move(hideable));
-      } else {
-        blocking += share * cost.seconds;
       }
     }
   }
@@ -93,7 +91,10 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   // LM head: vocabulary rows over X·Y, forward + dX + dW.
   const double gemm_flops = L * micro * block_flops + micro * (fwd + 2) * 2 * N * H * V / gxy;
   const double gemm_calls = L * micro * block_calls + micro * (fwd + 2);
-  e.gemm_s = gemm_flops / m.gemm_flops_per_s() + gemm_calls * m.gemm_call_us * 1e-6;
+  auto gemm_seconds = [&](double flops, double calls) {
+    return flops / m.gemm_flops_per_s() + calls * m.gemm_call_us * 1e-6;
+  };
+  e.gemm_s = gemm_seconds(gemm_flops, gemm_calls);
 
   // Memory-bound kernels, fp32 element accesses (reads + writes), replicated work included:
   //  residual stream [N, H/Gx] (replicated over Y): 2 norms (4 accesses each) and 2 residual
@@ -121,8 +122,8 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   }
   accesses += 9 * params;
   if (g.gz > 1) accesses += micro * shards * (3 + d(g.gz));
-  const double bytes_per_s = m.hbm_gbs * 1e9;
-  e.memory_bound_s = accesses * 4.0 / bytes_per_s;
+  auto memory_seconds = [&](double fp32_accesses) { return fp32_accesses * 4.0 / (m.hbm_gbs * 1e9); };
+  e.memory_bound_s = memory_seconds(accesses);
 
   // --- what overlap leaves exposed --------------------------------------------------------------
   // With --overlap (docs/overlap.md): each linear's OAR waits for dX after its dW GEMM, OAG prefetches
@@ -134,11 +135,10 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   double exposed = blocking;
   for (size_t k = 0; k < linears.size(); k++) {
     const double flops = 2 * N * d(linears[k].in) * d(linears[k].out) / gxy;
-    const double pass_s = L * micro * (flops / m.gemm_flops_per_s() + m.gemm_call_us * 1e-6);
+    const double pass_s = L * micro * gemm_seconds(flops, 1);
     exposed += s.overlap ? exposed_linear(of_linear[k], pass_s, (fwd + 2) * pass_s) : total_seconds(of_linear[k]);
   }
-  const double block_s = block_flops / m.gemm_flops_per_s() + block_calls * m.gemm_call_us * 1e-6 +
-                         block_accesses * 4.0 / bytes_per_s;
+  const double block_s = gemm_seconds(block_flops, block_calls) + memory_seconds(block_accesses);
   const double backward_s = (L - 1) * (fwd + 1) / (fwd + 2) * block_s;
   exposed += s.overlap ? std::max(0.0, grad_sums - backward_s) : grad_sums;
   e.exposed_comm_s = exposed;

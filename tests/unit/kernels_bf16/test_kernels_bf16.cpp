@@ -601,6 +601,28 @@ struct AttnShape {
   int B, T, C, NH;
 };
 
+// One attention both ways: the table under test (forward, then the backward accumulating into an old
+// gradient, its D scratch prefilled with 123) and the fp32 attention on the widened inputs, which keeps
+// the [T, T] probabilities. Inputs from seeds seed, seed + 1, seed + 2.
+struct AttentionBothWays {
+  Bf out, dqkv;
+  Vec lse, scratch;
+  Vec fqkv, fdy, rout, fd;  // fp32: the widened inputs, out, the accumulated gradient
+};
+AttentionBothWays attention_both_ways(int B, int T, int C, int NH, uint32_t seed) {
+  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
+  Bf qkv = rand_bf(nqkv, seed, 1.5f), dy = rand_bf(nout, seed + 1), d0 = rand_bf(nqkv, seed + 2);
+  AttentionBothWays r{Bf(nout), d0, Vec(static_cast<size_t>(B) * NH * T), Vec(static_cast<size_t>(B) * NH * T, 123.0f),
+                      widen(qkv), widen(dy), Vec(nout), widen(d0)};
+  ops().attention_forward(r.out.data(), r.lse.data(), qkv.data(), B, T, C, NH);
+  ops().attention_backward(r.dqkv.data(), r.scratch.data(), dy.data(), qkv.data(), r.out.data(), r.lse.data(), B, T, C,
+                           NH);
+  Vec att(static_cast<size_t>(B) * NH * T * T), tmp(att.size());
+  fp32().attention_forward(r.rout.data(), att.data(), r.fqkv.data(), B, T, C, NH);
+  fp32().attention_backward(r.fd.data(), tmp.data(), r.fdy.data(), r.fqkv.data(), att.data(), B, T, C, NH);
+  return r;
+}
+
 }  // namespace
 
 TEST_P(Bf16Table, AttentionForwardOutAndLogSumExp) {
@@ -631,31 +653,20 @@ TEST_P(Bf16Table, AttentionForwardOutAndLogSumExp) {
 
 TEST_P(Bf16Table, AttentionBackwardFromLseMatchesRef) {
   const int B = 3, T = 17, C = 48, NH = 3;
-  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
-  Bf qkv = rand_bf(nqkv, 1, 1.5f), dy = rand_bf(nout, 2), d0 = rand_bf(nqkv, 3);
-  Bf out(nout);
-  Vec lse(static_cast<size_t>(B) * NH * T), scratch(static_cast<size_t>(B) * NH * T, 123.0f);
-  ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-  Bf dqkv = d0;
-  ops().attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
-
-  Vec fqkv = widen(qkv), fdy = widen(dy), fd = widen(d0), rout(nout), att(static_cast<size_t>(B) * NH * T * T),
-      tmp(att.size());
-  fp32().attention_forward(rout.data(), att.data(), fqkv.data(), B, T, C, NH);
-  fp32().attention_backward(fd.data(), tmp.data(), fdy.data(), fqkv.data(), att.data(), B, T, C, NH);
-  EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp)) << "dqkv (accumulated) vs ref with the stored att";
+  const AttentionBothWays a = attention_both_ways(B, T, C, NH, 1);
+  EXPECT_TRUE(allclose(widen(a.dqkv), a.fd, 1e-4f, kUlp)) << "dqkv (accumulated) vs ref with the stored att";
 
   // scratch = D = rowsum(dout * out) per head, with the forward's bf16 out.
   const int HS = C / NH;
-  Vec fout = widen(out);
+  Vec fout = widen(a.out);
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++)
       for (int t = 0; t < T; t++) {
         double D = 0;
         for (int i = 0; i < HS; i++)
-          D += static_cast<double>(fdy[(static_cast<size_t>(b) * T + t) * C + h * HS + i]) *
+          D += static_cast<double>(a.fdy[(static_cast<size_t>(b) * T + t) * C + h * HS + i]) *
                fout[(static_cast<size_t>(b) * T + t) * C + h * HS + i];
-        EXPECT_NEAR(scratch[(static_cast<size_t>(b) * NH + h) * T + t], D, 1e-5 * (1 + std::fabs(D)));
+        EXPECT_NEAR(a.scratch[(static_cast<size_t>(b) * NH + h) * T + t], D, 1e-5 * (1 + std::fabs(D)));
       }
 }
 
@@ -664,30 +675,19 @@ TEST_P(Bf16Table, AttentionBackwardFromLseMatchesRef) {
 // against double sums; the backward accumulates into old gradients and fills the D scratch.
 TEST_P(Bf16Table, AttentionOverSeveralBlocksOfQueryRows) {
   const int B = 2, T = 150, C = 128, NH = 2, HS = C / NH;
-  const size_t nqkv = static_cast<size_t>(B) * T * 3 * C, nout = static_cast<size_t>(B) * T * C;
-  Bf qkv = rand_bf(nqkv, 61, 1.5f), dy = rand_bf(nout, 62), d0 = rand_bf(nqkv, 63);
-  Bf out(nout);
-  Vec lse(static_cast<size_t>(B) * NH * T), scratch(lse.size(), 123.0f);
-  ops().attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-  Bf dqkv = d0;
-  ops().attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
-
-  Vec fqkv = widen(qkv), fdy = widen(dy), fd = widen(d0), rout(nout), att(static_cast<size_t>(B) * NH * T * T),
-      tmp(att.size());
-  fp32().attention_forward(rout.data(), att.data(), fqkv.data(), B, T, C, NH);
-  fp32().attention_backward(fd.data(), tmp.data(), fdy.data(), fqkv.data(), att.data(), B, T, C, NH);
-  EXPECT_TRUE(allclose(widen(out), rout, 1e-6f, kUlp)) << "out";
-  EXPECT_TRUE(allclose(widen(dqkv), fd, 1e-4f, kUlp)) << "dqkv (accumulated)";
-  std::vector<double> dx(fqkv.begin(), fqkv.end()), dout, dlse;
+  const AttentionBothWays a = attention_both_ways(B, T, C, NH, 61);
+  EXPECT_TRUE(allclose(widen(a.out), a.rout, 1e-6f, kUlp)) << "out";
+  EXPECT_TRUE(allclose(widen(a.dqkv), a.fd, 1e-4f, kUlp)) << "dqkv (accumulated)";
+  std::vector<double> dx(a.fqkv.begin(), a.fqkv.end()), dout, dlse;
   attention_double(dout, dlse, dx, B, T, C, NH);
-  EXPECT_TRUE(allclose(lse, Vec(dlse.begin(), dlse.end()), 1e-5f, 1e-5f)) << "lse vs a direct double sum";
-  Vec fout = widen(out);
+  EXPECT_TRUE(allclose(a.lse, Vec(dlse.begin(), dlse.end()), 1e-5f, 1e-5f)) << "lse vs a direct double sum";
+  Vec fout = widen(a.out);
   double worst = 0;
-  for (size_t row = 0; row < lse.size(); row++) {
+  for (size_t row = 0; row < a.lse.size(); row++) {
     const size_t b = row / (NH * T), h = row / T % NH, t = row % T;
     double D = 0;
-    for (int i = 0; i < HS; i++) D += static_cast<double>(fdy[(b * T + t) * C + h * HS + i]) * fout[(b * T + t) * C + h * HS + i];
-    worst = std::max(worst, std::fabs(scratch[row] - D) / (1 + std::fabs(D)));
+    for (int i = 0; i < HS; i++) D += static_cast<double>(a.fdy[(b * T + t) * C + h * HS + i]) * fout[(b * T + t) * C + h * HS + i];
+    worst = std::max(worst, std::fabs(a.scratch[row] - D) / (1 + std::fabs(D)));
   }
   EXPECT_LT(worst, 1e-5) << "scratch = D = rowsum(dout * out)";
 }
