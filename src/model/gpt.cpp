@@ -35,6 +35,7 @@ float normal_at(uint64_t seed, uint64_t tensor, uint64_t index) {
 enum Act : size_t {
   kEncoded, kStream, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets, kScalars,
   kLossWeights,  // a masked loss's per-token weights (1 kept, 0 dropped), read by the cross-entropy's backward
+  kDLnfFull,     // a training forward's d lnf over all channels (partial over X*Y), for the backward
 };
 // Scalars all-reduced by the model (the loss sum, the gradient norm's parts): in device memory they
 // need a device word for the communicator; on the host the collectives take the host variables.
@@ -148,12 +149,13 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kTargets, "targets", {N}, DType::kI32);
   add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
   add(kLossWeights, "loss_weights", {N}, f32);
+  add(kDLnfFull, "dlnf_full", {N, C}, act);
   acts_.allocate();
   if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
   auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) { detail::reserve_slot(scratch_, s, name, shape, dt); };
   sadd(kDResidual, "dresidual", {N, Cx_}, act);
-  sadd(kDLn, "dln", {N, Cx_}, act);
+  sadd(kDLn, "dln", {gxy > 1 ? N : 0, Cx_}, act);  // d lnf, this rank's X channels (X*Y = 1: kDLnfFull)
   const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
   sadd(kFullA, "full_a", {sharded_channels ? N : 0, C}, act);
   sadd(kFullB, "full_b", {sharded_channels ? N : 0, C}, act);
@@ -342,9 +344,17 @@ void Gpt::block_backward(int l, bool last) {
 float Gpt::forward(const int* inputs, const int* targets) { return forward(inputs, targets, nullptr); }
 
 float Gpt::forward(const int* inputs, const int* targets, const uint8_t* keep) {
+  return forward(inputs, targets, keep, ForwardOptions{});
+}
+
+float Gpt::forward(const int* inputs, const int* targets, const uint8_t* keep, const ForwardOptions& options) {
   AXONN_CHECK_ARG(keep == nullptr || targets != nullptr, "a loss mask needs the targets");
-  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets, keep)
-                                        : forward_pass<float>(inputs, targets, keep);
+  AXONN_CHECK_ARG(!options.loss_scale || targets != nullptr, "a training forward (ForwardOptions::loss_scale) "
+                  "needs the targets");
+  AXONN_CHECK(!head_gradient_scale_, "forward() after a training forward whose backward() has not run: "
+              "the LM head's gradient of that forward would be left without the rest of its backward");
+  return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets, keep, options)
+                                        : forward_pass<float>(inputs, targets, keep, options);
 }
 
 double Gpt::sum_over_batch(double local) const {
@@ -355,7 +365,7 @@ double Gpt::sum_over_batch(double local) const {
 }
 
 template <class E>
-float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* keep) {
+float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* keep, const ForwardOptions& options) {
   auto& tl = tl_;
   auto scope = tl.group("forward");
   const auto& k = ctx_->kernels<E>();
@@ -420,16 +430,41 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
     AXONN_OP(matmul_forward, logits, lnf_full, head, nullptr, N, C, Vr);
     return std::numeric_limits<float>::quiet_NaN();
   }
+  // A training forward takes the head's gradient here: the loss is loss_scale * the mean over the global
+  // batch's counted targets, so each counted target's d loss is loss_scale / their count (masked: the
+  // kept targets, counted over Z and data before the head).
+  const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
+  const bool take_gradient = options.loss_scale.has_value();
+  float dloss = 0.0f;
+  E* dlnf_full = ptr<E>(A(kDLnfFull));  // d lnf over all channels, partial over X*Y
+  if (take_gradient) {
+    double counted = global_tokens;
+    if (masked_) {
+      double local_kept = 0.0;
+      for (int64_t i = 0; i < N; i++) local_kept += keep[i] ? 1.0 : 0.0;
+      counted = sum_over_batch(local_kept);  // over Z and data
+    }
+    dloss = counted > 0 ? static_cast<float>(*options.loss_scale / counted) : 0.0f;
+    mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
+  }
   // by chunks of rows: the chunk's logits, then its vocabulary-parallel softmax + cross-entropy over X*Y
-  // (probabilities overwrite the logits; the last chunk's are kept for the backward)
+  // (probabilities overwrite the logits). Training: then d logits in place, d lnf and the head's weight
+  // gradient from the chunk; else the last chunk's probabilities are kept for the backward.
   float* losses = A(kLosses).f32();
   const int* targets_dev = static_cast<const int*>(A(kTargets).data());
+  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
   for (int64_t r = 0; r < N; r += head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
     AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
     AXONN_OP(softmax_crossentropy_forward, losses + r, logits, logits, targets_dev + r, n, vocab_valid_, Vr,
              vocab_begin_, over_xy);
+    if (!take_gradient) continue;
+    AXONN_OP(softmax_crossentropy_backward, logits, logits, targets_dev + r, weights ? weights + r : nullptr, dloss,
+             n, vocab_valid_, Vr, vocab_begin_);
+    AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, logits, lnf_full + r * C, head, n,
+             C, Vr);
   }
+  if (take_gradient) head_gradient_scale_ = options.loss_scale;
   // the mean over the global batch: this rank's tokens are summed (on the host, in order: the same
   // sum on every backend), then over Z and data
   const float* host_losses = losses;
@@ -439,7 +474,6 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   }
   double local = 0.0;
   for (int64_t i = 0; i < N; i++) local += host_losses[i];
-  const double global_tokens = static_cast<double>(N) * grid_.shape().gz * grid_.shape().gdata;
   if (!masked_) {
     float sum = static_cast<float>(local);
     all_reduce_scalars(grid_.z(), &sum, 1);     // over Z
@@ -467,6 +501,12 @@ void Gpt::backward(const BackwardOptions& options) {
   AXONN_CHECK(have_targets_, "backward() needs a forward() with targets");
   AXONN_CHECK(!sync_->pending() && !sync_->armed(),
               "backward() after the step's last backward: call sync_gradients() (and the optimizer) first");
+  if (head_gradient_scale_) {
+    const double taken = *head_gradient_scale_;
+    AXONN_CHECK_ARG(taken == options.loss_scale || (std::isnan(taken) && std::isnan(options.loss_scale)),
+                    "backward() with loss_scale ", options.loss_scale, " after a forward that took the LM head's "
+                    "gradient with loss_scale ", taken, ": pass the same scale to both");
+  }
   if (run_.precision == DType::kBF16)
     backward_pass<kernels::bf16>(options);
   else
@@ -508,40 +548,20 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   E* dresidual = S(kDResidual);
   E* dln = S(kDLn);
 
-  // d logits: the loss is loss_scale * the mean over the global
-  // batch (micro-batches: the mean over the whole step); masked, the mean over its kept targets, whose
-  // per-token weights (0 for a dropped target) the kernel applies
-  const double counted = last_loss_.kept;  // every target's count without a mask
-  const float dloss = counted > 0 ? static_cast<float>(options.loss_scale / counted) : 0.0f;
   // LM head: d lnf over all channels is partial over X*Y (each rank has its vocabulary rows):
-  // all-reduced over X*Y, then this rank keeps its X channels. By chunks of rows, the last first: its
-  // probabilities are still there; each earlier chunk's are recomputed (logits, softmax over X*Y).
-  E* dlogits = ptr<E>(A(kLogits));
-  const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
-  const int head = spec_.lm_head;
-  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
-  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
-  const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
-  E* dhead_in = grid_.xy().size() == 1 ? dln : S(kFullA);  // d lnf over all channels
-  const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
-  for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
-    const int64_t n = std::min(head_rows_, N - r);
-    if (r != last_chunk) {
-      AXONN_OP(matmul_forward, dlogits, lnf_full + r * C, ptr<E>(P(head)), nullptr, n, C, Vr);
-      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, dlogits, dlogits, targets_dev + r, n, vocab_valid_,
-               Vr, vocab_begin_, over_xy);
-    }
-    // d logits, in place over the probabilities
-    AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights ? weights + r : nullptr, dloss,
-             n, vocab_valid_, Vr, vocab_begin_);
-    AXONN_OP(matmul_backward, dhead_in + r * C, G(head).f32(), nullptr, dlogits, lnf_full + r * C, ptr<E>(P(head)),
-             n, C, Vr);
-  }
+  // all-reduced over X*Y, then this rank keeps its X channels. A training forward took it already
+  // (kDLnfFull), with the head's weight gradient.
+  E* dlnf_full = ptr<E>(A(kDLnfFull));
+  if (head_gradient_scale_)
+    head_gradient_scale_.reset();
+  else
+    backward_head<E>(dlnf_full, options.loss_scale);
   if (grid_.xy().size() > 1) {
-    E* dfull = dhead_in;
-    tl.all_reduce(grid_.xy(), dfull, static_cast<size_t>(N) * C, dt);  // over X*Y
+    tl.all_reduce(grid_.xy(), dlnf_full, static_cast<size_t>(N) * C, dt);  // over X*Y
     auto copy = tl.compute("copy_columns");
-    copy_columns(*mem_, dln, dfull, N, C, grid_.coords().x * Cx_, Cx_);
+    copy_columns(*mem_, dln, dlnf_full, N, C, grid_.coords().x * Cx_, Cx_);
+  } else {
+    dln = dlnf_full;  // all channels are this rank's
   }
   const E* last_out = ptr<E>(A(kStream)[L - 1]);
   if (spec_.norm == Norm::kLayerNorm)
@@ -570,12 +590,52 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   if (last) step_open_ = false;
 }
 
+// The LM head's gradient after a forward that did not take it: d lnf over all channels into dlnf_full
+// (partial over X*Y) and the head's weight gradient. By chunks of rows, the last first: its
+// probabilities are still there; each earlier chunk's are recomputed (logits, softmax over X*Y).
+template <class E>
+void Gpt::backward_head(E* dlnf_full, double loss_scale) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  const int C = spec_.config.channels, Vr = vocab_rows_;
+  const int64_t N = static_cast<int64_t>(B_) * T_;
+  auto A = [&](Act a) { return acts_.tensor(a); };
+  // d logits: the loss is loss_scale * the mean over the global batch (micro-batches: the mean over the
+  // whole step); masked, the mean over its kept targets, whose per-token weights (0 for a dropped target)
+  // the kernel applies
+  const double counted = last_loss_.kept;  // every target's count without a mask
+  const float dloss = counted > 0 ? static_cast<float>(loss_scale / counted) : 0.0f;
+  E* dlogits = ptr<E>(A(kLogits));
+  const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
+  const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
+  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
+  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
+  const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
+  mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
+  const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
+  for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
+    const int64_t n = std::min(head_rows_, N - r);
+    if (r != last_chunk) {
+      AXONN_OP(matmul_forward, dlogits, lnf_full + r * C, head, nullptr, n, C, Vr);
+      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, dlogits, dlogits, targets_dev + r, n, vocab_valid_,
+               Vr, vocab_begin_, over_xy);
+    }
+    // d logits, in place over the probabilities
+    AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights ? weights + r : nullptr, dloss,
+             n, vocab_valid_, Vr, vocab_begin_);
+    AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, dlogits, lnf_full + r * C, head,
+             n, C, Vr);
+  }
+}
+
 void Gpt::sync_gradients() {
   auto scope = tl_.group("sync_gradients");
   sync_->sync(spec_.config.num_layers);
 }
 
 void Gpt::zero_grad() {
+  AXONN_CHECK(!head_gradient_scale_, "zero_grad() between a training forward and its backward() would drop the LM "
+              "head's gradient that the forward took: zero the gradients before the forward");
   sync_->reset();
   grads_.zero();
 }
@@ -653,6 +713,7 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
                   "generation with a KV cache has no CUDA kernels yet: use --kernels cpu");
   AXONN_CHECK_ARG(n > 0 && pos >= 0 && pos + n <= T_, "a chunk of ", n, " tokens at position ", pos,
                   " does not fit the context of ", T_, " positions");
+  AXONN_CHECK(!head_gradient_scale_, "forward_cached() after a training forward whose backward() has not run");
   auto& tl = tl_;
   auto scope = tl.group("forward_cached");
   const auto& k = *ops_;

@@ -1,6 +1,7 @@
 // train/step.cpp — the training step and its forward half (include/axonn/train/step.hpp).
 #include "axonn/train/step.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -16,34 +17,43 @@ enum class Pass { kTrain, kEvaluate };
 // `goldfish` (training only): the mean over the kept targets of the whole step, and its parts.
 float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass, bool poison = false,
                const model::GoldfishMask* goldfish = nullptr, std::optional<GoldfishLosses>* report = nullptr) {
-  // Goldfish: every target of the step decided first, and the kept ones counted over the global batch,
-  // so that each micro-batch's backward gets its share of the step's normaliser
+  // Goldfish: every target of the step decided first, and the kept ones of each micro-batch counted over
+  // the global batch, so that each micro-batch's forward and backward know its share of the step's normaliser
   std::vector<uint8_t> keep;
+  std::vector<double> micro_kept;
   double step_kept = 0.0;
   if (goldfish) {
     const int64_t tokens = b.micro_batches * b.micro_tokens;
     keep.resize(static_cast<size_t>(tokens));
     const int T = gpt.seq_len();
-    step_kept = gpt.sum_over_batch(static_cast<double>(goldfish->apply(b.targets, tokens / T, T, keep.data())));
+    goldfish->apply(b.targets, tokens / T, T, keep.data());
+    for (int k = 0; k < b.micro_batches; k++) {
+      const auto first = keep.begin() + k * b.micro_tokens;
+      micro_kept.push_back(gpt.sum_over_batch(static_cast<double>(std::count(first, first + b.micro_tokens, 1))));
+      step_kept += micro_kept.back();
+    }
   }
   double loss_sum = 0.0, kept_sum = 0.0, all_sum = 0.0, all = 0.0;
   for (int k = 0; k < b.micro_batches; k++) {
     const int64_t at = k * b.micro_tokens;
-    const float lk = gpt.forward(b.inputs + at, b.targets + at, goldfish ? keep.data() + at : nullptr);
+    // the step's loss is the mean over its micro-batches' targets: each micro-batch's mean loss counts
+    // with its share of them
     double scale = 1.0 / b.micro_batches;
+    if (goldfish) scale = step_kept > 0 ? micro_kept[k] / step_kept : 0.0;  // its share of the kept targets
+    // a non-finite loss goes on through the backward (the gradient sums must run on every rank); the
+    // guard skips the update
+    if (poison && k == 0 && gpt.grid().world().rank() == 0) scale = std::numeric_limits<double>::quiet_NaN();
+    // training: the forward takes the LM head's gradient too (model::ForwardOptions)
+    model::ForwardOptions forward;
+    if (pass == Pass::kTrain) forward.loss_scale = scale;
+    const float lk = gpt.forward(b.inputs + at, b.targets + at, goldfish ? keep.data() + at : nullptr, forward);
     if (goldfish) {
       const model::LossParts& parts = gpt.last_loss();
-      scale = step_kept > 0 ? parts.kept / step_kept : 0.0;  // this micro-batch's share of the kept targets
       kept_sum += parts.kept_sum;
       all_sum += parts.all_sum;
       all += parts.all;
     }
-    // a non-finite loss goes on through the backward (the gradient sums must run on every rank); the
-    // guard skips the update
-    if (pass == Pass::kTrain) {
-      if (poison && k == 0 && gpt.grid().world().rank() == 0) scale = std::numeric_limits<double>::quiet_NaN();
-      gpt.backward({scale, k == b.micro_batches - 1});
-    }
+    if (pass == Pass::kTrain) gpt.backward({scale, k == b.micro_batches - 1});
     loss_sum += lk;
   }
   if (!goldfish) return static_cast<float>(loss_sum / b.micro_batches);

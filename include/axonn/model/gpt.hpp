@@ -28,6 +28,11 @@
 //   gpt.zero_grad();
 //   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
 //   gpt.sync_gradients();
+// A training forward that knows its backward's scale takes the LM head's gradient itself (no logits are
+// computed again under lm_head_chunk; train::train_step does this):
+//   gpt.zero_grad();
+//   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k, nullptr, {1.0 / M}); gpt.backward({1.0 / M, k == M - 1}); }
+//   gpt.sync_gradients();
 // A loss over some targets only (the Goldfish loss, model/goldfish.hpp): forward(in, tg, keep) returns
 // the mean over the kept targets of the global batch and backward() the gradient of loss_scale * it;
 // last_loss() has its parts (train/step.cpp weighs the micro-batches by their kept counts).
@@ -40,6 +45,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "axonn/core/profiler.hpp"
@@ -96,11 +102,13 @@ struct GptRunOptions {
                                         // (all micro-batches), instead of two buffers
   int reduce_scatter_slots = 4;         // ORS: dW blocks in flight at once (a transformer block's four)
   // The LM head, softmax and cross-entropy by chunks of this many rows (tokens) of the local batch (0:
-  // all rows at once): only [chunk, V/(X·Y)] logits are ever held instead of [B·T, V/(X·Y)]. The
-  // forward takes each chunk's loss and drops its probabilities; the backward recomputes each chunk's
-  // logits and softmax (one more head GEMM per chunk, the last chunk's are still there) and takes its
-  // gradient. Unlike the settings above it changes the bits: the head's weight gradient is summed chunk
-  // by chunk (equal to rounding). A forward without targets (output(): the logits) needs 0.
+  // all rows at once): only [chunk, V/(X·Y)] logits are ever held instead of [B·T, V/(X·Y)]. A training
+  // forward (ForwardOptions::loss_scale) takes each chunk's loss and its gradient while the chunk's
+  // probabilities are at hand, then drops them: every head GEMM runs once. A forward without it takes
+  // the losses only, and the backward recomputes each chunk's logits and softmax (one more head GEMM per
+  // chunk but the last) to take their gradient. Unlike the settings above it changes the bits: the
+  // head's weight gradient is summed chunk by chunk (equal to rounding). A forward without targets
+  // (output(): the logits) needs 0.
   int lm_head_chunk = 0;
 };
 
@@ -110,6 +118,16 @@ struct LossParts {
   double kept = 0.0;      // the counted targets
   double all_sum = 0.0;   // the sum of every target's loss
   double all = 0.0;       // every target
+};
+
+struct ForwardOptions {
+  // A training forward: the loss_scale of the backward() that follows (BackwardOptions::loss_scale).
+  // Given, the forward also takes the LM head's share of the gradient, chunk by chunk while each
+  // chunk's probabilities are at hand (d logits, the head's weight gradient, d of the final norm's
+  // output); that backward() then starts below the head, and needs the same loss_scale. zero_grad() may
+  // not come between the two (it would drop the head's gradient). Unset (evaluation, or a caller that
+  // decides the scale later): no gradient here, and backward() takes the head's.
+  std::optional<double> loss_scale;
 };
 
 struct BackwardOptions {
@@ -165,6 +183,8 @@ class Gpt {
   // returns the mean over the kept targets of the global batch (0 when none is kept), the loss whose
   // gradient the next backward() takes. keep == null: forward(inputs, targets).
   float forward(const int* inputs, const int* targets, const uint8_t* keep);
+  // The same, as a training forward with options.loss_scale (ForwardOptions): train::train_step's call.
+  float forward(const int* inputs, const int* targets, const uint8_t* keep, const ForwardOptions& options);
   // The last forward's sums and counts (after a forward with targets).
   const LossParts& last_loss() const { return last_loss_; }
   // Sums a value of this rank's tokens (host memory; e.g. a count) over the ranks that hold the global
@@ -237,9 +257,11 @@ class Gpt {
  private:
   // The passes, written once for both precisions: E = float (fp32) or kernels::bf16 (mixed precision).
   template <class E>
-  float forward_pass(const int* inputs, const int* targets, const uint8_t* keep);
+  float forward_pass(const int* inputs, const int* targets, const uint8_t* keep, const ForwardOptions& options);
   template <class E>
   void backward_pass(const BackwardOptions& options);
+  template <class E>
+  void backward_head(E* dlnf_full, double loss_scale);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
   // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>
@@ -287,6 +309,9 @@ class Gpt {
   kernels::RowReducer x_reducer_{}, xy_reducer_{};
   bool have_targets_ = false;
   bool masked_ = false;   // the last forward's loss counts only the kept targets (kLossWeights)
+  // the loss_scale with which the last forward took the head's gradient (kDLnfFull holds d lnf); unset:
+  // the backward takes it
+  std::optional<double> head_gradient_scale_;
   LossParts last_loss_;
   std::vector<float> host_weights_;  // the mask as the backward's per-token weights, before the upload
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)

@@ -57,8 +57,10 @@ struct Bounds {
 // given precision, and compares losses, gradient norms, gradients and updated weights.
 // With `lm_head_chunk` > 0 the grid's model runs its LM head and cross-entropy by chunks of that many rows
 // (the single-rank model all at once); with `masked`, both take a loss mask (every third target dropped).
+// With `training_forward` the grid's forwards take the head's gradient (ForwardOptions::loss_scale), the
+// single-rank model's backward.
 void expect_every_grid_matches_one_rank(const model::GptConfig& cfg, DType precision, const Bounds& bound,
-                                        int lm_head_chunk = 0, bool masked = false) {
+                                        int lm_head_chunk = 0, bool masked = false, bool training_forward = false) {
   auto world = comm::world();
   // the reference: the same model on a 1x1x1x1 grid of this rank alone
   auto self = world->split(world->rank(), 0, "self");
@@ -103,9 +105,16 @@ void expect_every_grid_matches_one_rank(const model::GptConfig& cfg, DType preci
       ref_run.sync_gradients();
       double rn = ref_run.grad_norm();
 
-      float ld = dist->forward(b.in.data() + block * local, b.tg.data() + block * local,
-                               mask ? mask + block * local : nullptr);
-      dist->zero_grad();
+      float ld = 0;
+      if (training_forward) {
+        dist->zero_grad();
+        ld = dist->forward(b.in.data() + block * local, b.tg.data() + block * local,
+                           mask ? mask + block * local : nullptr, {.loss_scale = 1.0});
+      } else {
+        ld = dist->forward(b.in.data() + block * local, b.tg.data() + block * local,
+                           mask ? mask + block * local : nullptr);
+        dist->zero_grad();
+      }
       dist->backward();
       dist->sync_gradients();
       double dn = dist->grad_norm();
@@ -130,9 +139,9 @@ void expect_every_grid_matches_one_rank(const model::GptConfig& cfg, DType preci
   }
   EXPECT_GT(tried, 0);
   if (world->rank() == 0)
-    std::printf("checked %d grids of %d ranks against one rank (%s, %s, LM head chunk %d%s)\n", tried,
+    std::printf("checked %d grids of %d ranks against one rank (%s, %s, LM head chunk %d%s%s)\n", tried,
                 world->size(), std::string(dtype_name(precision)).c_str(), cfg.str().c_str(), lm_head_chunk,
-                masked ? ", masked" : "");
+                masked ? ", masked" : "", training_forward ? ", the head's gradient in the forward" : "");
 }
 
 }  // namespace
@@ -178,6 +187,20 @@ TEST(GptOnGrid, ChunkedLmHeadMatchesOneRank) {
 TEST(GptOnGrid, Bf16ChunkedLmHeadMatchesOneRank) {
   for (const model::GptConfig& cfg : kConfigs)
     expect_every_grid_matches_one_rank(cfg, DType::kBF16, {1e-3f, 2e-2f, 0, 0, 0, 0, 5e-2}, 5, true);
+}
+
+// The same with training forwards, which take each chunk's gradient while its probabilities are at hand
+// (train_step's path): every grid against the single-rank model's forward and backward, with the same
+// bounds (the chunks' weight gradients are summed first to last, another order again).
+TEST(GptOnGrid, TrainingForwardChunkedLmHeadMatchesOneRank) {
+  for (const model::GptConfig& cfg : kConfigs)
+    for (bool masked : {false, true}) {
+      const bool tight = cfg.family == model::Family::kGpt2 && !masked;
+      expect_every_grid_matches_one_rank(
+          cfg, DType::kF32, {2e-6f, 1e-5f, 1e-6f, 1e-4f, tight ? 1e-6f : 3e-5f, 1e-4f, 0, /*grads_every_step=*/tight}, 5,
+          masked, true);
+    }
+  expect_every_grid_matches_one_rank(kConfigs[0], DType::kBF16, {1e-3f, 2e-2f, 0, 0, 0, 0, 5e-2}, 5, true, true);
 }
 
 // A chunked head has no whole logits to give: a forward without targets says so.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "axonn/comm/factory.hpp"
@@ -185,6 +187,85 @@ TEST(Gpt, BackwardMatchesFiniteDifferencesOfTheLoss) {
     checked++;
   }
   EXPECT_EQ(checked, model::kGpt2Tensors);
+}
+
+// A training forward (ForwardOptions::loss_scale) takes the LM head's gradient itself. With the head all
+// at once it runs the same kernels on the same buffers in the same order as the backward did, so every
+// gradient and loss keeps its bits, in both precisions and with a mask. By chunks (7 rows of 33) it
+// computes no logits again; its chunks' weight gradients are summed first to last (the backward's
+// recompute goes last to first), so they match to rounding.
+TEST(Gpt, TrainingForwardTakesTheHeadsGradient) {
+  OneRank one;
+  const int B = 3, T = 11;
+  const GptConfig c = odd_config();
+  auto in = test::randint(B * T, c.vocab_size, 1), tg = test::randint(B * T, c.vocab_size, 2);
+  std::vector<uint8_t> keep(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < keep.size(); i++) keep[i] = i % 3 != 1;
+  for (DType precision : {DType::kF32, DType::kBF16})
+    for (int chunk : {0, 7})
+      for (const uint8_t* mask : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(keep.data())}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(precision) << ", chunk " << chunk << (mask ? ", masked" : ""));
+        model::GptRunOptions run;
+        run.precision = precision;
+        run.lm_head_chunk = chunk;
+        Gpt later(c, one.grid, B, T, kernels::Backend::kCpu, run), now(c, one.grid, B, T, kernels::Backend::kCpu, run);
+        later.init_random(5);
+        now.init_random(5);
+        // two micro-batches' worth: the second forward and backward accumulate onto the first's gradients
+        later.zero_grad();
+        now.zero_grad();
+        for (int k = 0; k < 2; k++) {
+          const float l_later = later.forward(in.data(), tg.data(), mask);
+          later.backward({0.5, k == 1});
+          const float l_now = now.forward(in.data(), tg.data(), mask, {.loss_scale = 0.5});
+          if (k == 0) {  // the head's gradient is there before the backward
+            const Tensor head = now.grad(Param::kWte);
+            double sum = 0;
+            for (int64_t j = 0; j < head.numel(); j++) sum += std::fabs(head.f32()[j]);
+            EXPECT_GT(sum, 0.0);
+          }
+          now.backward({0.5, k == 1});
+          EXPECT_EQ(l_now, l_later);
+        }
+        for (size_t t = 0; t < now.spec().params.size(); t++) {
+          const Tensor a = now.grads().tensor(t), b = later.grads().tensor(t);
+          if (chunk == 0)
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)), 0)
+                << now.spec().params[t].name;
+          else
+            EXPECT_TRUE(test::allclose(a.f32(), b.f32(), a.numel(), 1e-7f, 1e-5f)) << now.spec().params[t].name;
+        }
+      }
+}
+
+// The misuses of a training forward are refused, each with what to do instead.
+TEST(Gpt, TrainingForwardRefusesItsMisuses) {
+  OneRank one;
+  const int B = 2, T = 5;
+  const GptConfig c = odd_config();
+  Gpt g(c, one.grid, B, T, kernels::Backend::kCpu);
+  g.init_random(3);
+  auto in = test::randint(B * T, c.vocab_size, 1), tg = test::randint(B * T, c.vocab_size, 2);
+  auto message_of = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(nothing thrown)";
+  };
+  EXPECT_NE(message_of([&] { g.forward(in.data(), nullptr, nullptr, {.loss_scale = 1.0}); }).find("needs the targets"),
+            std::string::npos);
+  g.zero_grad();
+  g.forward(in.data(), tg.data(), nullptr, {.loss_scale = 1.0});
+  EXPECT_NE(message_of([&] { g.zero_grad(); }).find("zero the gradients before the forward"), std::string::npos);
+  EXPECT_NE(message_of([&] { g.forward(in.data(), tg.data()); }).find("whose backward() has not run"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { g.backward({0.5}); }).find("pass the same scale to both"), std::string::npos);
+  // refused without harm: the forward's backward still runs, and then the next forward
+  g.backward({1.0});
+  EXPECT_TRUE(std::isfinite(g.forward(in.data(), tg.data(), nullptr, {.loss_scale = 1.0})));
+  g.backward({1.0});
 }
 
 TEST(Gpt, FlopsOfGpt2Small) {
