@@ -8,7 +8,7 @@
 //                             [--gemm onednn|openblas] [--steps N] [--shapes 4x64,8x256]
 //                             [--model NAME[,NAME...]] [--rounds R] [--grid GX,GY,GZ,GD] [--profile 0|1]
 //                             [--peak-tflops P] [--gemm-tuning on|off] [--dtype fp32|bf16] [--lm-head-chunk ROWS]
-//                             [--stretch-positions 0|1]  (1: a T beyond the preset's max_seq_len, e.g. GPT-2 at 2048,
+//                             [--recompute 0|1] [--stretch-positions 0|1]  (1: a T beyond the preset's max_seq_len, e.g. GPT-2 at 2048,
 //                                                         gets a position table of T rows; random weights)
 //   mpirun -n 2 build/bin/bench_gpt2_step --grid 2,1,1,1 --shapes 8x256
 //   build-cuda/bin/bench_gpt2_step --kernels cuda --dtype bf16 --shapes 16x1024 --steps 5
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   double peak_tflops = 0.0;
   int lm_head_chunk = 0;  // --lm-head-chunk ROWS (model::GptRunOptions::lm_head_chunk)
+  bool recompute = false;  // --recompute 1: activation recompute (model::GptRunOptions::recompute; MFU counts the model's FLOPs only)
   bool stretch_positions = false;  // --stretch-positions 1: T beyond the preset's max_seq_len grows its table
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--gemm")) gemm = argv[i + 1];
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--lm-head-chunk")) lm_head_chunk = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--recompute")) recompute = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--stretch-positions")) stretch_positions = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
       model::GptRunOptions run;
       run.precision = precision;
       run.lm_head_chunk = lm_head_chunk;
+      run.recompute = recompute;
       model::Gpt gpt(cfg, grid, B_local, T, compute.backend, run);
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(compute.backend);

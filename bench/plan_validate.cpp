@@ -151,10 +151,14 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
     std::printf("\n");
     if (o.profile) runs[i].prof.print(stdout);
   }
-  std::printf("spearman %.3f (target >= 0.8); against the fastest rounds %.3f\n", rho, rho_fastest);
-  std::printf("measured best %s is %.0f of %zu in the predicted ranking (target: top 3); predicted best %s is %.0f "
+  // the targets: issue 6's on one host, issue 18's once the grids span hosts (the profile's node size)
+  const bool across_hosts = grids.front().size() > m.gpus_per_node;
+  std::printf("spearman %.3f (target >= %s); against the fastest rounds %.3f\n", rho,
+              across_hosts ? "0.9 across hosts" : "0.8 on one host", rho_fastest);
+  std::printf("measured best %s is %.0f of %zu in the predicted ranking (target: %s); predicted best %s is %.0f "
               "measured\n",
-              runs[best].shape.str().c_str(), prank[best], grids.size(), runs[pbest].shape.str().c_str(), mrank[pbest]);
+              runs[best].shape.str().c_str(), prank[best], grids.size(), across_hosts ? "first across hosts" : "top 3 on one host",
+              runs[pbest].shape.str().c_str(), mrank[pbest]);
   std::printf("mean relative error of the predicted step time %.1f%%\n", 100 * mre);
   std::fflush(stdout);
   if (!o.json.empty()) {

@@ -12,7 +12,8 @@
 #   MODELS [gpt2-124m gpt2-350m gpt2-774m]   TS [256 1024 2048]   TOKENS [2048] (B = TOKENS / T)
 #   GRIDS ["1,1,1,1 2,1,1,1 1,2,1,1 1,1,2,1 1,1,1,2"]: 1,1,1,1 runs 1 rank × every core's threads, the others
 #   one rank per factor with the cores shared out; DTYPES [fp32 bf16]; STEPS [1]; MEM_FRACTION [0.85]
-#   of MemAvailable shared by the ranks of a point.
+#   of MemAvailable shared by the ranks of a point; EXTRA [none]: more bench_gpt2_step flags for every point
+#   (e.g. "--lm-head-chunk 256"), recorded in the header line.
 # Rows: model T B grid ranks threads dtype ms_per_step tokens_per_s mfu peak_gflops_per_rank rss_mib status
 set -euo pipefail
 build=${1:-build}
@@ -26,6 +27,7 @@ GRIDS=${GRIDS:-"1,1,1,1 2,1,1,1 1,2,1,1 1,1,2,1 1,1,1,2"}
 DTYPES=${DTYPES:-"fp32 bf16"}
 STEPS=${STEPS:-1}
 MEM_FRACTION=${MEM_FRACTION:-0.85}
+read -r -a extra <<<"${EXTRA:-}"
 cores=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 log=$(mktemp)
@@ -33,7 +35,7 @@ trap 'rm -f "$log"' EXIT
 
 {
   echo "# $(date -u +%FT%TZ) $(lscpu | sed -n 's/^Model name: *//p' | head -1), $cores cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
-       "$TOKENS tokens per step, $STEPS timed step(s) after one warm-up"
+       "$TOKENS tokens per step, $STEPS timed step(s) after one warm-up${EXTRA:+, extra flags: $EXTRA}"
   printf "model\tT\tB\tgrid\tranks\tthreads\tdtype\tms_per_step\ttokens_per_s\tmfu\tpeak_gflops_per_rank\trss_mib\tstatus\n"
 } >>"$out"
 
@@ -57,10 +59,10 @@ for model in $MODELS; do
           ulimit -v "$limit_kib"
           if (( ranks == 1 )); then
             OMP_NUM_THREADS=$threads "$bench" --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS" \
-              --stretch-positions 1
+              --stretch-positions 1 "${extra[@]}"
           else
             mpiexec -n "$ranks" --oversubscribe --bind-to none -x OMP_NUM_THREADS="$threads" "$bench" --grid "$grid" \
-              --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS" --stretch-positions 1
+              --model "$model" --dtype "$dtype" --shapes "${B}x$T" --steps "$STEPS" --stretch-positions 1 "${extra[@]}"
           fi
         ) >"$log" 2>&1
         rc=$?
