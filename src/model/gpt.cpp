@@ -44,6 +44,11 @@ constexpr int64_t kNumScalars = 4;
 // the embedding and the head, the RMSNorm's row statistic.
 enum Scratch : size_t { kDResidual, kDLn, kFullA, kFullB, kDot };
 
+// Each counted target's d loss when the loss is loss_scale * the mean over `counted` targets (none: 0).
+float loss_gradient_per_target(double loss_scale, double counted) {
+  return counted > 0 ? static_cast<float>(loss_scale / counted) : 0.0f;
+}
+
 // A RowReducer's collective (LayerNorm statistics over X, cross-entropy over X*Y): blocking, traced.
 void reduce_over(void* ctx, float* values, int64_t n, bool max) {
   auto* r = static_cast<model::Gpt::Reduction*>(ctx);
@@ -444,7 +449,7 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
       for (int64_t i = 0; i < N; i++) local_kept += keep[i] ? 1.0 : 0.0;
       counted = sum_over_batch(local_kept);  // over Z and data
     }
-    dloss = counted > 0 ? static_cast<float>(*options.loss_scale / counted) : 0.0f;
+    dloss = loss_gradient_per_target(*options.loss_scale, counted);
     mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
   }
   // by chunks of rows: the chunk's logits, then its vocabulary-parallel softmax + cross-entropy over X*Y
@@ -452,17 +457,12 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   // gradient from the chunk; else the last chunk's probabilities are kept for the backward.
   float* losses = A(kLosses).f32();
   const int* targets_dev = static_cast<const int*>(A(kTargets).data());
-  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
   for (int64_t r = 0; r < N; r += head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
     AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
     AXONN_OP(softmax_crossentropy_forward, losses + r, logits, logits, targets_dev + r, n, vocab_valid_, Vr,
              vocab_begin_, over_xy);
-    if (!take_gradient) continue;
-    AXONN_OP(softmax_crossentropy_backward, logits, logits, targets_dev + r, weights ? weights + r : nullptr, dloss,
-             n, vocab_valid_, Vr, vocab_begin_);
-    AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, logits, lnf_full + r * C, head, n,
-             C, Vr);
+    if (take_gradient) head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
   }
   if (take_gradient) head_gradient_scale_ = options.loss_scale;
   // the mean over the global batch: this rank's tokens are summed (on the host, in order: the same
@@ -600,32 +600,43 @@ void Gpt::backward_head(E* dlnf_full, double loss_scale) {
   const int C = spec_.config.channels, Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B_) * T_;
   auto A = [&](Act a) { return acts_.tensor(a); };
-  // d logits: the loss is loss_scale * the mean over the global batch (micro-batches: the mean over the
-  // whole step); masked, the mean over its kept targets, whose per-token weights (0 for a dropped target)
-  // the kernel applies
-  const double counted = last_loss_.kept;  // every target's count without a mask
-  const float dloss = counted > 0 ? static_cast<float>(loss_scale / counted) : 0.0f;
-  E* dlogits = ptr<E>(A(kLogits));
+  // the loss is loss_scale * the mean over the global batch's counted targets (micro-batches: the mean over
+  // the whole step); the forward counted them (every target without a mask)
+  const float dloss = loss_gradient_per_target(loss_scale, last_loss_.kept);
+  E* logits = ptr<E>(A(kLogits));
   const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
   const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
   const int* targets_dev = static_cast<const int*>(A(kTargets).data());
-  const float* weights = masked_ ? A(kLossWeights).f32() : nullptr;
   const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
   mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
   const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
   for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
     if (r != last_chunk) {
-      AXONN_OP(matmul_forward, dlogits, lnf_full + r * C, head, nullptr, n, C, Vr);
-      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, dlogits, dlogits, targets_dev + r, n, vocab_valid_,
+      AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
+      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, logits, logits, targets_dev + r, n, vocab_valid_,
                Vr, vocab_begin_, over_xy);
     }
-    // d logits, in place over the probabilities
-    AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights ? weights + r : nullptr, dloss,
-             n, vocab_valid_, Vr, vocab_begin_);
-    AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, dlogits, lnf_full + r * C, head,
-             n, C, Vr);
+    head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
   }
+}
+
+// The gradient of the head's rows [r, r + n) from their probabilities (kLogits): d logits in place (masked:
+// the kernel applies the per-token weights, 0 for a dropped target), then d lnf of those rows over all
+// channels (into dlnf_full) and the head's weight gradient.
+template <class E>
+void Gpt::head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  const int C = spec_.config.channels, Vr = vocab_rows_;
+  E* dlogits = ptr<E>(acts_.tensor(kLogits));
+  const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
+  const int* targets_dev = static_cast<const int*>(acts_.tensor(kTargets).data());
+  const float* weights = masked_ ? acts_.tensor(kLossWeights).f32() + r : nullptr;
+  AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights, dloss, n, vocab_valid_, Vr,
+           vocab_begin_);
+  AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, dlogits, lnf_full + r * C, head, n,
+           C, Vr);
 }
 
 void Gpt::sync_gradients() {

@@ -262,6 +262,8 @@ class Gpt {
   void backward_pass(const BackwardOptions& options);
   template <class E>
   void backward_head(E* dlnf_full, double loss_scale);
+  template <class E>
+  void head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
   // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>
