@@ -123,8 +123,10 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
 void cast_to_bf16(bf16* out, const float* in, int64_t n);
 void cast_to_f32(float* out, const bf16* in, int64_t n);
 // cpu_bf16's attention, flash-style (the contract of OpsBf16::attention_*): per (b, h), blocks of 64 query rows
-// against their causal keys, fp32 GEMMs on the head's widened rows, the softmax in fp32; never [T, T]
-// probabilities, in the forward or the backward (which takes them again from q, k and lse).
+// against their causal keys, every product a bf16 GEMM on the strided q, k, v and dout (fp32 accumulation),
+// the softmax and its backward in fp32, the probabilities and score gradients rounded to bf16 once as the
+// operands of the GEMMs after them; never [T, T] probabilities, in the forward or the backward (which takes
+// them again from q, k and lse).
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
                         const float* lse, int B, int T, int C, int NH);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -101,7 +102,7 @@ struct MatmulKey {
 
 struct MatmulEntry {
   std::optional<dnnl::matmul> prim;  // none: oneDNN has no fast kernel for this key (widened path)
-  dnnl::memory::desc a, b, c, bias;
+  dnnl::memory::desc a, b, c, bias, scratchpad;
   std::string impl;  // oneDNN's name of the kernel, or why there is none
 };
 
@@ -120,6 +121,9 @@ MatmulEntry make_matmul(const MatmulKey& k, bool warn) {
   e.bias = dnnl::memory::desc({1, k.N}, dt::bf16, dims{k.N, 1});
   try {
     dnnl::primitive_attr attr;
+    // The scratchpad is ours (run_matmul: one per thread). oneDNN's own is one per thread that serves only
+    // the primitives created on that thread, and the attention runs a cached primitive on every thread.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
     if (k.beta != 0.0f) {
       dnnl::post_ops po;
@@ -129,6 +133,7 @@ MatmulEntry make_matmul(const MatmulKey& k, bool warn) {
     auto desc = k.bias ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_cpu_engine());
     e.impl = pd.impl_info_str();
+    e.scratchpad = pd.scratchpad_desc();
     // oneDNN's reference kernels (plain loops) are far slower than widening and sgemm
     if (e.impl.rfind("ref", 0) != 0) e.prim.emplace(pd);
   } catch (const dnnl::error& err) {
@@ -157,6 +162,17 @@ bool run_matmul(const MatmulEntry& e, const uint16_t* A, const uint16_t* B, cons
   thread_local dnnl::stream stream(eng);
   dnnl::memory a(e.a, eng, const_cast<uint16_t*>(A)), b(e.b, eng, const_cast<uint16_t*>(B)), c(e.c, eng, C);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  // Grows to the largest primitive's need, per thread; page-aligned, as oneDNN aligns its own.
+  thread_local std::unique_ptr<void, decltype(&std::free)> scratchpad(nullptr, &std::free);
+  thread_local size_t scratchpad_bytes = 0;
+  if (const size_t bytes = e.scratchpad.get_size(); bytes > 0) {
+    if (scratchpad_bytes < bytes) {
+      scratchpad_bytes = (bytes + 4095) / 4096 * 4096;
+      scratchpad.reset(std::aligned_alloc(4096, scratchpad_bytes));
+      if (!scratchpad) throw std::bad_alloc();
+    }
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, eng, scratchpad.get()));
+  }
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, eng, const_cast<uint16_t*>(bias)));
   e.prim->execute(stream, args);
   stream.wait();
@@ -165,7 +181,10 @@ bool run_matmul(const MatmulEntry& e, const uint16_t* A, const uint16_t* B, cons
 
 MatmulKey matmul_key(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, int64_t lda,
                      int64_t ldb, float beta, int64_t ldc, bool bf16_out, bool bias) {
-  return MatmulKey{trans_a, trans_b, bf16_out, bias, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()};
+  // Inside a parallel region (the attention's per-head GEMMs) oneDNN runs a primitive on the calling thread
+  // alone, so that is its own key.
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  return MatmulKey{trans_a, trans_b, bf16_out, bias, M, N, K, lda, ldb, ldc, alpha, beta, threads};
 }
 
 // OpenBLAS's bf16 GEMM, looked up at run time: Debian's 0.3.21 declares cblas_sbgemm in cblas.h but is

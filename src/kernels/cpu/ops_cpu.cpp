@@ -466,7 +466,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     }
 }
 
-// --- cpu_bf16's attention: flash-style, by blocks of query rows -------------------------------------
+// --- cpu_bf16's attention: flash-style, by blocks of query rows, on bf16 GEMMs ---------------------
 
 namespace {
 // Query rows per block: the scores of a block against its causal keys are [64, T] floats per thread,
@@ -492,35 +492,46 @@ void round_head(bf16* dst, const float* src, int T, int HS, int64_t stride) {
     for (int i = 0; i < HS; i++) d[i] = f32_to_bf16(s[i]);
   }
 }
+
+// A block's fp32 rows [rows, keys] rounded into a bf16 operand of the next GEMM.
+void round_block(bf16* dst, const float* src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
 }  // namespace
 
+// Every product of the attention is a bf16 GEMM (gemm_bf16: AMX / AVX512-BF16 where the CPU has them), run
+// single-threaded inside the parallel region over (b, h), straight on the strided q, k, v, dout of the
+// [B,T,3C] and [B,T,C] tensors (no widened copies). The softmax, its backward and every accumulation are
+// fp32. The probabilities p and the score gradients ds are rounded to bf16 once, as the operands of the
+// GEMMs that follow them (p v, p^T dout, ds k, ds^T q), as a GPU flash attention does; the log-sum-exp and
+// D = rowsum(dout * out) are taken from the fp32 values. docs/precision.md states the resulting bounds.
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
-  // out [B,T,C], lse [B,NH,T], qkv [B,T,3C]. One (b, h) per task: its q, k and v widened to fp32, then
-  // by blocks of query rows: the scaled scores of the block's rows against their causal keys (one GEMM),
-  // each row's softmax in fp32 and its log-sum-exp, then the rows' output (a second GEMM), rounded once.
+  // out [B,T,C], lse [B,NH,T], qkv [B,T,3C]. One (b, h) per task, by blocks of query rows: the scaled
+  // scores of the block's rows against their causal keys (one GEMM), each row's softmax in fp32 and its
+  // log-sum-exp, then the rows' output round(p v) (a second GEMM, rounded once into out).
   // The probabilities are never kept: attention_backward takes them again from q, k and lse.
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt((float)HS);
   const int64_t C3 = 3 * (int64_t)C;
 #pragma omp parallel
   {
-    const size_t head = (size_t)T * HS;
-    std::vector<float> q(head), k(head), v(head), scores((size_t)kAttentionRows * T), o((size_t)kAttentionRows * HS);
+    std::vector<float> scores((size_t)kAttentionRows * T);
+    std::vector<bf16> p((size_t)kAttentionRows * T);
 #pragma omp for schedule(static) collapse(2)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
-        const bf16* in = qkv + (int64_t)b * T * C3 + h * HS;
-        widen_head(q.data(), in, T, HS, C3);
-        widen_head(k.data(), in + C, T, HS, C3);
-        widen_head(v.data(), in + 2 * C, T, HS, C3);
+        const bf16* q = qkv + (int64_t)b * T * C3 + h * HS;
+        const bf16 *k = q + C, *v = q + 2 * C;
         for (int t0 = 0; t0 < T; t0 += kAttentionRows) {
           const int rows = std::min(kAttentionRows, T - t0), keys = t0 + rows;  // keys [0, keys): causal
           float* sc = scores.data();
-          sgemm(false, true, rows, keys, HS, scale, q.data() + (int64_t)t0 * HS, HS, k.data(), HS, 0.0f, sc, keys);
+          gemm_bf16(false, true, rows, keys, HS, scale, q + t0 * C3, C3, k, C3, 0.0f, sc, keys);
           for (int r = 0; r < rows; r++)
             lse[((int64_t)b * NH + h) * T + t0 + r] = causal_softmax_row(sc + (int64_t)r * keys, t0 + r + 1, keys);
-          sgemm(false, false, rows, HS, keys, 1.0f, sc, keys, v.data(), HS, 0.0f, o.data(), HS);  // p v
-          round_head(out + ((int64_t)b * T + t0) * C + h * HS, o.data(), rows, HS, C);
+          round_block(p.data(), sc, (int64_t)rows * keys);
+          gemm_bf16_round(false, false, rows, HS, keys, p.data(), keys, v, C3, nullptr, false,
+                          out + ((int64_t)b * T + t0) * C + h * HS, C);  // p v
         }
       }
   }
@@ -529,44 +540,44 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
                         const float* lse, int B, int T, int C, int NH) {
   // dqkv [B,T,3C] (added to), scratch [B,NH,T] (D = rowsum(dout * out), the contract's), dout [B,T,C], qkv
-  // [B,T,3C], out [B,T,C] and lse [B,NH,T] from the forward. One (b, h) per task, in fp32 on the head's
-  // widened q, k, v, dout and old gradients, by blocks of query rows: the probabilities again from the
-  // scores and lse, dv += p^T dout, dp = dout v^T, ds = p (dp - rowsum(p dp)) scale, dq += ds k, dk +=
-  // ds^T q. A block holds its rows' every causal key, so rowsum(p dp) is summed over the whole row, as the
-  // fp32 backward does. The gradients are rounded once, at the end.
+  // [B,T,3C], out [B,T,C] and lse [B,NH,T] from the forward. One (b, h) per task; the head's gradients are
+  // summed in fp32 buffers that start from the old gradients. By blocks of query rows: the probabilities
+  // again from the scores and lse, dv += p^T dout, dp = dout v^T, ds = p (dp - rowsum(p dp)) scale,
+  // dq += ds k, dk += ds^T q. A block holds its rows' every causal key, so rowsum(p dp) is summed over the
+  // whole row, as the fp32 backward does. The gradients are rounded once, at the end.
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt((float)HS);
   const int64_t C3 = 3 * (int64_t)C;
 #pragma omp parallel
   {
     const size_t head = (size_t)T * HS;
-    std::vector<float> q(head), k(head), v(head), dy(head), y(head), dq(head), dk(head), dv(head);
+    std::vector<float> dq(head), dk(head), dv(head);
     std::vector<float> p((size_t)kAttentionRows * T), dp((size_t)kAttentionRows * T);
+    std::vector<bf16> p16((size_t)kAttentionRows * T), ds16((size_t)kAttentionRows * T);
 #pragma omp for schedule(static) collapse(2)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
-        const bf16* in = qkv + (int64_t)b * T * C3 + h * HS;
+        const bf16* q = qkv + (int64_t)b * T * C3 + h * HS;
+        const bf16 *k = q + C, *v = q + 2 * C;
+        const bf16* dy = dout + (int64_t)b * T * C + h * HS;
+        const bf16* y = out + (int64_t)b * T * C + h * HS;
         bf16* grad = dqkv + (int64_t)b * T * C3 + h * HS;
-        widen_head(q.data(), in, T, HS, C3);
-        widen_head(k.data(), in + C, T, HS, C3);
-        widen_head(v.data(), in + 2 * C, T, HS, C3);
         widen_head(dq.data(), grad, T, HS, C3);
         widen_head(dk.data(), grad + C, T, HS, C3);
         widen_head(dv.data(), grad + 2 * C, T, HS, C3);
-        widen_head(dy.data(), dout + (int64_t)b * T * C + h * HS, T, HS, C);
-        widen_head(y.data(), out + (int64_t)b * T * C + h * HS, T, HS, C);
         const float* row_lse = lse + ((int64_t)b * NH + h) * T;
         float* row_d = scratch + ((int64_t)b * NH + h) * T;
         for (int t = 0; t < T; t++) {
           float D = 0.0f;
-          for (int i = 0; i < HS; i++) D += dy[(size_t)t * HS + i] * y[(size_t)t * HS + i];
+          for (int i = 0; i < HS; i++) D += bf16_to_f32(dy[t * C + i]) * bf16_to_f32(y[t * C + i]);
           row_d[t] = D;
         }
         for (int t0 = 0; t0 < T; t0 += kAttentionRows) {
           const int rows = std::min(kAttentionRows, T - t0), keys = t0 + rows;
-          const float* qb = q.data() + (int64_t)t0 * HS;
-          const float* dyb = dy.data() + (int64_t)t0 * HS;
-          sgemm(false, true, rows, keys, HS, scale, qb, HS, k.data(), HS, 0.0f, p.data(), keys);  // scores
+          const int64_t block = (int64_t)rows * keys;
+          const bf16* qb = q + t0 * C3;
+          const bf16* dyb = dy + (int64_t)t0 * C;
+          gemm_bf16(false, true, rows, keys, HS, scale, qb, C3, k, C3, 0.0f, p.data(), keys);  // scores
           for (int r = 0; r < rows; r++) {
             const int t = t0 + r;
             float* row = p.data() + (int64_t)r * keys;
@@ -574,14 +585,16 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
             for (int t2 = 0; t2 <= t; t2++) row[t2] = std::exp(row[t2] - row_lse[t]);
             for (int t2 = t + 1; t2 < keys; t2++) row[t2] = 0.0f;
           }
-          sgemm(true, false, keys, HS, rows, 1.0f, p.data(), keys, dyb, HS, 1.0f, dv.data(), HS);  // dv += p^T dy
-          sgemm(false, true, rows, keys, HS, 1.0f, dyb, HS, v.data(), HS, 0.0f, dp.data(), keys);  // dp = dy v^T
+          round_block(p16.data(), p.data(), block);
+          gemm_bf16(true, false, keys, HS, rows, 1.0f, p16.data(), keys, dyb, C, 1.0f, dv.data(), HS);  // dv += p^T dy
+          gemm_bf16(false, true, rows, keys, HS, 1.0f, dyb, C, v, C3, 0.0f, dp.data(), keys);           // dp = dy v^T
           for (int r = 0; r < rows; r++)  // softmax backward, in place in dp
             causal_softmax_backward_row(dp.data() + (int64_t)r * keys, p.data() + (int64_t)r * keys, t0 + r + 1, keys,
                                         scale);
-          sgemm(false, false, rows, HS, keys, 1.0f, dp.data(), keys, k.data(), HS, 1.0f, dq.data() + (int64_t)t0 * HS,
-                HS);                                                                                   // dq += ds k
-          sgemm(true, false, keys, HS, rows, 1.0f, dp.data(), keys, qb, HS, 1.0f, dk.data(), HS);  // dk += ds^T q
+          round_block(ds16.data(), dp.data(), block);
+          gemm_bf16(false, false, rows, HS, keys, 1.0f, ds16.data(), keys, k, C3, 1.0f, dq.data() + (int64_t)t0 * HS,
+                    HS);                                                                                 // dq += ds k
+          gemm_bf16(true, false, keys, HS, rows, 1.0f, ds16.data(), keys, qb, C3, 1.0f, dk.data(), HS);  // dk += ds^T q
         }
         round_head(grad, dq.data(), T, HS, C3);
         round_head(grad + C, dk.data(), T, HS, C3);
