@@ -212,7 +212,7 @@ MachineProfile parse_machine_profile(std::string_view json_text, std::string_vie
   json doc;
   try {
     doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond a double
     p.fail(detail::concat("not valid JSON: ", e.what()));
   }
   MachineProfile m;

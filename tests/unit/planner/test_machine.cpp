@@ -185,6 +185,8 @@ TEST(PlannerMachine, MissingOrBadFieldsAreNamed) {
               R"("inter_node_gbs": 20, "bandwidth_gbs": [{"ip": [4, 2], "size": 2, "gbs": 1}])");
   expect_error(bad, "network.bandwidth_gbs[0].ip");
   expect_error("{ not json", "not valid JSON");
+  // A number beyond a double is nlohmann's out_of_range, not a parse_error (found by fuzz_machine_profile)
+  expect_error("{\"name\": 2e122222}", "number overflow");
 }
 
 TEST(PlannerMachine, UnknownNameListsTheBuiltins) {
