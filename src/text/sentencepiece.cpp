@@ -13,9 +13,25 @@ namespace axonn::text {
 
 SentencePieceTokenizer::SentencePieceTokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
 
+namespace {
+
+// Runs one of the library's loads. Most faults come back as a Status, but a piece the library's Darts
+// trie cannot hold (an empty key once read as a C string, i.e. a piece that starts with a NUL byte) is
+// thrown as Darts' own exception, derived from std::exception; either becomes the Status we report.
+template <typename Load>
+sentencepiece::util::Status guarded_load(Load&& load) {
+  try {
+    return load();
+  } catch (const std::exception& e) {
+    return sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
+  }
+}
+
+}  // namespace
+
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : SentencePieceTokenizer() {
   describe_ = "SentencePiece (" + path + ")";
-  const auto status = sp_->Load(path);
+  const auto status = guarded_load([&] { return sp_->Load(path); });
   AXONN_CHECK_IO(status.ok(), "cannot load SentencePiece model '", path, "': ",
                  status.code() == sentencepiece::util::StatusCode::kInternal ? "not a SentencePiece model file (" : "(",
                  status.ToString(), ")");
@@ -26,7 +42,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(
                                                                                 std::string describe) {
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->describe_ = std::move(describe);
-  const auto status = t->sp_->LoadFromSerializedProto(model);
+  const auto status = guarded_load([&] { return t->sp_->LoadFromSerializedProto(model); });
   AXONN_CHECK_IO(status.ok(), "cannot load SentencePiece model ", t->describe_, ": ", status.ToString());
   t->take_specials();
   return t;

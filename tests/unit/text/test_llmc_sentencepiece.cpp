@@ -161,6 +161,12 @@ TEST(SentencePiece, RefusesBadModelsAndImpossibleVocabularies) {
   test::write_text(d.file("bad.model"), "this is not a protobuf");
   test::expect_error_with([&] { text::load_tokenizer(d.file("bad.model")); }, "cannot load SentencePiece model");
   test::expect_error_with([&] { text::load_tokenizer(d.file("absent.model")); }, "no such file or directory");
+  // A well-formed protobuf whose piece starts with a NUL byte: SentencePiece's Darts trie throws its own
+  // exception (not a Status) while it loads the pieces; the file is refused with its name (fuzz corpus
+  // sentencepiece/nul-piece.model, found by fuzz_sentencepiece).
+  test::write_text(d.file("nul-piece.model"), std::string("\x0a\x09\x0a\x05<unk>\x18\x02\x0a\x03\x0a\x01\x00", 16));
+  test::expect_error_with([&] { text::load_tokenizer(d.file("nul-piece.model")); },
+                          "cannot load SentencePiece model '" + d.file("nul-piece.model") + "'");
   const std::vector<std::string> lines = {"a tiny corpus", "of two lines"};
   size_t next = 0;
   text::SentencePieceTrainOptions o;
