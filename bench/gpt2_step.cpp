@@ -74,7 +74,12 @@ int main(int argc, char** argv) {
   int lm_head_chunk = 0;  // --lm-head-chunk ROWS (model::GptRunOptions::lm_head_chunk)
   bool recompute = false;  // --recompute 1: activation recompute (model::GptRunOptions::recompute; MFU counts the model's FLOPs only)
   bool stretch_positions = false;  // --stretch-positions 1: T beyond the preset's max_seq_len grows its table
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {  // a lone last word (--help) would otherwise start the default benchmark
+      std::fprintf(stderr, "%s has no value: every flag of bench_gpt2_step takes one (--shapes 8x256 --dtype bf16 ...; "
+                   "the flags are listed at the top of bench/gpt2_step.cpp)\n", argv[i]);
+      return 2;
+    }
     if (!std::strcmp(argv[i], "--gemm")) gemm = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];

@@ -12,7 +12,8 @@ namespace {
 #define AXONN_OPS_TABLE(ns)                                                                                 \
   Ops {                                                                                                     \
     ns::embedding_forward, ns::embedding_backward, ns::position_forward, ns::position_backward,             \
-        ns::layernorm_forward, ns::layernorm_backward,               \
+        ns::layernorm_sum, ns::layernorm_centred_sumsq, ns::layernorm_forward, ns::layernorm_backward_sums,  \
+        ns::layernorm_backward,                                                                             \
         ns::matmul_forward, ns::matmul_backward, ns::attention_forward, ns::attention_backward,             \
         ns::gelu_forward, ns::gelu_backward, ns::residual_forward, ns::residual_backward,                   \
         ns::softmax_crossentropy_forward, ns::softmax_crossentropy_backward, ns::adamw_update, ns::sum_squares, \

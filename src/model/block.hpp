@@ -56,7 +56,6 @@ struct PassContext {
   const parallel::LinearRun& linear_run;
   GradientSync& sync;
   parallel::WeightGather* gather = nullptr;     // set once the model has built it
-  const kernels::RowReducer* over_x = nullptr;  // LayerNorm's statistics over X (null: Gx = 1)
   int B = 0, T = 0;
   int64_t N = 0;                       // B * T rows
   int Cx = 0;                          // the residual stream's channels on this rank: C / Gx
@@ -103,6 +102,42 @@ struct PassContext {
     auto scope_ = tl.group(#layer " " #direction);              \
     layer.template direction<E>(__VA_ARGS__, ctx_.linear_run);  \
   } while (0)
+
+// LayerNorm over rows of C channels split over X, with fp32 two-pass statistics (exact on every grid):
+//   out = (x - mean) * rstd * w + b, mean = sum(x) / C, rstd = 1 / sqrt(sum((x - mean)^2) / C + eps)
+// Each row statistic is computed by one kernel, completed by an all-reduce over X here, and used by the
+// next (the call sites of the collectives are these two functions, as for RMSNorm below).
+// On N rows (inference's chunks); the passes' ctx.N rows below.
+template <class E>
+void layernorm_forward(const PassContext& ctx, E* out, float* mean, float* rstd, const E* inp, const E* weight,
+                       const E* bias, int64_t N) {
+  auto& tl = ctx.tl;
+  const auto& k = ctx.kernels<E>();
+  const int C = ctx.spec.config.channels;
+  AXONN_OP(layernorm_sum, mean, inp, N, ctx.Cx);                     // mean <- sum of x of this rank's channels
+  tl.all_reduce(ctx.grid.x(), mean, static_cast<size_t>(N));        // over X
+  AXONN_OP(layernorm_centred_sumsq, rstd, mean, inp, N, ctx.Cx, C);  // mean <- sum / C; rstd <- sum of (x - mean)^2
+  tl.all_reduce(ctx.grid.x(), rstd, static_cast<size_t>(N));        // over X
+  AXONN_OP(layernorm_forward, out, mean, rstd, inp, weight, bias, N, ctx.Cx, C);  // rstd <- 1 / std; out
+}
+template <class E>
+void layernorm_forward(const PassContext& ctx, E* out, float* mean, float* rstd, const E* inp, const E* weight,
+                       const E* bias) {
+  layernorm_forward<E>(ctx, out, mean, rstd, inp, weight, bias, ctx.N);
+}
+
+// dinp += d out / d inp . dout, dweight += ..., dbias += ...; `sums` [2N] fp32 scratch receives
+// sum(dout * w) | sum(dout * w * xhat) over all channels (partial, then all-reduced over X).
+template <class E>
+void layernorm_backward(const PassContext& ctx, E* dinp, float* dweight, float* dbias, float* sums, const E* dout,
+                        const E* inp, const E* weight, const float* mean, const float* rstd) {
+  auto& tl = ctx.tl;
+  const auto& k = ctx.kernels<E>();
+  const int C = ctx.spec.config.channels;
+  AXONN_OP(layernorm_backward_sums, sums, dout, inp, weight, mean, rstd, ctx.N, ctx.Cx);
+  tl.all_reduce(ctx.grid.x(), sums, 2 * static_cast<size_t>(ctx.N));  // over X
+  AXONN_OP(layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, sums, ctx.N, ctx.Cx, C);
+}
 
 // RMSNorm over rows of C channels split over X, with fp32 statistics (exact on every grid):
 //   out = x * rstd * w, rstd = 1 / sqrt(sum(x^2) / C + eps)

@@ -41,15 +41,15 @@ enum Act : size_t {
 // need a device word for the communicator; on the host the collectives take the host variables.
 constexpr int64_t kNumScalars = 4;
 // The backward's scratch: the residual stream's gradient, the final norm's, the full-channel rows of
-// the embedding and the head, the RMSNorm's row statistic.
-enum Scratch : size_t { kDResidual, kDLn, kFullA, kFullB, kDot };
+// the embedding and the head, the final norm's backward row sums (all-reduced over X).
+enum Scratch : size_t { kDResidual, kDLn, kFullA, kFullB, kNormSums };
 
 // Each counted target's d loss when the loss is loss_scale * the mean over `counted` targets (none: 0).
 float loss_gradient_per_target(double loss_scale, double counted) {
   return counted > 0 ? static_cast<float>(loss_scale / counted) : 0.0f;
 }
 
-// A RowReducer's collective (LayerNorm statistics over X, cross-entropy over X*Y): blocking, traced.
+// A RowReducer's collective (the cross-entropy's row values over X*Y): blocking, traced.
 void reduce_over(void* ctx, float* values, int64_t n, bool max) {
   auto* r = static_cast<model::Gpt::Reduction*>(ctx);
   r->tl->all_reduce(*r->group, values, static_cast<size_t>(n), max ? comm::ReduceOp::kMax : comm::ReduceOp::kSum);
@@ -115,9 +115,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   vocab_begin_ = shards_->vocab_begin();
   vocab_rows_ = shards_->vocab_rows();
   vocab_valid_ = std::max(0, std::min(c.vocab_size - vocab_begin_, vocab_rows_));
-  x_reduction_ = {&tl_, &grid.x()};
   xy_reduction_ = {&tl_, &grid.xy()};
-  if (g.gx > 1) x_reducer_ = {reduce_over, &x_reduction_};
   if (gxy > 1) xy_reducer_ = {reduce_over, &xy_reduction_};
 
   // parameters: this rank's shards (ShardMap's shapes), one slot per tensor of the spec
@@ -164,13 +162,13 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
   sadd(kFullA, "full_a", {sharded_channels ? N : 0, C}, act);
   sadd(kFullB, "full_b", {sharded_channels ? N : 0, C}, act);
-  sadd(kDot, "rmsnorm_dot", {layernorm ? 0 : N}, f32);
+  // the final norm's backward row sums over X: LayerNorm's sum(dnorm) | sum(dnorm * xhat), RMSNorm's dot
+  sadd(kNormSums, "norm_row_sums", {layernorm ? 2 * N : N}, f32);
   scratch_.allocate();
 
   // what the blocks share, and the blocks of the model's kind
   ctx_ = std::make_unique<detail::PassContext>(detail::PassContext{
       spec_, *shards_, grid, tl_, *mem_, *ops_, ops_bf16_, params_, params_bf16_, grads_, linear_run_, *sync_});
-  ctx_->over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   ctx_->B = B;
   ctx_->T = T;
   ctx_->N = N;
@@ -378,7 +376,6 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   const int B = B_, T = T_, C = c.channels, L = c.num_layers, V = c.vocab_size;
   const int Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
-  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
   auto P = [&](int t) { return ctx_->weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
@@ -416,12 +413,12 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   embed<E>(in, B, T, 0);
   for (int l = 0; l < L; l++) block_forward<E>(l);
 
-  // the final norm: LayerNorm (statistics over X inside the kernel) or RMSNorm (over X here)
+  // the final norm: LayerNorm or RMSNorm (each with its statistics over X)
   E* lnf = ptr<E>(A(kLnf));
   const E* last = ptr<E>(A(kStream)[L - 1]);
   if (spec_.norm == Norm::kLayerNorm)
-    AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, ptr<E>(P(spec_.final_norm)),
-             ptr<E>(P(spec_.final_norm_bias)), N, Cx_, C, over_x);
+    detail::layernorm_forward<E>(*ctx_, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, ptr<E>(P(spec_.final_norm)),
+                                 ptr<E>(P(spec_.final_norm_bias)));
   else
     detail::rmsnorm_forward<E>(*ctx_, lnf, A(kLnfRstd).f32(), last, ptr<E>(P(spec_.final_norm)), c.norm_eps);
   // LM head (GPT-2: the token embedding): all channels of lnf (gathered over X) against this rank's
@@ -523,7 +520,6 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   const int B = B_, T = T_, C = c.channels, L = c.num_layers, Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
   const bool last = options.last_micro_batch;
-  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   auto P = [&](int t) { return ctx_->weight<E>(t); };
   auto G = [&](int t) { return grad(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
@@ -565,10 +561,11 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   }
   const E* last_out = ptr<E>(A(kStream)[L - 1]);
   if (spec_.norm == Norm::kLayerNorm)
-    AXONN_OP(layernorm_backward, dresidual, G(spec_.final_norm).f32(), G(spec_.final_norm_bias).f32(), dln, last_out,
-             ptr<E>(P(spec_.final_norm)), A(kLnfMean).f32(), A(kLnfRstd).f32(), N, Cx_, C, over_x);
+    detail::layernorm_backward<E>(*ctx_, dresidual, G(spec_.final_norm).f32(), G(spec_.final_norm_bias).f32(),
+                                  scratch_.tensor(kNormSums).f32(), dln, last_out, ptr<E>(P(spec_.final_norm)),
+                                  A(kLnfMean).f32(), A(kLnfRstd).f32());
   else
-    detail::rmsnorm_backward<E>(*ctx_, dresidual, G(spec_.final_norm).f32(), scratch_.tensor(kDot).f32(), dln,
+    detail::rmsnorm_backward<E>(*ctx_, dresidual, G(spec_.final_norm).f32(), scratch_.tensor(kNormSums).f32(), dln,
                                 last_out, ptr<E>(P(spec_.final_norm)), A(kLnfRstd).f32());
   sync_->issue_stage(Stage::kHead);  // over Z·data: the final norm's (and an untied head's) gradient is complete
 
@@ -763,10 +760,9 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
   }
   // the final norm (statistics over X), and the LM head: all channels against this rank's vocabulary rows
   float* lnf = A(kLnf).f32();
-  const kernels::RowReducer* over_x = x_reducer_.all_reduce ? &x_reducer_ : nullptr;
   if (spec_.norm == Norm::kLayerNorm)
-    AXONN_OP(layernorm_forward, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(),
-             P(spec_.final_norm_bias).f32(), rows, Cx_, C, over_x);
+    detail::layernorm_forward<float>(*ctx_, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(),
+                                     P(spec_.final_norm_bias).f32(), rows);
   else
     detail::rmsnorm_forward<float>(*ctx_, lnf, A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(), c.norm_eps, rows);
   const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);

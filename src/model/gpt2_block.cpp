@@ -15,7 +15,7 @@ enum Act : size_t {
   kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttproj, kResidual2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu,
   kFcproj,
 };
-enum Scratch : size_t { kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt };
+enum Scratch : size_t { kDLn, kDAtty, kDQkv, kDFch, kDFchGelu, kDAtt, kLnSums };
 // The linears, in forward order (ModelSpec::linears; the weight all-gathers' order).
 enum Linear : int { kLinQkv, kLinAttproj, kLinFc, kLinFcproj };
 
@@ -66,6 +66,7 @@ Gpt2Block::Gpt2Block(const PassContext& ctx)
     sadd(kDAtt, "attention_d", {B, NHy_, T}, f32);  // the flash backward's rowsum(dout * out)
   else
     sadd(kDAtt, "datt", {B, NHy_, T, T}, f32);
+  sadd(kLnSums, "layernorm_sums", {2, N}, f32);  // sum(dnorm) | sum(dnorm * xhat) per row, all-reduced over X
   scratch_.allocate();
 }
 
@@ -77,9 +78,8 @@ void Gpt2Block::forward(int l, const E* residual, E* out, const CachedChunk* chu
   auto& tl = ctx_.tl;
   auto scope = tl.group("block forward");
   const auto& k = ctx_.kernels<E>();
-  const int B = ctx_.B, T = ctx_.T, C = ctx_.spec.config.channels, Cx = ctx_.Cx;
+  const int B = ctx_.B, T = ctx_.T, Cx = ctx_.Cx;
   const int64_t N = chunk ? static_cast<int64_t>(B) * chunk->n : ctx_.N;
-  const kernels::RowReducer* over_x = ctx_.over_x;
   auto P = [&](int t) { return ctx_.weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto W = [&](int kind) { return ctx_.gathered<E>(kind, l); };
@@ -97,8 +97,8 @@ void Gpt2Block::forward(int l, const E* residual, E* out, const CachedChunk* chu
   // Each linear takes its weight block from the WeightGather: it waits for the block's all-gather
   // over Z (issued one linear earlier under OAG, else now) and issues the next linear's.
   // attention block: LayerNorm (statistics over X) -> QKV (A) -> attention on this rank's heads -> proj (B)
-  AXONN_OP(layernorm_forward, ln1, A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), residual, ptr<E>(P(ln1w_)[l]),
-           ptr<E>(P(ln1b_)[l]), N, Cx, C, over_x);
+  layernorm_forward<E>(ctx_, ln1, A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), residual, ptr<E>(P(ln1w_)[l]),
+                       ptr<E>(P(ln1b_)[l]), N);
   AXONN_LINEAR(qkv_, forward, qkv, ln1, W(kLinQkv), bias(kLinQkv), N);
   // fp32: keeps the probabilities att [B, NH, T, T]; bf16 (flash): keeps their log-sum-exp [B, NH, T]
   if (chunk)
@@ -108,8 +108,8 @@ void Gpt2Block::forward(int l, const E* residual, E* out, const CachedChunk* chu
   AXONN_LINEAR(attproj_, forward, attproj, atty, W(kLinAttproj), bias(kLinAttproj), N);
   AXONN_OP(residual_forward, residual2, residual, attproj, N * Cx);
   // MLP block: LayerNorm -> FC (A) -> GELU on this rank's 4C/Gy -> FC2 (B)
-  AXONN_OP(layernorm_forward, ln2, A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), residual2, ptr<E>(P(ln2w_)[l]),
-           ptr<E>(P(ln2b_)[l]), N, Cx, C, over_x);
+  layernorm_forward<E>(ctx_, ln2, A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), residual2, ptr<E>(P(ln2w_)[l]),
+                       ptr<E>(P(ln2b_)[l]), N);
   AXONN_LINEAR(fc_, forward, fch, ln2, W(kLinFc), bias(kLinFc), N);
   AXONN_OP(gelu_forward, fch_gelu, fch, N * 4 * Cy_);
   AXONN_LINEAR(fcproj_, forward, fcproj, fch_gelu, W(kLinFcproj), bias(kLinFcproj), N);
@@ -123,9 +123,8 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   auto& tl = ctx_.tl;
   auto scope = tl.group("block backward");
   const auto& k = ctx_.kernels<E>();
-  const int B = ctx_.B, T = ctx_.T, C = ctx_.spec.config.channels, Cx = ctx_.Cx;
+  const int B = ctx_.B, T = ctx_.T, Cx = ctx_.Cx;
   const int64_t N = ctx_.N;
-  const kernels::RowReducer* over_x = ctx_.over_x;
   const MemoryOps& mem = ctx_.mem;
   GradientSync& sync = ctx_.sync;
   auto P = [&](int t) { return ctx_.weight<E>(t); };
@@ -138,6 +137,7 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   auto tag = [&](int kind) { return sync.shard_tag(kind, l, last); };
   const int a = ctx_.slot(l);
   E* dln = S(kDLn);
+  float* ln_sums = scratch_.tensor(kLnSums).f32();  // the LayerNorm backward's row sums [2, N]
   // Each linear's backward: dx all-reduced over its output group (overlapped with the dW GEMM under
   // OAR), dW reduce-scattered over Z (retired later under ORS); after each, the weight shards whose
   // gradient became complete are summed over data (DP overlap).
@@ -152,8 +152,8 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   AXONN_OP(gelu_backward, S(kDFch), ptr<E>(A(kFch)[a]), S(kDFchGelu), N * 4 * Cy_);
   AXONN_LINEAR(fc_, backward, dln, dW(kLinFc), dbias(kLinFc), S(kDFch), ptr<E>(A(kLn2)[a]), W(kLinFc), N, tag(kLinFc));
   sync.issue_retired_shards();
-  AXONN_OP(layernorm_backward, dresidual, G(ln2w_)[l].f32(), G(ln2b_)[l].f32(), dln, ptr<E>(A(kResidual2)[a]),
-           ptr<E>(P(ln2w_)[l]), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32(), N, Cx, C, over_x);
+  layernorm_backward<E>(ctx_, dresidual, G(ln2w_)[l].f32(), G(ln2b_)[l].f32(), ln_sums, dln,
+                        ptr<E>(A(kResidual2)[a]), ptr<E>(P(ln2w_)[l]), A(kLn2Mean)[a].f32(), A(kLn2Rstd)[a].f32());
   // attention block, reversed
   mem.zero(S(kDAtty), e * N * Cy_);
   mem.zero(S(kDQkv), e * N * 3 * Cy_);
@@ -173,8 +173,8 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   AXONN_LINEAR(qkv_, backward, dln, dW(kLinQkv), dbias(kLinQkv), S(kDQkv), ptr<E>(A(kLn1)[a]), W(kLinQkv), N,
                tag(kLinQkv));
   sync.issue_retired_shards();
-  AXONN_OP(layernorm_backward, dresidual, G(ln1w_)[l].f32(), G(ln1b_)[l].f32(), dln, residual, ptr<E>(P(ln1w_)[l]),
-           A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32(), N, Cx, C, over_x);
+  layernorm_backward<E>(ctx_, dresidual, G(ln1w_)[l].f32(), G(ln1b_)[l].f32(), ln_sums, dln, residual,
+                        ptr<E>(P(ln1w_)[l]), A(kLn1Mean)[a].f32(), A(kLn1Rstd)[a].f32());
   sync.issue_stage(Stage::kBlock, l);  // over Z*data: the block's norms and biases are complete
 }
 

@@ -34,9 +34,10 @@ const Ops& cuda_ops();
 // The bf16 mixed-precision op list (kernels/ops_bf16.hpp) on the GPU: DEVICE pointers, the same stream and
 // ordering as cuda_ops(). GEMMs through cuBLASLt (bf16 inputs, fp32 accumulation), a flash-style attention
 // (head size a multiple of 8 up to 128; see FlashAttention), fp32 math everywhere with each bf16 output
-// rounded once. Unlike the fp32 table, LayerNorm and cross-entropy take a RowReducer: it is called between the
+// rounded once. As in the fp32 table, the cross-entropy takes a RowReducer: it is called between the
 // kernel's passes with DEVICE arrays (float, n values), and when its all_reduce returns, work queued
-// afterwards on this stream must see the reduced values (it waits, or makes the stream wait).
+// afterwards on this stream must see the reduced values (it waits, or makes the stream wait). The norms'
+// statistics are all-reduced by the model between their ops, on the same terms.
 const OpsBf16& cuda_bf16_ops();
 
 // The two flash attentions behind cuda_bf16_ops().attention_forward / attention_backward (same contract,

@@ -19,10 +19,11 @@ namespace axonn::kernels {
 
 enum class Backend { kRef, kCpu, kCuda };
 
-// Completes per-row partial results across the ranks that hold the other slices of each row:
-// LayerNorm over channels sharded over X, cross-entropy over a vocabulary sharded over X*Y. The
-// caller (the model) supplies it and the kernel calls it between its passes; every rank of the
-// group must make the same calls. A null RowReducer means the rows are whole on this rank.
+// Completes per-row partial results across the ranks that hold the other slices of each row: the
+// cross-entropy over a vocabulary sharded over X*Y. The caller (the model) supplies it and the kernel
+// calls it between its passes; every rank of the group must make the same calls. A null RowReducer
+// means the rows are whole on this rank. (The norms' statistics over X are completed by the model
+// between their ops instead, at the call site.)
 // The values live in the kernels' memory: host arrays for ref/cpu, DEVICE arrays for cuda (the
 // model's reducer then calls a communicator that takes device buffers: NCCL or MPI-staged).
 struct RowReducer {
@@ -46,13 +47,27 @@ struct Ops {
   void (*position_forward)(float* out, const float* wpe, int B, int T, int C);
   // dwpe[t,:] += sum over b of dout[b,t,:]
   void (*position_backward)(float* dwpe, const float* dout, int B, int T, int C);
-  // LayerNorm over rows of C_total channels of which this rank holds C (C_total = C without a
-  // reducer): out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd [N]; eps = 1e-5.
-  void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                            const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer);
+  // LayerNorm over rows of C_total channels of which this rank holds C, in steps so that the caller
+  // completes each row statistic over the channels' group between them (model/block.hpp), as RMSNorm's
+  // below; eps = 1e-5. Two-pass statistics (the mean, then the centred sum of squares), as llm.c.
+  // mean[N] = sum over this rank's channels of inp
+  void (*layernorm_sum)(float* mean, const float* inp, int64_t N, int C);
+  // mean[N]: on entry the complete sums, on return sum / C_total; var[N] = sum over this rank's channels
+  // of (inp - mean)^2
+  void (*layernorm_centred_sumsq)(float* var, float* mean, const float* inp, int64_t N, int C, int C_total);
+  // rstd[N]: on entry the complete centred sums of squares, on return 1/sqrt(sum / C_total + eps) (kept for
+  // the backward, with mean); out[N,C] = (inp - mean) * rstd * weight + bias
+  void (*layernorm_forward)(float* out, const float* mean, float* rstd, const float* inp, const float* weight,
+                            const float* bias, int64_t N, int C, int C_total);
+  // sums[2N] = this rank's [N] sum(dnorm) | [N] sum(dnorm * xhat), dnorm = weight * dout,
+  // xhat = (inp - mean) * rstd
+  void (*layernorm_backward_sums)(float* sums, const float* dout, const float* inp, const float* weight,
+                                  const float* mean, const float* rstd, int64_t N, int C);
+  // with the complete sums: dinp[N,C] += (dnorm - sum(dnorm) / C_total - xhat sum(dnorm xhat) / C_total) rstd;
+  // dweight[C] += sum over the rows of xhat * dout; dbias[C] += sum of dout
   void (*layernorm_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                             const float* weight, const float* mean, const float* rstd, int64_t N, int C,
-                             int C_total, const RowReducer* reducer);
+                             const float* weight, const float* mean, const float* rstd, const float* sums, int64_t N,
+                             int C, int C_total);
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)
   void (*matmul_forward)(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
                          int OC);
@@ -154,11 +169,15 @@ void register_cuda_ops(const Ops* ops);
                           int C);                                                                             \
   void position_forward(float* out, const float* wpe, int B, int T, int C);                                  \
   void position_backward(float* dwpe, const float* dout, int B, int T, int C);                               \
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,         \
-                         const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer);        \
+  void layernorm_sum(float* mean, const float* inp, int64_t N, int C);                                       \
+  void layernorm_centred_sumsq(float* var, float* mean, const float* inp, int64_t N, int C, int C_total);     \
+  void layernorm_forward(float* out, const float* mean, float* rstd, const float* inp, const float* weight,   \
+                         const float* bias, int64_t N, int C, int C_total);                                   \
+  void layernorm_backward_sums(float* sums, const float* dout, const float* inp, const float* weight,         \
+                               const float* mean, const float* rstd, int64_t N, int C);                       \
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,     \
-                          const float* weight, const float* mean, const float* rstd, int64_t N, int C,        \
-                          int C_total, const RowReducer* reducer);                                            \
+                          const float* weight, const float* mean, const float* rstd, const float* sums,       \
+                          int64_t N, int C, int C_total);                                                     \
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C, \
                       int OC);                                                                                \
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,        \

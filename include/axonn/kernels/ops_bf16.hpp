@@ -14,7 +14,7 @@
 // output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, the other ops widened around
 // kernels::cpu) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
 // flash attention kernel; built with AXONN_CUDA=ON).
-// A RowReducer (LayerNorm, cross-entropy) is called with the arrays where the implementation keeps the row
+// A RowReducer (the cross-entropy's) is called with the arrays where the implementation keeps the row
 // values: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
 #pragma once
 
@@ -33,12 +33,17 @@ struct OpsBf16 {
   // out[B,T,C] += wpe[t, :] (rounded once)
   void (*position_forward)(bf16* out, const bf16* wpe, int B, int T, int C);
   void (*position_backward)(float* dwpe, const bf16* dout, int B, int T, int C);
-  void (*layernorm_forward)(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight,
-                            const bf16* bias, int64_t N, int C, int C_total, const RowReducer* reducer);
+  // LayerNorm in the caller's steps (ops.hpp); the statistics and the row sums are fp32.
+  void (*layernorm_sum)(float* mean, const bf16* inp, int64_t N, int C);
+  void (*layernorm_centred_sumsq)(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total);
+  void (*layernorm_forward)(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                            const bf16* bias, int64_t N, int C, int C_total);
+  void (*layernorm_backward_sums)(float* sums, const bf16* dout, const bf16* inp, const bf16* weight,
+                                  const float* mean, const float* rstd, int64_t N, int C);
   // dinp (bf16) += ...: the sum is formed in fp32 from the old bf16 value and rounded once.
   void (*layernorm_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                             const bf16* weight, const float* mean, const float* rstd, int64_t N, int C,
-                             int C_total, const RowReducer* reducer);
+                             const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N,
+                             int C, int C_total);
   void (*matmul_forward)(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C,
                          int OC);
   void (*matmul_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
@@ -105,11 +110,15 @@ void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin
 // registers and the row reductions on a per-thread fp32 row, and give round(the fp32 op on the widened
 // inputs) bit for bit, threaded, without fp32 copies of the tensors. AdamW writes the bf16 copy in its pass.
 void position_forward(bf16* out, const bf16* wpe, int B, int T, int C);
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                       int64_t N, int C, int C_total, const RowReducer* reducer);
+void layernorm_sum(float* mean, const bf16* inp, int64_t N, int C);
+void layernorm_centred_sumsq(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total);
+void layernorm_forward(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                       const bf16* bias, int64_t N, int C, int C_total);
+void layernorm_backward_sums(float* sums, const bf16* dout, const bf16* inp, const bf16* weight, const float* mean,
+                             const float* rstd, int64_t N, int C);
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer);
+                        const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total);
 void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);

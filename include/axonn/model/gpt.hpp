@@ -307,8 +307,8 @@ class Gpt {
   std::unique_ptr<detail::PassContext> ctx_;
   std::unique_ptr<detail::Gpt2Block> gpt2_;    // the blocks: GPT-2's
   std::unique_ptr<detail::LlamaBlock> llama_;  // or Llama's
-  Reduction x_reduction_{}, xy_reduction_{};
-  kernels::RowReducer x_reducer_{}, xy_reducer_{};
+  Reduction xy_reduction_{};      // the cross-entropy's row values over X*Y
+  kernels::RowReducer xy_reducer_{};
   bool have_targets_ = false;
   bool masked_ = false;   // the last forward's loss counts only the kept targets (kLossWeights)
   // the loss_scale with which the last forward took the head's gradient (kDLnfFull holds d lnf); unset:

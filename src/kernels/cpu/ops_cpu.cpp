@@ -162,39 +162,8 @@ void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
 
 namespace {
 template <class E>
-void layernorm_forward_impl(E* out, float* mean, float* rstd, const E* inp, const E* weight, const E* bias, int64_t N,
-                            int C, int C_total, const RowReducer* reducer) {
-  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels
-  RowView<E> weight_view(C), bias_view(C);
-  const float* w = weight_view.read(weight, C);
-  const float* b = bias_view.read(bias, C);
-  if (!reducer) {  // whole rows: one pass over each row while it is in cache
-#pragma omp parallel
-    {
-      RowView<E> in_row(C), out_row(C);
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < N; n++) {
-        const float* x = in_row.read(inp + n * C, C);
-        float m = 0.0f;
-#pragma omp simd reduction(+ : m)
-        for (int i = 0; i < C; i++) m += x[i];
-        m /= (float)C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-        v /= (float)C;
-        float s = 1.0f / std::sqrt(v + kLayerNormEps);
-        float* o = out_row.write(out + n * C);
-#pragma omp simd
-        for (int i = 0; i < C; i++) o[i] = s * (x[i] - m) * w[i] + b[i];
-        out_row.commit(out + n * C, C);
-        mean[n] = m;
-        rstd[n] = s;
-      }
-    }
-    return;
-  }
-  // sharded rows: partial sums, completed by the reducer between the passes
+void layernorm_sum_impl(float* mean, const E* inp, int64_t N, int C) {
+  // mean [N], inp [N,C]: this rank's row sums
 #pragma omp parallel
   {
     RowView<E> in_row(C);
@@ -207,7 +176,11 @@ void layernorm_forward_impl(E* out, float* mean, float* rstd, const E* inp, cons
       mean[n] = m;
     }
   }
-  reducer->all_reduce(reducer->ctx, mean, N, false);
+}
+
+template <class E>
+void layernorm_centred_sumsq_impl(float* var, float* mean, const E* inp, int64_t N, int C, int C_total) {
+  // var [N], mean [N] (the complete sums in, the means out), inp [N,C]
 #pragma omp parallel
   {
     RowView<E> in_row(C);
@@ -219,10 +192,18 @@ void layernorm_forward_impl(E* out, float* mean, float* rstd, const E* inp, cons
       float v = 0.0f;
 #pragma omp simd reduction(+ : v)
       for (int i = 0; i < C; i++) v += (x[i] - m) * (x[i] - m);
-      rstd[n] = v;
+      var[n] = v;
     }
   }
-  reducer->all_reduce(reducer->ctx, rstd, N, false);
+}
+
+template <class E>
+void layernorm_forward_impl(E* out, const float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
+                            int64_t N, int C, int C_total) {
+  // out [N,C], mean [N], rstd [N] (the complete centred sums of squares in), inp [N,C], weight [C], bias [C]
+  RowView<E> weight_view(C), bias_view(C);
+  const float* w = weight_view.read(weight, C);
+  const float* b = bias_view.read(bias, C);
 #pragma omp parallel
   {
     RowView<E> in_row(C), out_row(C);
@@ -240,14 +221,11 @@ void layernorm_forward_impl(E* out, float* mean, float* rstd, const E* inp, cons
 }
 
 template <class E>
-void layernorm_backward_impl(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
-                             const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                             const RowReducer* reducer) {
-  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
+void layernorm_backward_sums_impl(float* sums, const E* dout, const E* inp, const E* weight, const float* mean,
+                                  const float* rstd, int64_t N, int C) {
+  // sums [2N]: [N] sum(dnorm) | [N] sum(dnorm * xhat) over this rank's channels
   RowView<E> weight_view(C);
   const float* w = weight_view.read(weight, C);
-  // Pass 1: per-row sums of dnorm and dnorm * xhat (partial when the rows are sharded).
-  std::vector<float> sums(2 * (size_t)N);
 #pragma omp parallel
   {
     RowView<E> dout_row(C), in_row(C);
@@ -268,8 +246,15 @@ void layernorm_backward_impl(E* dinp, float* dweight, float* dbias, const E* dou
       sums[N + n] = s2;
     }
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, sums.data(), 2 * N, false);
-  // Pass 2: the gradients; weight and bias gradients as per-thread partials added in order.
+}
+
+template <class E>
+void layernorm_backward_impl(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
+                             const float* mean, const float* rstd, const float* sums, int64_t N, int C, int C_total) {
+  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N], sums [2N]
+  // (complete); the weight and bias gradients as per-thread partials added in order
+  RowView<E> weight_view(C);
+  const float* w = weight_view.read(weight, C);
   int nthr = omp_get_max_threads();
   std::vector<float> partial((size_t)nthr * 2 * C, 0.0f);  // per thread: dweight | dbias
 #pragma omp parallel num_threads(nthr)
@@ -307,23 +292,39 @@ void layernorm_backward_impl(E* dinp, float* dweight, float* dbias, const E* dou
 }
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
-  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total, reducer);
+void layernorm_sum(float* mean, const float* inp, int64_t N, int C) { layernorm_sum_impl(mean, inp, N, C); }
+void layernorm_sum(float* mean, const bf16* inp, int64_t N, int C) { layernorm_sum_impl(mean, inp, N, C); }
+void layernorm_centred_sumsq(float* var, float* mean, const float* inp, int64_t N, int C, int C_total) {
+  layernorm_centred_sumsq_impl(var, mean, inp, N, C, C_total);
 }
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                       int64_t N, int C, int C_total, const RowReducer* reducer) {
-  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total, reducer);
+void layernorm_centred_sumsq(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total) {
+  layernorm_centred_sumsq_impl(var, mean, inp, N, C, C_total);
+}
+void layernorm_forward(float* out, const float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, int C_total) {
+  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total);
+}
+void layernorm_forward(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                       const bf16* bias, int64_t N, int C, int C_total) {
+  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, C_total);
+}
+void layernorm_backward_sums(float* sums, const float* dout, const float* inp, const float* weight, const float* mean,
+                             const float* rstd, int64_t N, int C) {
+  layernorm_backward_sums_impl(sums, dout, inp, weight, mean, rstd, N, C);
+}
+void layernorm_backward_sums(float* sums, const bf16* dout, const bf16* inp, const bf16* weight, const float* mean,
+                             const float* rstd, int64_t N, int C) {
+  layernorm_backward_sums_impl(sums, dout, inp, weight, mean, rstd, N, C);
 }
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
-  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, C_total, reducer);
+                        const float* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total) {
+  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, sums, N, C, C_total);
 }
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
-  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, C_total, reducer);
+                        const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total) {
+  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, sums, N, C, C_total);
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,

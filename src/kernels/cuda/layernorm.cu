@@ -1,95 +1,61 @@
-// kernels/cuda/layernorm.cu — LayerNorm forward and backward, one warp per row.
-//
-// Same formulas and the same two-pass statistics as kernels::ref (mean first, then the centred sum
-// of squares), with the sums over a row done by 32 lanes and a butterfly instead of one loop.
-// Rows sharded over ranks (a RowReducer): the kernel is split into its passes, and the reducer's
-// all_reduce completes the partial row sums (device arrays) between them, as kernels::ref does.
+// kernels/cuda/layernorm.cu — LayerNorm forward and backward (kernels/ops.hpp, ops_bf16.hpp) on device
+// pointers, fp32 and bf16 from the same templates, in the caller's steps: the model completes each row
+// statistic over X (device arrays) between them (model/block.hpp):
+//   forward:  layernorm_sum: sum(x) -> mean[n]; (all-reduce) layernorm_centred_sumsq: mean /= C_total, the
+//             centred sum of squares -> var[n]; (all-reduce) layernorm_forward: rstd = 1/sqrt(var/C_total + eps),
+//             the normalised row;
+//   backward: layernorm_backward_sums: sum(dnorm), sum(dnorm * xhat) -> sums[2N]; (all-reduce)
+//             layernorm_backward: dinp, and the weight and bias gradients.
+// Same formulas and the same two-pass statistics as kernels::ref, each row by one warp (32 lanes and a
+// butterfly instead of one loop). fp32 math throughout; the statistics and parameter gradients are fp32; a
+// bf16 output is rounded once, and the accumulated dinp is summed in fp32 with its old value first.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "common.cuh"
+#include "runtime_bf16.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
 
 using detail::kWarp;
+using detail::load_f32;
+using detail::store_f32;
 using detail::warp_sum;
 
 constexpr float kLayerNormEps = 1e-5f;
 constexpr int kRowsPerBlock = 8;  // warps per block: 256 threads
+constexpr unsigned kBlockThreads = kRowsPerBlock * kWarp;
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, int64_t N, int C,
-                                         float c_total) {
+unsigned row_blocks(int64_t N) {
+  const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
+  AXONN_CHECK_ARG(blocks <= 0x7fffffffLL, "cuda layernorm: ", N, " rows exceed the grid; use smaller micro-batches");
+  return static_cast<unsigned>(blocks);
+}
+
+// mean[n] = sum of this rank's channels of row n
+template <typename E>
+__global__ void row_sum_kernel(float* mean, const E* inp, int64_t N, int C) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;  // the whole warp leaves together
-  const float* x = inp + n * C;
+  const E* x = inp + n * C;
   float s = 0.0f;
-  for (int i = lane; i < C; i += kWarp) s += x[i];
-  const float m = warp_sum(s) / c_total;
-  float v = 0.0f;
-  for (int i = lane; i < C; i += kWarp) {
-    const float d = x[i] - m;
-    v += d * d;
-  }
-  const float r = 1.0f / sqrtf(warp_sum(v) / c_total + kLayerNormEps);
-  float* o = out + n * C;
-  for (int i = lane; i < C; i += kWarp) o[i] = r * (x[i] - m) * weight[i] + bias[i];
-  if (lane == 0) {
-    mean[n] = m;
-    rstd[n] = r;
-  }
-}
-
-// dinp += (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)) * rstd, dnorm = weight * dout.
-__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
-                                                const float* weight, const float* mean, const float* rstd,
-                                                int64_t N, int C, float c_total) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;
-  const float* x = inp + n * C;
-  const float* dy = dout + n * C;
-  const float m = mean[n], r = rstd[n];
-  float s1 = 0.0f, s2 = 0.0f;
-  for (int i = lane; i < C; i += kWarp) {
-    const float dnorm = weight[i] * dy[i];
-    s1 += dnorm;
-    s2 += dnorm * ((x[i] - m) * r);
-  }
-  const float dnorm_mean = warp_sum(s1) / c_total, dnorm_norm_mean = warp_sum(s2) / c_total;
-  float* dx = dinp + n * C;
-  for (int i = lane; i < C; i += kWarp) {
-    const float xhat = (x[i] - m) * r;
-    dx[i] += (weight[i] * dy[i] - dnorm_mean - xhat * dnorm_norm_mean) * r;
-  }
-}
-
-unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
-
-// --- the passes of the sharded forward (a RowReducer completes each row sum in between) ---------
-// sums[n] = sum of this rank's channels of row n
-__global__ void row_sum_kernel(float* sums, const float* inp, int64_t N, int C) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;
-  const float* x = inp + n * C;
-  float s = 0.0f;
-  for (int i = lane; i < C; i += kWarp) s += x[i];
+  for (int i = lane; i < C; i += kWarp) s += load_f32(x[i]);
   s = warp_sum(s);
-  if (lane == 0) sums[n] = s;
+  if (lane == 0) mean[n] = s;
 }
 
 // mean[n]: the complete row sum in, the mean out; var[n] = this rank's sum of (x - mean)^2
-__global__ void centred_squares_kernel(float* mean, float* var, const float* inp, int64_t N, int C, float c_total) {
+template <typename E>
+__global__ void centred_squares_kernel(float* var, float* mean, const E* inp, int64_t N, int C, float c_total) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const float m = mean[n] / c_total;  // every lane reads before lane 0 writes (after the shuffles)
-  const float* x = inp + n * C;
+  const E* x = inp + n * C;
   float v = 0.0f;
   for (int i = lane; i < C; i += kWarp) {
-    const float d = x[i] - m;
+    const float d = load_f32(x[i]) - m;
     v += d * d;
   }
   v = warp_sum(v);
@@ -99,36 +65,38 @@ __global__ void centred_squares_kernel(float* mean, float* var, const float* inp
   }
 }
 
-// rstd[n]: the complete centred sum of squares in, 1/sqrt(var + eps) out; then the normalised row
-__global__ void normalise_kernel(float* out, float* rstd, const float* mean, const float* inp, const float* weight,
-                                 const float* bias, int64_t N, int C, float c_total) {
+// rstd[n]: the complete centred sum of squares in, 1/sqrt(var / C_total + eps) out; then the normalised row
+template <typename E>
+__global__ void normalise_kernel(E* out, const float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
+                                 int64_t N, int C, float c_total) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const float r = 1.0f / sqrtf(rstd[n] / c_total + kLayerNormEps);
   __syncwarp();  // every lane has read rstd[n] before lane 0 overwrites it
   const float m = mean[n];
-  const float* x = inp + n * C;
-  float* o = out + n * C;
-  for (int i = lane; i < C; i += kWarp) o[i] = r * (x[i] - m) * weight[i] + bias[i];
+  const E* x = inp + n * C;
+  E* o = out + n * C;
+  for (int i = lane; i < C; i += kWarp)
+    store_f32(&o[i], r * (load_f32(x[i]) - m) * load_f32(weight[i]) + load_f32(bias[i]));
   if (lane == 0) rstd[n] = r;
 }
 
-// --- the passes of the sharded backward -------------------------------------------------------
 // sums[n] = this rank's sum(dnorm), sums[N + n] = sum(dnorm * xhat), dnorm = weight * dout
-__global__ void backward_row_sums_kernel(float* sums, const float* dout, const float* inp, const float* weight,
-                                         const float* mean, const float* rstd, int64_t N, int C) {
+template <typename E>
+__global__ void backward_row_sums_kernel(float* sums, const E* dout, const E* inp, const E* weight, const float* mean,
+                                         const float* rstd, int64_t N, int C) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
-  const float* x = inp + n * C;
-  const float* dy = dout + n * C;
+  const E* x = inp + n * C;
+  const E* dy = dout + n * C;
   const float m = mean[n], r = rstd[n];
   float s1 = 0.0f, s2 = 0.0f;
   for (int i = lane; i < C; i += kWarp) {
-    const float dnorm = weight[i] * dy[i];
+    const float dnorm = load_f32(weight[i]) * load_f32(dy[i]);
     s1 += dnorm;
-    s2 += dnorm * ((x[i] - m) * r);
+    s2 += dnorm * ((load_f32(x[i]) - m) * r);
   }
   s1 = warp_sum(s1);
   s2 = warp_sum(s2);
@@ -139,80 +107,106 @@ __global__ void backward_row_sums_kernel(float* sums, const float* dout, const f
 }
 
 // dinp += (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)) * rstd with the complete sums
-__global__ void backward_apply_kernel(float* dinp, const float* sums, const float* dout, const float* inp,
-                                      const float* weight, const float* mean, const float* rstd, int64_t N, int C,
-                                      float c_total) {
+template <typename E>
+__global__ void backward_apply_kernel(E* dinp, const float* sums, const E* dout, const E* inp, const E* weight,
+                                      const float* mean, const float* rstd, int64_t N, int C, float c_total) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
-  const float* x = inp + n * C;
-  const float* dy = dout + n * C;
+  const E* x = inp + n * C;
+  const E* dy = dout + n * C;
   const float m = mean[n], r = rstd[n];
   const float dnorm_mean = sums[n] / c_total, dnorm_norm_mean = sums[N + n] / c_total;
-  float* dx = dinp + n * C;
+  E* dx = dinp + n * C;
   for (int i = lane; i < C; i += kWarp) {
-    const float xhat = (x[i] - m) * r;
-    dx[i] += (weight[i] * dy[i] - dnorm_mean - xhat * dnorm_norm_mean) * r;
+    const float xhat = (load_f32(x[i]) - m) * r;
+    const float d = (load_f32(weight[i]) * load_f32(dy[i]) - dnorm_mean - xhat * dnorm_norm_mean) * r;
+    store_f32(&dx[i], load_f32(dx[i]) + d);
   }
+}
+
+// --- launches, one set for each element type -------------------------------------------------
+
+template <typename E>
+void layernorm_sum_of(float* mean, const E* inp, int64_t N, int C) {
+  if (N == 0) return;
+  row_sum_kernel<E><<<row_blocks(N), kBlockThreads, 0, detail::stream()>>>(mean, inp, N, C);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void layernorm_centred_of(float* var, float* mean, const E* inp, int64_t N, int C, int C_total) {
+  if (N == 0) return;
+  centred_squares_kernel<E><<<row_blocks(N), kBlockThreads, 0, detail::stream()>>>(var, mean, inp, N, C,
+                                                                                  static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void layernorm_normalise(E* out, const float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
+                         int64_t N, int C, int C_total) {
+  if (N == 0) return;
+  normalise_kernel<E><<<row_blocks(N), kBlockThreads, 0, detail::stream()>>>(out, mean, rstd, inp, weight, bias, N, C,
+                                                                            static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void layernorm_sums_of(float* sums, const E* dout, const E* inp, const E* weight, const float* mean, const float* rstd,
+                       int64_t N, int C) {
+  if (N == 0) return;
+  backward_row_sums_kernel<E><<<row_blocks(N), kBlockThreads, 0, detail::stream()>>>(sums, dout, inp, weight, mean,
+                                                                                    rstd, N, C);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void layernorm_grads(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
+                     const float* mean, const float* rstd, const float* sums, int64_t N, int C, int C_total) {
+  if (N == 0 || C == 0) return;
+  backward_apply_kernel<E><<<row_blocks(N), kBlockThreads, 0, detail::stream()>>>(
+      dinp, sums, dout, inp, weight, mean, rstd, N, C, static_cast<float>(C_total));
+  AXONN_CUDA_CHECK_LAUNCH();
+  detail::layernorm_params_accumulate(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
-  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels
-  const float ct = static_cast<float>(C_total);
-  if (reducer == nullptr) {
-    if (N == 0) return;
-    layernorm_forward_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(
-        out, mean, rstd, inp, weight, bias, N, C, ct);
-    AXONN_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  // Sharded rows: every rank makes the same reducer calls, even with N == 0 rows here.
-  if (N > 0) {
-    row_sum_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(mean, inp, N, C);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-  reducer->all_reduce(reducer->ctx, mean, N, false);  // device array: the row sums over the group
-  if (N > 0) {
-    centred_squares_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(mean, rstd, inp, N, C, ct);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-  reducer->all_reduce(reducer->ctx, rstd, N, false);  // the centred sums of squares over the group
-  if (N > 0) {
-    normalise_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(out, rstd, mean, inp, weight,
-                                                                                      bias, N, C, ct);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
+void layernorm_sum(float* mean, const float* inp, int64_t N, int C) { layernorm_sum_of(mean, inp, N, C); }
+void layernorm_centred_sumsq(float* var, float* mean, const float* inp, int64_t N, int C, int C_total) {
+  layernorm_centred_of(var, mean, inp, N, C, C_total);
 }
-
+void layernorm_forward(float* out, const float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, int C_total) {
+  layernorm_normalise(out, mean, rstd, inp, weight, bias, N, C, C_total);
+}
+void layernorm_backward_sums(float* sums, const float* dout, const float* inp, const float* weight, const float* mean,
+                             const float* rstd, int64_t N, int C) {
+  layernorm_sums_of(sums, dout, inp, weight, mean, rstd, N, C);
+}
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
-  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N]
-  const float ct = static_cast<float>(C_total);
-  if (reducer == nullptr) {
-    if (N == 0 || C == 0) return;
-    layernorm_backward_input_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C, ct);
-    AXONN_CUDA_CHECK_LAUNCH();
-  } else {
-    // Sharded rows: the two row sums are partial here; the reducer completes them (device array,
-    // [N] sum(dnorm) | [N] sum(dnorm * xhat), as kernels::ref) before they are applied.
-    auto* sums = static_cast<float*>(detail::scratch(sizeof(float) * 2 * static_cast<size_t>(N > 0 ? N : 1)));
-    if (N > 0) {
-      backward_row_sums_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(sums, dout, inp, weight,
-                                                                                              mean, rstd, N, C);
-      AXONN_CUDA_CHECK_LAUNCH();
-    }
-    reducer->all_reduce(reducer->ctx, sums, 2 * N, false);  // over the group
-    if (N == 0 || C == 0) return;
-    backward_apply_kernel<<<row_blocks(N), kRowsPerBlock * kWarp, 0, detail::stream()>>>(dinp, sums, dout, inp, weight,
-                                                                                         mean, rstd, N, C, ct);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-  detail::layernorm_params_accumulate(dweight, dbias, dout, inp, mean, rstd, N, C);
+                        const float* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total) {
+  layernorm_grads(dinp, dweight, dbias, dout, inp, weight, mean, rstd, sums, N, C, C_total);
 }
 
 }  // namespace axonn::kernels::cuda
+
+// bf16 (kernels/ops_bf16.hpp)
+namespace axonn::kernels::cuda_bf16 {
+
+void layernorm_sum(float* mean, const bf16* inp, int64_t N, int C) { cuda::layernorm_sum_of(mean, inp, N, C); }
+void layernorm_centred_sumsq(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total) {
+  cuda::layernorm_centred_of(var, mean, inp, N, C, C_total);
+}
+void layernorm_forward(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                       const bf16* bias, int64_t N, int C, int C_total) {
+  cuda::layernorm_normalise(out, mean, rstd, inp, weight, bias, N, C, C_total);
+}
+void layernorm_backward_sums(float* sums, const bf16* dout, const bf16* inp, const bf16* weight, const float* mean,
+                             const float* rstd, int64_t N, int C) {
+  cuda::layernorm_sums_of(sums, dout, inp, weight, mean, rstd, N, C);
+}
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total) {
+  cuda::layernorm_grads(dinp, dweight, dbias, dout, inp, weight, mean, rstd, sums, N, C, C_total);
+}
+
+}  // namespace axonn::kernels::cuda_bf16

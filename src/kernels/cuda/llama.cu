@@ -13,14 +13,12 @@ namespace {
 
 using detail::kWarp;
 using detail::load_f32;
+using detail::store_f32;
 using detail::warp_sum;
 
 constexpr int kRowsPerBlock = 8;  // warps per block: 256 threads
 constexpr int kThreads = 256;
 
-// An element stored as E (float, or bf16 in uint16_t storage), written from fp32.
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
 unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
 
@@ -52,7 +50,7 @@ __global__ void rmsnorm_forward_kernel(E* out, float* rstd, const E* inp, const 
   __syncwarp();
   const E* x = inp + n * C;
   E* o = out + n * C;
-  for (int i = lane; i < C; i += kWarp) store(&o[i], load_f32(x[i]) * r * load_f32(weight[i]));
+  for (int i = lane; i < C; i += kWarp) store_f32(&o[i], load_f32(x[i]) * r * load_f32(weight[i]));
   if (lane == 0) rstd[n] = r;
 }
 
@@ -82,7 +80,7 @@ __global__ void rmsnorm_input_grad_kernel(E* dinp, const E* dout, const E* inp, 
   const E* dy = dout + n * C;
   E* dx = dinp + n * C;
   for (int i = lane; i < C; i += kWarp)
-    store(&dx[i], load_f32(dx[i]) + r * (load_f32(dy[i]) * load_f32(weight[i]) - load_f32(x[i]) * k));
+    store_f32(&dx[i], load_f32(dx[i]) + r * (load_f32(dy[i]) * load_f32(weight[i]) - load_f32(x[i]) * k));
 }
 
 // dweight[c] += sum_n dout[n, c] * inp[n, c] * rstd[n]: 32 columns x 8 row threads per block, one atomic
@@ -122,8 +120,8 @@ __global__ void rope_kernel(E* x, const float* cos, const float* sin, int64_t ro
     E* v = x + r * stride + static_cast<int64_t>(h) * HS;
     const float c = cos[t * half + i], s = sign * sin[t * half + i];
     const float a = load_f32(v[i]), b = load_f32(v[i + half]);
-    store(&v[i], a * c - b * s);
-    store(&v[i + half], b * c + a * s);
+    store_f32(&v[i], a * c - b * s);
+    store_f32(&v[i + half], b * c + a * s);
   }
 }
 
@@ -134,7 +132,7 @@ __global__ void swiglu_forward_kernel(E* out, const E* inp, int64_t N, int F) {
     const int64_t n = e / F;
     const int i = static_cast<int>(e % F);
     const float g = load_f32(inp[n * 2 * F + i]), u = load_f32(inp[n * 2 * F + F + i]);
-    store(&out[e], g / (1.0f + expf(-g)) * u);
+    store_f32(&out[e], g / (1.0f + expf(-g)) * u);
   }
 }
 
@@ -146,8 +144,8 @@ __global__ void swiglu_backward_kernel(E* dinp, const E* inp, const E* dout, int
     const int64_t gi = n * 2 * F + i, ui = gi + F;
     const float g = load_f32(inp[gi]), u = load_f32(inp[ui]), d = load_f32(dout[e]);
     const float sig = 1.0f / (1.0f + expf(-g));
-    store(&dinp[gi], load_f32(dinp[gi]) + d * u * sig * (1.0f + g * (1.0f - sig)));
-    store(&dinp[ui], load_f32(dinp[ui]) + d * g * sig);
+    store_f32(&dinp[gi], load_f32(dinp[gi]) + d * u * sig * (1.0f + g * (1.0f - sig)));
+    store_f32(&dinp[ui], load_f32(dinp[ui]) + d * g * sig);
   }
 }
 
@@ -184,7 +182,7 @@ __global__ void repeat_kv_backward_kernel(E* dinp, const E* dout, int64_t N, int
       const int part = c < Q + K ? 0 : 1, within = c - Q - part * K, j = within / HS, i = within % HS;
       for (int h = j * G; h < (j + 1) * G; h++) acc += load_f32(o[Q + part * Q + h * HS + i]);
     }
-    store(&dinp[e], acc);
+    store_f32(&dinp[e], acc);
   }
 }
 

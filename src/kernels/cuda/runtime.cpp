@@ -12,7 +12,8 @@ namespace axonn::kernels {
 const Ops& cuda_ops() {
   static const Ops table{
       cuda::embedding_forward, cuda::embedding_backward, cuda::position_forward, cuda::position_backward,
-      cuda::layernorm_forward, cuda::layernorm_backward, cuda::matmul_forward, cuda::matmul_backward,
+      cuda::layernorm_sum, cuda::layernorm_centred_sumsq, cuda::layernorm_forward, cuda::layernorm_backward_sums,
+      cuda::layernorm_backward, cuda::matmul_forward, cuda::matmul_backward,
       cuda::attention_forward, cuda::attention_backward, cuda::gelu_forward, cuda::gelu_backward,
       cuda::residual_forward, cuda::residual_backward, cuda::softmax_crossentropy_forward,
       cuda::softmax_crossentropy_backward, cuda::adamw_update, cuda::sum_squares, cuda::rmsnorm_sumsq,

@@ -18,11 +18,15 @@ void embedding_forward(bf16* out, const int* inp, const bf16* wte, int row_begin
 void embedding_backward(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C);
 void position_forward(bf16* out, const bf16* wpe, int B, int T, int C);
 void position_backward(float* dwpe, const bf16* dout, int B, int T, int C);
-void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                       int64_t N, int C, int C_total, const RowReducer* reducer);
+void layernorm_sum(float* mean, const bf16* inp, int64_t N, int C);
+void layernorm_centred_sumsq(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total);
+void layernorm_forward(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                       const bf16* bias, int64_t N, int C, int C_total);
+void layernorm_backward_sums(float* sums, const bf16* dout, const bf16* inp, const bf16* weight, const float* mean,
+                             const float* rstd, int64_t N, int C);
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer);
+                        const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total);
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C, int OC);
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                      const bf16* weight, int64_t N, int C, int OC);
@@ -73,7 +77,7 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 void* lt_workspace();
 
 // A device buffer of at least `bytes`, owned by the calling thread, valid until the next call of a
-// bf16 op on this thread (row statistics handed to a RowReducer, a staged bias). Reuse is safe:
+// bf16 op on this thread (row values handed to a RowReducer, a staged bias). Reuse is safe:
 // everything that reads it is queued on the same stream before the next op can queue a write.
 void* scratch(size_t bytes);
 

@@ -44,23 +44,28 @@ void position_backward(float* dwpe, const float* dout, int B, int T, int C) {
       for (int i = 0; i < C; i++) dwpe[(int64_t)t * C + i] += dout[((int64_t)b * T + t) * C + i];
 }
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int C, int C_total, const RowReducer* reducer) {
-  // out [N,C], mean [N], rstd [N], inp [N,C], weight [C], bias [C]; rows of C_total channels.
-  // Two-pass statistics (mean, then the centred sum of squares), each completed by the reducer.
+void layernorm_sum(float* mean, const float* inp, int64_t N, int C) {
+  // mean [N], inp [N,C]: this rank's row sums
   for (int64_t n = 0; n < N; n++) {
     float m = 0.0f;
     for (int i = 0; i < C; i++) m += inp[n * C + i];
     mean[n] = m;
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, mean, N, false);
+}
+
+void layernorm_centred_sumsq(float* var, float* mean, const float* inp, int64_t N, int C, int C_total) {
+  // var [N], mean [N] (the complete sums in, the means out), inp [N,C]
   for (int64_t n = 0; n < N; n++) {
     mean[n] /= (float)C_total;
     float v = 0.0f;
     for (int i = 0; i < C; i++) v += (inp[n * C + i] - mean[n]) * (inp[n * C + i] - mean[n]);
-    rstd[n] = v;
+    var[n] = v;
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, rstd, N, false);
+}
+
+void layernorm_forward(float* out, const float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int C, int C_total) {
+  // out [N,C], mean [N], rstd [N] (the complete centred sums of squares in), inp [N,C], weight [C], bias [C]
   for (int64_t n = 0; n < N; n++) {
     rstd[n] = 1.0f / std::sqrt(rstd[n] / (float)C_total + kLayerNormEps);
     for (int i = 0; i < C; i++)
@@ -68,13 +73,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   }
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                        const RowReducer* reducer) {
-  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N].
-  // The input gradient needs two row reductions over all C_total channels: sum(dy*w) and
-  // sum(dy*w*xhat); they are computed first (partial), completed by the reducer, then applied.
-  std::vector<float> sums(2 * (size_t)N);  // [N] sum(dnorm) | [N] sum(dnorm * xhat)
+void layernorm_backward_sums(float* sums, const float* dout, const float* inp, const float* weight, const float* mean,
+                             const float* rstd, int64_t N, int C) {
+  // sums [2N]: [N] sum(dnorm) | [N] sum(dnorm * xhat) over this rank's channels
   for (int64_t n = 0; n < N; n++) {
     float s1 = 0.0f, s2 = 0.0f;
     for (int i = 0; i < C; i++) {
@@ -86,7 +87,13 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     sums[n] = s1;
     sums[N + n] = s2;
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, sums.data(), 2 * N, false);
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                        int C_total) {
+  // dinp [N,C], dweight [C], dbias [C], dout [N,C], inp [N,C], weight [C], mean [N], rstd [N], sums [2N]
+  // (complete over all C_total channels)
   for (int64_t n = 0; n < N; n++) {
     float dnorm_mean = sums[n] / (float)C_total, dnorm_norm_mean = sums[N + n] / (float)C_total;
     for (int i = 0; i < C; i++) {

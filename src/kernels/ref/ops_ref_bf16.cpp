@@ -110,21 +110,37 @@ struct Widened {
     fp32().position_backward(dwpe, d.data(), B, T, C);
   }
 
-  static void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                         int64_t N, int C, int C_total, const RowReducer* reducer) {
-    // out [N,C], mean [N], rstd [N] fp32, inp [N,C], weight [C], bias [C]; the reducer gets host arrays
+  static void layernorm_sum(float* mean, const bf16* inp, int64_t N, int C) {
+    Vec x = widen(inp, N * C);
+    fp32().layernorm_sum(mean, x.data(), N, C);
+  }
+
+  static void layernorm_centred_sumsq(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total) {
+    Vec x = widen(inp, N * C);
+    fp32().layernorm_centred_sumsq(var, mean, x.data(), N, C, C_total);
+  }
+
+  static void layernorm_forward(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
+                                const bf16* bias, int64_t N, int C, int C_total) {
+    // out [N,C], mean [N], rstd [N] fp32, inp [N,C], weight [C], bias [C]
     Vec x = widen(inp, N * C), w = widen(weight, C), b = widen(bias, C), o(static_cast<size_t>(N * C));
-    fp32().layernorm_forward(o.data(), mean, rstd, x.data(), w.data(), b.data(), N, C, C_total, reducer);
+    fp32().layernorm_forward(o.data(), mean, rstd, x.data(), w.data(), b.data(), N, C, C_total);
     round_into(out, o);
   }
 
+  static void layernorm_backward_sums(float* sums, const bf16* dout, const bf16* inp, const bf16* weight,
+                                      const float* mean, const float* rstd, int64_t N, int C) {
+    Vec dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
+    fp32().layernorm_backward_sums(sums, dy.data(), x.data(), w.data(), mean, rstd, N, C);
+  }
+
   static void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, const float* mean, const float* rstd, int64_t N, int C, int C_total,
-                          const RowReducer* reducer) {
+                                 const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N,
+                                 int C, int C_total) {
     // dinp [N,C] (added to), dweight [C], dbias [C] fp32 (added to), dout [N,C], inp [N,C], weight [C]
     Vec dx = widen(dinp, N * C), dy = widen(dout, N * C), x = widen(inp, N * C), w = widen(weight, C);
-    fp32().layernorm_backward(dx.data(), dweight, dbias, dy.data(), x.data(), w.data(), mean, rstd, N, C, C_total,
-                            reducer);
+    fp32().layernorm_backward(dx.data(), dweight, dbias, dy.data(), x.data(), w.data(), mean, rstd, sums, N, C,
+                              C_total);
     round_into(dinp, dx);
   }
 
@@ -314,7 +330,10 @@ OpsBf16 widened_table() {
                  W::embedding_backward,
                  W::position_forward,
                  W::position_backward,
+                 W::layernorm_sum,
+                 W::layernorm_centred_sumsq,
                  W::layernorm_forward,
+                 W::layernorm_backward_sums,
                  W::layernorm_backward,
                  W::matmul_forward,
                  W::matmul_backward,
@@ -357,7 +376,10 @@ const OpsBf16& cpu_bf16_ops() {
     t.matmul_forward = cpu::matmul_forward;
     t.matmul_backward = cpu::matmul_backward;
     t.position_forward = cpu::position_forward;
+    t.layernorm_sum = cpu::layernorm_sum;
+    t.layernorm_centred_sumsq = cpu::layernorm_centred_sumsq;
     t.layernorm_forward = cpu::layernorm_forward;
+    t.layernorm_backward_sums = cpu::layernorm_backward_sums;
     t.layernorm_backward = cpu::layernorm_backward;
     t.gelu_forward = cpu::gelu_forward;
     t.gelu_backward = cpu::gelu_backward;

@@ -76,12 +76,33 @@ const Shape kShapes[] = {{3, 7, 24, 3, 37, 40, 10}, {5, 67, 320, 5, 1003, 1024, 
 
 class CudaBf16 : public ::testing::TestWithParam<Shape> {};
 
+// LayerNorm's steps (ops.hpp) through a bf16 table (ref_bf16's host arrays or cuda_bf16's device arrays);
+// `group` (null: whole rows) completes each row statistic between them, as the model does over X. `sums`
+// [2N] is in the table's memory.
+void layernorm_steps(const k::OpsBf16& t, const k::RowReducer* group, k::bf16* out, float* mean, float* rstd,
+                     const k::bf16* x, const k::bf16* w, const k::bf16* b, int64_t N, int C, int C_total) {
+  t.layernorm_sum(mean, x, N, C);
+  if (group) group->all_reduce(group->ctx, mean, N, false);
+  t.layernorm_centred_sumsq(rstd, mean, x, N, C, C_total);
+  if (group) group->all_reduce(group->ctx, rstd, N, false);
+  t.layernorm_forward(out, mean, rstd, x, w, b, N, C, C_total);
+}
+void layernorm_backward_steps(const k::OpsBf16& t, const k::RowReducer* group, float* sums, k::bf16* dx, float* dw,
+                              float* db, const k::bf16* dy, const k::bf16* x, const k::bf16* w, const float* mean,
+                              const float* rstd, int64_t N, int C, int C_total) {
+  t.layernorm_backward_sums(sums, dy, x, w, mean, rstd, N, C);
+  if (group) group->all_reduce(group->ctx, sums, 2 * N, false);
+  t.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums, N, C, C_total);
+}
+
 }  // namespace
 
 TEST(CudaBf16Ops, TableIsComplete) {
   // No device needed: every entry of the table is linked.
   const auto& t = gpu();
   const void* entries[] = {reinterpret_cast<const void*>(t.embedding_forward),
+                           reinterpret_cast<const void*>(t.layernorm_sum),
+                           reinterpret_cast<const void*>(t.layernorm_backward_sums),
                            reinterpret_cast<const void*>(t.layernorm_backward),
                            reinterpret_cast<const void*>(t.matmul_backward),
                            reinterpret_cast<const void*>(t.attention_backward),
@@ -144,21 +165,22 @@ TEST_P(CudaBf16, LayerNorm) {
      d0 = rand_bf(N * C, 5);
   Bf out(N * C);
   Vec mean(N), rstd(N);
-  cpu().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  layernorm_steps(cpu(), nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
   BDev d_x(x), d_w(w), d_b(b), d_out(N * C), d_dy(dy), d_dinp(d0);
   FDev d_mean(N), d_rstd(N);
-  gpu().layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C, nullptr);
+  layernorm_steps(gpu(), nullptr, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C);
   EXPECT_TRUE(close_bf16(d_out.host(), out));
   EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
 
   Bf dinp = d0;
   Vec dw(C, 0.5f), db(C, -0.5f);
-  FDev d_dw(dw), d_db(db);
-  cpu().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                           N, C, C, nullptr);
-  gpu().layernorm_backward(d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
-                           d_rstd.get(), N, C, C, nullptr);
+  FDev d_dw(dw), d_db(db), d_sums(2 * N);
+  Vec sums(2 * N);
+  layernorm_backward_steps(cpu(), nullptr, sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
+                           w.data(), mean.data(), rstd.data(), N, C, C);
+  layernorm_backward_steps(gpu(), nullptr, d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
+                           d_w.get(), d_mean.get(), d_rstd.get(), N, C, C);
   EXPECT_TRUE(close_bf16(d_dinp.host(), dinp));
   EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
@@ -633,9 +655,10 @@ TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
   auto targets = randint(N, V, 6);
   Bf out(N * C), dinp(N * C, 0), probs(N * Vp);
   Vec mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f), losses(N);
-  cpu().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  cpu().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                           N, C, C, nullptr);
+  Vec sums(2 * N);
+  layernorm_steps(cpu(), nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_backward_steps(cpu(), nullptr, sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
+                           w.data(), mean.data(), rstd.data(), N, C, C);
   cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
 
   TwoRanks group;
@@ -646,11 +669,11 @@ TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
     BDev d_x(columns(x, N, C, r * Ch, Ch)), d_w(Bf(w.begin() + r * Ch, w.begin() + (r + 1) * Ch)),
         d_b(Bf(b.begin() + r * Ch, b.begin() + (r + 1) * Ch)), d_dy(columns(dy, N, C, r * Ch, Ch)), d_out(N * Ch),
         d_dinp(N * Ch), d_z(columns(z, N, Vp, r * Vh, Vh));
-    FDev d_mean(N), d_rstd(N), d_dw(Ch), d_db(Ch), d_losses(N);
+    FDev d_mean(N), d_rstd(N), d_dw(Ch), d_db(Ch), d_losses(N), d_sums(2 * N);
     IDev d_t(targets);
-    gpu().layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, Ch, C, &red);
-    gpu().layernorm_backward(d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
-                             d_rstd.get(), N, Ch, C, &red);
+    layernorm_steps(gpu(), &red, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, Ch, C);
+    layernorm_backward_steps(gpu(), &red, d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
+                             d_w.get(), d_mean.get(), d_rstd.get(), N, Ch, C);
     const int begin = r * Vh, valid = std::clamp(V - begin, 0, Vh);
     gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, valid, Vh, begin, &red);
     got_out[r] = d_out.host();

@@ -79,31 +79,6 @@ TEST_P(CudaKernels, EmbeddingAndPosition) {
   EXPECT_TRUE(allclose(d_dp.host(), dp, 1e-5f, 1e-5f));
 }
 
-TEST_P(CudaKernels, LayerNorm) {
-  AXONN_REQUIRE_GPU();
-  const int C = GetParam().C;
-  const int64_t N = GetParam().N();
-  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
-  for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
-  Vec out(N * C), mean(N), rstd(N);
-  k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
-  k::cuda::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C,
-                             nullptr);
-  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-5f));
-  EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
-  EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
-  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
-  Dev d_dx(dx), d_dw(dw), d_db(db);
-  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                             rstd.data(), N, C, C, nullptr);
-  k::cuda::layernorm_backward(d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
-                              d_rstd.get(), N, C, C, nullptr);
-  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
-  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
-  EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
-}
-
 // A RowReducer standing for a group of two ranks that hold identical slices: the sum over the group
 // doubles each value, the max keeps it. The CUDA kernels' reducer gets device arrays (checked), the
 // ref kernels' host arrays; both must then give the same results (the same passes, in the same order).
@@ -135,6 +110,52 @@ struct TwoRankReducer {
   }
 };
 
+// LayerNorm's steps (ops.hpp) through a table (ref's host arrays or cuda's device arrays); `group` (null:
+// whole rows) completes each row statistic between them, as the model does over X. `sums` [2N] is in the
+// table's memory.
+void layernorm_steps(const k::Ops& ops, TwoRankReducer* group, float* out, float* mean, float* rstd, const float* x,
+                     const float* w, const float* b, int64_t N, int C, int C_total) {
+  ops.layernorm_sum(mean, x, N, C);
+  if (group) TwoRankReducer::all_reduce(group, mean, N, false);
+  ops.layernorm_centred_sumsq(rstd, mean, x, N, C, C_total);
+  if (group) TwoRankReducer::all_reduce(group, rstd, N, false);
+  ops.layernorm_forward(out, mean, rstd, x, w, b, N, C, C_total);
+}
+void layernorm_backward_steps(const k::Ops& ops, TwoRankReducer* group, float* sums, float* dx, float* dw, float* db,
+                              const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                              int64_t N, int C, int C_total) {
+  ops.layernorm_backward_sums(sums, dy, x, w, mean, rstd, N, C);
+  if (group) TwoRankReducer::all_reduce(group, sums, 2 * N, false);
+  ops.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums, N, C, C_total);
+}
+
+TEST_P(CudaKernels, LayerNorm) {
+  AXONN_REQUIRE_GPU();
+  const int C = GetParam().C;
+  const int64_t N = GetParam().N();
+  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+  for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
+  Vec out(N * C), mean(N), rstd(N);
+  const k::Ops& ref = k::ops_for(k::Backend::kRef);
+  layernorm_steps(ref, nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
+  layernorm_steps(k::cuda_ops(), nullptr, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
+                  C, C);
+  EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
+  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
+  Dev d_dx(dx), d_dw(dw), d_db(db), d_sums(2 * N);
+  Vec sums(2 * N);
+  layernorm_backward_steps(ref, nullptr, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), N, C, C);
+  layernorm_backward_steps(k::cuda_ops(), nullptr, d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
+                           d_x.get(), d_w.get(), d_mean.get(), d_rstd.get(), N, C, C);
+  EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
+}
+
 TEST(CudaKernelsSharded, LayerNormWithDeviceReducerMatchesRef) {
   AXONN_REQUIRE_GPU();
   const int64_t N = 37;
@@ -142,27 +163,28 @@ TEST(CudaKernelsSharded, LayerNormWithDeviceReducerMatchesRef) {
   Vec x = randn(N * C, 11), w = randn(C, 12), b = randn(C, 13), dy = randn(N * C, 14);
   TwoRankReducer host_r, dev_r;
   dev_r.device = true;
-  k::RowReducer hr{TwoRankReducer::all_reduce, &host_r}, dr{TwoRankReducer::all_reduce, &dev_r};
+  const k::Ops& ref = k::ops_for(k::Backend::kRef);
   Vec out(N * C), mean(N), rstd(N);
   Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
-  k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C_total, &hr);
-  k::cuda::layernorm_forward(d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C_total,
-                             &dr);
+  layernorm_steps(ref, &host_r, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C_total);
+  layernorm_steps(k::cuda_ops(), &dev_r, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
+                  C, C_total);
   EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f));
   EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-4f));
   EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-4f));
   Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
-  Dev d_dx(dx), d_dw(dw), d_db(db);
-  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                             N, C, C_total, &hr);
-  k::cuda::layernorm_backward(d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(), d_w.get(), d_mean.get(),
-                              d_rstd.get(), N, C, C_total, &dr);
+  Dev d_dx(dx), d_dw(dw), d_db(db), d_sums(2 * N);
+  Vec sums(2 * N);
+  layernorm_backward_steps(ref, &host_r, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), N, C, C_total);
+  layernorm_backward_steps(k::cuda_ops(), &dev_r, d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
+                           d_x.get(), d_w.get(), d_mean.get(), d_rstd.get(), N, C, C_total);
   EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
   EXPECT_EQ(dev_r.calls, host_r.calls);  // forward: mean, variance; backward: the two row sums
   EXPECT_EQ(dev_r.calls, 3);
-  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA kernels must hand the reducer device arrays";
+  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA statistics must be device arrays";
 }
 
 TEST(CudaKernelsSharded, CrossEntropyWithDeviceReducerMatchesRef) {

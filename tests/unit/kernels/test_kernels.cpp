@@ -110,18 +110,43 @@ TEST(Embedding, CpuMatchesRefAndHonoursTheRowRange) {
   EXPECT_FLOAT_EQ(dp1[2 * C + 1], 0.25f + dout[(0 * T + 2) * C + 1] + dout[(1 * T + 2) * C + 1] + dout[(2 * T + 2) * C + 1]);
 }
 
+namespace {
+// LayerNorm's steps (ops.hpp) on whole rows: nothing to complete between them.
+void layernorm_rows(const k::Ops& ops, float* out, float* mean, float* rstd, const float* x, const float* w,
+                    const float* b, int64_t n, int c) {
+  ops.layernorm_sum(mean, x, n, c);
+  ops.layernorm_centred_sumsq(rstd, mean, x, n, c, c);
+  ops.layernorm_forward(out, mean, rstd, x, w, b, n, c, c);
+}
+void layernorm_rows_backward(const k::Ops& ops, float* dx, float* dw, float* db, const float* dy, const float* x,
+                             const float* w, const float* mean, const float* rstd, int64_t n, int c) {
+  Vec sums(2 * static_cast<size_t>(n));
+  ops.layernorm_backward_sums(sums.data(), dy, x, w, mean, rstd, n, c);
+  ops.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums.data(), n, c, c);
+}
+}  // namespace
+
 TEST(LayerNorm, CpuMatchesRef) {
+  const k::Ops& ref = k::ops_for(k::Backend::kRef);
+  const k::Ops& cpu = k::ops_for(k::Backend::kCpu);
   Vec x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   Vec o1(N * C), o2(N * C), m1(N), m2(N), r1(N), r2(N);
-  k::ref::layernorm_forward(o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  k::cpu::layernorm_forward(o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
+  layernorm_rows(ref, o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_rows(cpu, o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C);
+  EXPECT_TRUE(allclose(m2, m1, 1e-6f, 1e-6f));
+  // the mean: a plain sum of the row over C (checked once against the formula, in double)
+  for (int64_t n = 0; n < N; n++) {
+    double sum = 0;
+    for (int i = 0; i < C; i++) sum += x[n * C + i];
+    EXPECT_NEAR(m1[n], sum / C, 1e-6) << "row " << n;
+  }
   EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(r2, r1, 1e-5f, 1e-5f));
   Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(C, 0.2f), dw2 = dw1, db1(C, 0.3f), db2 = db1;
-  k::ref::layernorm_backward(dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m1.data(),
-                             r1.data(), N, C, C, nullptr);
-  k::cpu::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), m1.data(),
-                             r1.data(), N, C, C, nullptr);
+  layernorm_rows_backward(ref, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m1.data(),
+                          r1.data(), N, C);
+  layernorm_rows_backward(cpu, dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), m1.data(),
+                          r1.data(), N, C);
   EXPECT_TRUE(allclose(dx2, dx1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(dw2, dw1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(db2, db1, 1e-4f, 1e-4f));
@@ -131,14 +156,15 @@ TEST(LayerNorm, RefBackwardMatchesFiniteDifferences) {
   const int n = 4, c = 6;
   Vec x = randn(n * c, 1), w = randn(c, 2), b = randn(c, 3), proj = randn(n * c, 4);
   Vec out(n * c), mean(n), rstd(n);
+  const k::Ops& ref = k::ops_for(k::Backend::kRef);
   auto f = [&] {
-    k::ref::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, c, nullptr);
+    layernorm_rows(ref, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c);
     return dot(out, proj);
   };
   f();
   Vec dx(n * c, 0), dw(c, 0), db(c, 0);
-  k::ref::layernorm_backward(dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), mean.data(),
-                             rstd.data(), n, c, c, nullptr);
+  layernorm_rows_backward(ref, dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), n, c);
   EXPECT_TRUE(allclose(dx, finite_diff(x, f, 1e-3f), 5e-3f, 1e-2f));
   EXPECT_TRUE(allclose(dw, finite_diff(w, f), 2e-3f, 1e-2f));
   EXPECT_TRUE(allclose(db, finite_diff(b, f), 2e-3f, 1e-2f));
@@ -414,23 +440,30 @@ TEST_P(ShardedRows, LayerNormOverTwoChannelSlicesMatchesWholeRows) {
   const int c0 = 5;  // slices [0,5) and [5,12): unequal on purpose
   Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   Vec out(N * C), mean(N), rstd(N), dx(N * C, 0), dw(C, 0), db(C, 0);
-  ops.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  ops.layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                         N, C, C, nullptr);
+  layernorm_rows(ops, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_rows_backward(ops, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
   TwoRankReducer shared;
   Vec outs[2], dxs[2], dws[2], dbs[2];
   auto rank = [&](int r) {
     int lo = r == 0 ? 0 : c0, hi = r == 0 ? c0 : C, Cl = hi - lo;
     RankCtx ctx{&shared, r};
     k::RowReducer red{two_rank_all_reduce, &ctx};
-    Vec xs = columns(x, N, C, lo, hi), dys = columns(dy, N, C, lo, hi), m(N), s(N);
+    Vec xs = columns(x, N, C, lo, hi), dys = columns(dy, N, C, lo, hi), m(N), s(N), sums(2 * N);
     outs[r].resize(N * Cl);
     dxs[r].assign(N * Cl, 0);
     dws[r].assign(Cl, 0);
     dbs[r].assign(Cl, 0);
-    ops.layernorm_forward(outs[r].data(), m.data(), s.data(), xs.data(), w.data() + lo, b.data() + lo, N, Cl, C, &red);
+    // the model's steps (model/block.hpp): each row statistic completed over the two ranks between them
+    ops.layernorm_sum(m.data(), xs.data(), N, Cl);
+    red.all_reduce(red.ctx, m.data(), N, false);
+    ops.layernorm_centred_sumsq(s.data(), m.data(), xs.data(), N, Cl, C);
+    red.all_reduce(red.ctx, s.data(), N, false);
+    ops.layernorm_forward(outs[r].data(), m.data(), s.data(), xs.data(), w.data() + lo, b.data() + lo, N, Cl, C);
+    ops.layernorm_backward_sums(sums.data(), dys.data(), xs.data(), w.data() + lo, m.data(), s.data(), N, Cl);
+    red.all_reduce(red.ctx, sums.data(), 2 * N, false);
     ops.layernorm_backward(dxs[r].data(), dws[r].data(), dbs[r].data(), dys.data(), xs.data(), w.data() + lo,
-                           m.data(), s.data(), N, Cl, C, &red);
+                           m.data(), s.data(), sums.data(), N, Cl, C);
   };
   std::thread t1(rank, 1);
   rank(0);

@@ -215,6 +215,24 @@ TEST_P(Bf16Table, EmbeddingAndPosition) {
   EXPECT_EQ(dp, dpref);
 }
 
+namespace {
+// LayerNorm's steps (ops.hpp) on whole rows, through either table: nothing to complete between them.
+template <class Table, class E>
+void layernorm_rows(const Table& t, E* out, float* mean, float* rstd, const E* x, const E* w, const E* b, int64_t n,
+                    int c) {
+  t.layernorm_sum(mean, x, n, c);
+  t.layernorm_centred_sumsq(rstd, mean, x, n, c, c);
+  t.layernorm_forward(out, mean, rstd, x, w, b, n, c, c);
+}
+template <class Table, class E>
+void layernorm_rows_backward(const Table& t, E* dx, float* dw, float* db, const E* dy, const E* x, const E* w,
+                             const float* mean, const float* rstd, int64_t n, int c) {
+  std::vector<float> sums(2 * static_cast<size_t>(n));
+  t.layernorm_backward_sums(sums.data(), dy, x, w, mean, rstd, n, c);
+  t.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums.data(), n, c, c);
+}
+}  // namespace
+
 TEST_P(Bf16Table, LayerNorm) {
   const int64_t N = 13;
   const int C = 40;
@@ -223,32 +241,31 @@ TEST_P(Bf16Table, LayerNorm) {
   Vec fx = widen(x), fw = widen(w), fb = widen(b), fdy = widen(dy);
   Bf out(N * C);
   Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
-  ops().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C, nullptr);
-  fp32().layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C, C,
-                            nullptr);
+  layernorm_rows(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_rows(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C);
   EXPECT_TRUE(rounded_once(out, ref));
   EXPECT_EQ(mean, rmean) << "statistics stay fp32";
   EXPECT_EQ(rstd, rrstd);
 
   Bf dinp = d0;
   Vec fdinp = widen(d0), dw(C, 0.5f), db(C, -0.5f), rdw = dw, rdb = db;
-  ops().layernorm_backward(dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                           rstd.data(), N, C, C, nullptr);
-  fp32().layernorm_backward(fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(), rmean.data(),
-                             rrstd.data(), N, C, C, nullptr);
+  layernorm_rows_backward(ops(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
+  layernorm_rows_backward(fp32(), fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(),
+                          rmean.data(), rrstd.data(), N, C);
   EXPECT_TRUE(rounded_once(dinp, fdinp));
   EXPECT_EQ(dw, rdw) << "parameter gradients accumulate in fp32";
   EXPECT_EQ(db, rdb);
 }
 
 namespace {
-// The RowReducer of a group of one rank: the row values are already complete. It takes the ops through
-// their sharded passes (statistics, the reducer's call, then the rest) with C_total = C.
+// The RowReducer of a group of one rank: the row values are already complete. It takes the cross-entropy
+// through its sharded passes (statistics, the reducer's call, then the rest) with the whole vocabulary.
 void group_of_one(void*, float*, int64_t, bool) {}
 }  // namespace
 
 // The GPT-2 block's ops at the shapes of training: odd channel counts, rows split over the threads, GPT-2's
-// padded vocabulary (50,257 of 50,304), whole rows and the sharded passes. cpu_bf16 works on bf16 directly
+// padded vocabulary (50,257 of 50,304), whole rows and (the cross-entropy's) sharded passes. cpu_bf16 works on bf16 directly
 // (no fp32 copies of the tensors) and must still give round(the fp32 op on the widened inputs), bit for bit.
 TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
   const k::RowReducer one{group_of_one, nullptr};
@@ -287,25 +304,23 @@ TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
     ops().position_forward(p.data(), wpe.data(), B, T, C);
     fp32().position_forward(fp.data(), fwpe.data(), B, T, C);
     EXPECT_TRUE(rounded_once(p, fp)) << "position_forward C=" << C;
-    for (const k::RowReducer* reducer : {static_cast<const k::RowReducer*>(nullptr), &one}) {
-      const char* rows = reducer ? " (sharded passes)" : " (whole rows)";
+    {
       Bf out(N * C);
       Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
-      ops().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C, C, reducer);
-      fp32().layernorm_forward(ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fbias.data(), N, C, C,
-                               reducer);
-      EXPECT_TRUE(rounded_once(out, ref)) << "layernorm_forward C=" << C << rows;
-      EXPECT_EQ(mean, rmean) << C << rows;
-      EXPECT_EQ(rstd, rrstd) << C << rows;
+      layernorm_rows(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
+      layernorm_rows(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fbias.data(), N, C);
+      EXPECT_TRUE(rounded_once(out, ref)) << "layernorm_forward C=" << C;
+      EXPECT_EQ(mean, rmean) << C;
+      EXPECT_EQ(rstd, rrstd) << C;
       Bf dinp = d0;
       Vec fdinp = widen(d0), dw(C, 0.5f), dbias(C, -0.5f), rdw = dw, rdbias = dbias;
-      ops().layernorm_backward(dinp.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), mean.data(),
-                               rstd.data(), N, C, C, reducer);
-      fp32().layernorm_backward(fdinp.data(), rdw.data(), rdbias.data(), fdy.data(), fx.data(), fw.data(),
-                                rmean.data(), rrstd.data(), N, C, C, reducer);
-      EXPECT_TRUE(rounded_once(dinp, fdinp)) << "layernorm_backward C=" << C << rows;
-      EXPECT_EQ(dw, rdw) << C << rows;
-      EXPECT_EQ(dbias, rdbias) << C << rows;
+      layernorm_rows_backward(ops(), dinp.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(),
+                              mean.data(), rstd.data(), N, C);
+      layernorm_rows_backward(fp32(), fdinp.data(), rdw.data(), rdbias.data(), fdy.data(), fx.data(), fw.data(),
+                              rmean.data(), rrstd.data(), N, C);
+      EXPECT_TRUE(rounded_once(dinp, fdinp)) << "layernorm_backward C=" << C;
+      EXPECT_EQ(dw, rdw) << C;
+      EXPECT_EQ(dbias, rdbias) << C;
     }
   }
   {
