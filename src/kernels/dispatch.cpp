@@ -16,7 +16,8 @@ namespace {
         ns::layernorm_backward,                                                                             \
         ns::matmul_forward, ns::matmul_backward, ns::attention_forward, ns::attention_backward,             \
         ns::gelu_forward, ns::gelu_backward, ns::residual_forward, ns::residual_backward,                   \
-        ns::softmax_crossentropy_forward, ns::softmax_crossentropy_backward, ns::adamw_update, ns::sum_squares, \
+        ns::crossentropy_max, ns::crossentropy_sums, ns::softmax_crossentropy_forward,                      \
+        ns::softmax_crossentropy_backward, ns::adamw_update, ns::sum_squares,                               \
         ns::rmsnorm_sumsq, ns::rmsnorm_forward, ns::rmsnorm_backward_dot, ns::rmsnorm_backward,             \
         ns::rope_forward, ns::rope_backward, ns::swiglu_forward, ns::swiglu_backward, ns::repeat_kv_forward, \
         ns::repeat_kv_backward, ns::kv_cache_append, ns::attention_cached_forward                           \

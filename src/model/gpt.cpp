@@ -36,6 +36,7 @@ enum Act : size_t {
   kEncoded, kStream, kLnf, kLnfMean, kLnfRstd, kLnfFull, kLogits, kLosses, kInputs, kTargets, kScalars,
   kLossWeights,  // a masked loss's per-token weights (1 kept, 0 dropped), read by the cross-entropy's backward
   kDLnfFull,     // a training forward's d lnf over all channels (partial over X*Y), for the backward
+  kHeadRowValues,  // the cross-entropy's row values of one chunk, completed over X*Y: [max | sum of exp | target logit]
 };
 // Scalars all-reduced by the model (the loss sum, the gradient norm's parts): in device memory they
 // need a device word for the communicator; on the host the collectives take the host variables.
@@ -47,12 +48,6 @@ enum Scratch : size_t { kDResidual, kDLn, kFullA, kFullB, kNormSums };
 // Each counted target's d loss when the loss is loss_scale * the mean over `counted` targets (none: 0).
 float loss_gradient_per_target(double loss_scale, double counted) {
   return counted > 0 ? static_cast<float>(loss_scale / counted) : 0.0f;
-}
-
-// A RowReducer's collective (the cross-entropy's row values over X*Y): blocking, traced.
-void reduce_over(void* ctx, float* values, int64_t n, bool max) {
-  auto* r = static_cast<model::Gpt::Reduction*>(ctx);
-  r->tl->all_reduce(*r->group, values, static_cast<size_t>(n), max ? comm::ReduceOp::kMax : comm::ReduceOp::kSum);
 }
 
 // Columns [c0, c0 + width) of every row of a [rows, full_width] matrix, into [rows, width], in the
@@ -115,8 +110,6 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   vocab_begin_ = shards_->vocab_begin();
   vocab_rows_ = shards_->vocab_rows();
   vocab_valid_ = std::max(0, std::min(c.vocab_size - vocab_begin_, vocab_rows_));
-  xy_reduction_ = {&tl_, &grid.xy()};
-  if (gxy > 1) xy_reducer_ = {reduce_over, &xy_reduction_};
 
   // parameters: this rank's shards (ShardMap's shapes), one slot per tensor of the spec
   for (int i = 0; i < static_cast<int>(spec_.params.size()); i++) {
@@ -153,6 +146,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
   add(kLossWeights, "loss_weights", {N}, f32);
   add(kDLnfFull, "dlnf_full", {N, C}, act);
+  add(kHeadRowValues, "head_row_values", {3 * head_rows_}, f32);
   acts_.allocate();
   if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
@@ -376,7 +370,6 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   const int B = B_, T = T_, C = c.channels, L = c.num_layers, V = c.vocab_size;
   const int Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * T;
-  const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
   auto P = [&](int t) { return ctx_->weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto S = [&](Scratch s) { return ptr<E>(scratch_.tensor(s)); };
@@ -453,12 +446,9 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   // (probabilities overwrite the logits). Training: then d logits in place, d lnf and the head's weight
   // gradient from the chunk; else the last chunk's probabilities are kept for the backward.
   float* losses = A(kLosses).f32();
-  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
   for (int64_t r = 0; r < N; r += head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
-    AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
-    AXONN_OP(softmax_crossentropy_forward, losses + r, logits, logits, targets_dev + r, n, vocab_valid_, Vr,
-             vocab_begin_, over_xy);
+    head_chunk_forward<E>(r, n, lnf_full);
     if (take_gradient) head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
   }
   if (take_gradient) head_gradient_scale_ = options.loss_scale;
@@ -592,30 +582,43 @@ void Gpt::backward_pass(const BackwardOptions& options) {
 // probabilities are still there; each earlier chunk's are recomputed (logits, softmax over X*Y).
 template <class E>
 void Gpt::backward_head(E* dlnf_full, double loss_scale) {
-  auto& tl = tl_;
-  const auto& k = ctx_->kernels<E>();
-  const int C = spec_.config.channels, Vr = vocab_rows_;
+  const int C = spec_.config.channels;
   const int64_t N = static_cast<int64_t>(B_) * T_;
   auto A = [&](Act a) { return acts_.tensor(a); };
   // the loss is loss_scale * the mean over the global batch's counted targets (micro-batches: the mean over
   // the whole step); the forward counted them (every target without a mask)
   const float dloss = loss_gradient_per_target(loss_scale, last_loss_.kept);
-  E* logits = ptr<E>(A(kLogits));
   const E* lnf_full = grid_.x().size() == 1 ? ptr<E>(A(kLnf)) : ptr<E>(A(kLnfFull));
-  const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
-  const int* targets_dev = static_cast<const int*>(A(kTargets).data());
-  const kernels::RowReducer* over_xy = xy_reducer_.all_reduce ? &xy_reducer_ : nullptr;
   mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
   const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
   for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
-    if (r != last_chunk) {
-      AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
-      AXONN_OP(softmax_crossentropy_forward, A(kLosses).f32() + r, logits, logits, targets_dev + r, n, vocab_valid_,
-               Vr, vocab_begin_, over_xy);
-    }
+    if (r != last_chunk) head_chunk_forward<E>(r, n, lnf_full);
     head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
   }
+}
+
+// The head's rows [r, r + n): their logits (kLogits) against this rank's vocabulary rows, then the
+// vocabulary-parallel softmax + cross-entropy, each row value completed over X*Y between the kernels' steps;
+// the probabilities overwrite the logits and the losses go to kLosses[r, r + n).
+template <class E>
+void Gpt::head_chunk_forward(int64_t r, int64_t n, const E* lnf_full) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  const int C = spec_.config.channels, Vr = vocab_rows_;
+  E* logits = ptr<E>(acts_.tensor(kLogits));
+  const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
+  const int* targets_dev = static_cast<const int*>(acts_.tensor(kTargets).data()) + r;
+  float* losses = acts_.tensor(kLosses).f32() + r;
+  float* maxv = acts_.tensor(kHeadRowValues).f32();  // [n] row max
+  float* sums = maxv + head_rows_;                   // [n] sum of exp | [n] target logit
+  const auto rows = static_cast<size_t>(n);
+  AXONN_OP(matmul_forward, logits, lnf_full + r * C, head, nullptr, n, C, Vr);
+  AXONN_OP(crossentropy_max, maxv, logits, n, vocab_valid_, Vr);
+  tl.all_reduce(grid_.xy(), maxv, rows, comm::ReduceOp::kMax);  // over X*Y
+  AXONN_OP(crossentropy_sums, sums, maxv, logits, targets_dev, n, vocab_valid_, Vr, vocab_begin_);
+  tl.all_reduce(grid_.xy(), sums, 2 * rows);  // over X*Y
+  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, maxv, sums, n, vocab_valid_, Vr);
 }
 
 // The gradient of the head's rows [r, r + n) from their probabilities (kLogits): d logits in place (masked:

@@ -12,9 +12,9 @@
 //   ops.matmul_forward(d_out, d_inp, d_weight, d_bias, N, C, OC);   // cuBLAS, fp32
 //   axonn::kernels::cuda_synchronize();                              // host waits for the GPU
 //
-// A RowReducer's all_reduce gets DEVICE arrays (the row statistics between the kernels' passes): the
-// model's reducer calls a communicator that takes device buffers (NCCL or MPI-staged). The same holds
-// for the bf16 table, cuda_bf16_ops().
+// The row values of the ops in steps (the norms' statistics, the cross-entropy's max and sums) are DEVICE
+// arrays: the model all-reduces them between the ops with a communicator that takes device buffers (NCCL
+// or MPI-staged). The same holds for the bf16 table, cuda_bf16_ops().
 //
 // The model reaches this backend through kernels::ops_for(Backend::kCuda) and device arenas, which
 // exist once cuda_setup() has run (the CPU-only libraries do not link CUDA):
@@ -34,10 +34,9 @@ const Ops& cuda_ops();
 // The bf16 mixed-precision op list (kernels/ops_bf16.hpp) on the GPU: DEVICE pointers, the same stream and
 // ordering as cuda_ops(). GEMMs through cuBLASLt (bf16 inputs, fp32 accumulation), a flash-style attention
 // (head size a multiple of 8 up to 128; see FlashAttention), fp32 math everywhere with each bf16 output
-// rounded once. As in the fp32 table, the cross-entropy takes a RowReducer: it is called between the
-// kernel's passes with DEVICE arrays (float, n values), and when its all_reduce returns, work queued
-// afterwards on this stream must see the reduced values (it waits, or makes the stream wait). The norms'
-// statistics are all-reduced by the model between their ops, on the same terms.
+// rounded once. As in the fp32 table, the norms and the cross-entropy run in the caller's steps: the model
+// all-reduces their row values (DEVICE arrays) between the ops, and work queued afterwards on this stream
+// must see the reduced values (the communicator waits, or makes the stream wait).
 const OpsBf16& cuda_bf16_ops();
 
 // The two flash attentions behind cuda_bf16_ops().attention_forward / attention_backward (same contract,

@@ -19,18 +19,6 @@ namespace axonn::kernels {
 
 enum class Backend { kRef, kCpu, kCuda };
 
-// Completes per-row partial results across the ranks that hold the other slices of each row: the
-// cross-entropy over a vocabulary sharded over X*Y. The caller (the model) supplies it and the kernel
-// calls it between its passes; every rank of the group must make the same calls. A null RowReducer
-// means the rows are whole on this rank. (The norms' statistics over X are completed by the model
-// between their ops instead, at the call site.)
-// The values live in the kernels' memory: host arrays for ref/cpu, DEVICE arrays for cuda (the
-// model's reducer then calls a communicator that takes device buffers: NCCL or MPI-staged).
-struct RowReducer {
-  // In place over values[n]: the sum (max = false) or the maximum (max = true) over the group.
-  void (*all_reduce)(void* ctx, float* values, int64_t n, bool max);
-  void* ctx;
-};
 std::string_view backend_name(Backend b);
 Backend parse_backend(std::string_view name);  // "ref" | "cpu" | "cuda"; throws InvalidArgument
 // Where a backend's buffers live: Device::kCuda for kCuda, else the host.
@@ -88,13 +76,20 @@ struct Ops {
   void (*residual_forward)(float* out, const float* a, const float* b, int64_t N);
   // da += dout; db += dout
   void (*residual_backward)(float* da, float* db, const float* dout, int64_t N);
-  // Softmax over the vocabulary and the cross-entropy of the target. This rank holds Vs columns per
-  // row (the row stride) for vocabulary ids [vocab_begin, vocab_begin + Vs), of which the first
-  // Vvalid are real tokens (the rest padding; on one rank: Vs = Vp, Vvalid = V, vocab_begin = 0).
-  // probs[N,Vs] (padding set to 0; may alias logits); losses[N] = -log p(target), complete on every
-  // rank of the reducer's group.
-  void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const int* targets,
-                                       int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+  // Softmax over the vocabulary and the cross-entropy of the target, in steps so that the caller completes
+  // each row value over the vocabulary's group (X*Y) between them (model/gpt.cpp), as the norms'. This rank
+  // holds Vs columns per row (the row stride) for vocabulary ids [vocab_begin, vocab_begin + Vs), of which
+  // the first Vvalid are real tokens (the rest padding; on one rank: Vs = Vp, Vvalid = V, vocab_begin = 0).
+  // maxv[N] = max over this rank's valid columns of logits (-1e30 where it holds none)
+  void (*crossentropy_max)(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs);
+  // with the complete max: sums[2N] = this rank's [N] sum of exp(logit - max) over its valid columns |
+  // [N] the target's logit where this rank holds it, else 0
+  void (*crossentropy_sums)(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N,
+                            int Vvalid, int Vs, int vocab_begin);
+  // with the complete sums: probs[N,Vs] = exp(logit - max) / sum (padding set to 0; may alias logits);
+  // losses[N] = log(sum) + max - logit(target) = -log p(target)
+  void (*softmax_crossentropy_forward)(float* losses, float* probs, const float* logits, const float* maxv,
+                                       const float* sums, int64_t N, int Vvalid, int Vs);
   // dlogits[N,Vs] += (probs - onehot(target)) * dloss * weights[n] over the valid columns (may alias
   // probs: then it is overwritten, not accumulated). dloss = d(mean loss)/d(loss_i), e.g. 1/N; weights
   // [N] (the model's memory) weigh each token's loss, e.g. the Goldfish mask (model/goldfish.hpp: 0 for
@@ -189,8 +184,11 @@ void register_cuda_ops(const Ops* ops);
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N);                            \
   void residual_forward(float* out, const float* a, const float* b, int64_t N);                               \
   void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
-  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,     \
-                                    int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);\
+  void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs);                    \
+  void crossentropy_sums(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N,  \
+                         int Vvalid, int Vs, int vocab_begin);                                                \
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const float* maxv,      \
+                                    const float* sums, int64_t N, int Vvalid, int Vs);                        \
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,                  \
                                      const float* weights, float dloss, int64_t N, int Vvalid, int Vs,        \
                                      int vocab_begin);                                                        \

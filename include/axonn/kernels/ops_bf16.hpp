@@ -14,8 +14,8 @@
 // output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, the other ops widened around
 // kernels::cpu) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
 // flash attention kernel; built with AXONN_CUDA=ON).
-// A RowReducer (the cross-entropy's) is called with the arrays where the implementation keeps the row
-// values: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
+// The row values that the caller completes between the steps of the norms and the cross-entropy are fp32
+// arrays in the kernels' memory: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
 #pragma once
 
 #include <cstdint>
@@ -58,9 +58,13 @@ struct OpsBf16 {
   void (*gelu_backward)(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
   void (*residual_forward)(bf16* out, const bf16* a, const bf16* b, int64_t N);
   void (*residual_backward)(bf16* da, bf16* db, const bf16* dout, int64_t N);
-  // losses fp32; probs bf16 (may alias logits).
-  void (*softmax_crossentropy_forward)(float* losses, bf16* probs, const bf16* logits, const int* targets,
-                                       int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+  // The cross-entropy in the caller's steps (ops.hpp); the row values and losses fp32, probs bf16 (may alias
+  // logits).
+  void (*crossentropy_max)(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs);
+  void (*crossentropy_sums)(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N,
+                            int Vvalid, int Vs, int vocab_begin);
+  void (*softmax_crossentropy_forward)(float* losses, bf16* probs, const bf16* logits, const float* maxv,
+                                       const float* sums, int64_t N, int Vvalid, int Vs);
   void (*softmax_crossentropy_backward)(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
                                         float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW on the fp32 master weights (as ops.hpp), then params_bf16 = round(master).
@@ -123,8 +127,11 @@ void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
-void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+void crossentropy_max(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs);
+void crossentropy_sums(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin);
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const float* maxv, const float* sums,
+                                  int64_t N, int Vvalid, int Vs);
 void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,

@@ -248,12 +248,6 @@ class Gpt {
   // Record kernels, layers and collectives into `trace` while it records (null: off).
   void set_trace(Trace* trace) { tl_.set_trace(trace); }
 
-  // Reduction context of a RowReducer: the group, and the timeline that records the collective.
-  struct Reduction {
-    parallel::Timeline* tl;
-    comm::Communicator* group;
-  };
-
  private:
   // The passes, written once for both precisions: E = float (fp32) or kernels::bf16 (mixed precision).
   template <class E>
@@ -262,6 +256,8 @@ class Gpt {
   void backward_pass(const BackwardOptions& options);
   template <class E>
   void backward_head(E* dlnf_full, double loss_scale);
+  template <class E>
+  void head_chunk_forward(int64_t r, int64_t n, const E* lnf_full);
   template <class E>
   void head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
@@ -307,8 +303,6 @@ class Gpt {
   std::unique_ptr<detail::PassContext> ctx_;
   std::unique_ptr<detail::Gpt2Block> gpt2_;    // the blocks: GPT-2's
   std::unique_ptr<detail::LlamaBlock> llama_;  // or Llama's
-  Reduction xy_reduction_{};      // the cross-entropy's row values over X*Y
-  kernels::RowReducer xy_reducer_{};
   bool have_targets_ = false;
   bool masked_ = false;   // the last forward's loss counts only the kept targets (kLossWeights)
   // the loss_scale with which the last forward took the head's gradient (kDLnfFull holds d lnf); unset:

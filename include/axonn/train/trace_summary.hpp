@@ -2,9 +2,8 @@
 //
 // Per rank (process), over the traced window, as unions of intervals (nested or simultaneous spans
 // count once):
-//   compute   time in kernels and GEMMs ("cat":"compute"), less the blocking collectives called
-//             from inside kernels (the vocabulary-parallel softmax's row values), during
-//             which the compute thread waits
+//   compute   time in kernels and GEMMs ("cat":"compute"), less the blocking collectives that run inside
+//             a compute span, during which the compute thread waits
 //   comm      time during which at least one collective is in flight ("cat":"comm")
 //   hidden    the part of comm during which the rank also computes: communication hidden under
 //             computation; hidden_fraction = hidden / comm

@@ -682,8 +682,9 @@ void residual_backward_impl(E* da, E* db, const E* dout, int64_t N) {
   }
 }
 
-// p[i] = exp(z[i] - m) for i < n, and their sum. Not inlined: bf16 storage calls it twice for a row (the
-// exponentials are not kept between the passes) and must get the same bits both times.
+// p[i] = exp(z[i] - m) for i < n, and their sum. Not inlined: the sums and the probabilities take the
+// exponentials in two calls for a row (they are not kept between the caller's steps) and must get the same
+// bits both times.
 [[gnu::noinline]] float exp_and_sum(float* p, const float* z, int n, float m) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -694,12 +695,10 @@ void residual_backward_impl(E* da, E* db, const E* dout, int64_t N) {
   return sum;
 }
 
+// The cross-entropy's steps (ops.hpp): maxv[N], then sums[2N] = sum of exp | the target's logit, then
+// probs and losses; the caller completes maxv and sums over the vocabulary-parallel group between them.
 template <class E>
-void softmax_crossentropy_forward_impl(float* losses, E* probs, const E* logits, const int* targets, int64_t N,
-                                       int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  // losses [N], probs [N,Vs] (may alias logits), logits [N,Vs], targets [N]: max, then sum of exponentials
-  // and the target's logit, each completed over the vocabulary-parallel group by the reducer.
-  std::vector<float> maxv(N), sum_target(2 * (size_t)N);  // [N] sum exp | [N] target logit
+void crossentropy_max_impl(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
 #pragma omp parallel
   {
     RowView<E> logit_row(Vvalid);
@@ -712,7 +711,29 @@ void softmax_crossentropy_forward_impl(float* losses, E* probs, const E* logits,
       maxv[n] = m;
     }
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, maxv.data(), N, true);
+}
+
+template <class E>
+void crossentropy_sums_impl(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N,
+                            int Vvalid, int Vs, int vocab_begin) {
+#pragma omp parallel
+  {
+    RowView<E> logit_row(Vvalid);
+    std::vector<float> exps(static_cast<size_t>(Vvalid));  // this thread's row of exponentials, not kept
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* z = logit_row.read(logits + n * Vs, Vvalid);
+      int t = targets[n] - vocab_begin;
+      sums[n] = exp_and_sum(exps.data(), z, Vvalid, maxv[n]);
+      sums[N + n] = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
+    }
+  }
+}
+
+template <class E>
+void softmax_crossentropy_forward_impl(float* losses, E* probs, const E* logits, const float* maxv,
+                                       const float* sums, int64_t N, int Vvalid, int Vs) {
+  // losses [N], probs [N,Vs] (may alias logits: each row is read before it is written), logits [N,Vs]
 #pragma omp parallel
   {
     RowView<E> logit_row(Vvalid), prob_row(Vs);
@@ -720,28 +741,14 @@ void softmax_crossentropy_forward_impl(float* losses, E* probs, const E* logits,
     for (int64_t n = 0; n < N; n++) {
       const float* z = logit_row.read(logits + n * Vs, Vvalid);
       float* p = prob_row.write(probs + n * Vs);
-      int t = targets[n] - vocab_begin;
-      float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
-      sum_target[n] = exp_and_sum(p, z, Vvalid, maxv[n]);
-      sum_target[N + n] = target_logit;
-    }
-  }
-  if (reducer) reducer->all_reduce(reducer->ctx, sum_target.data(), 2 * N, false);
-#pragma omp parallel
-  {
-    RowView<E> logit_row(Vvalid), prob_row(Vs);
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-      float* p = prob_row.write(probs + n * Vs);
-      // fp32 kept the exponentials in probs; bf16 takes them again (the same bits: exp_and_sum)
-      if constexpr (!kIsF32<E>) exp_and_sum(p, logit_row.read(logits + n * Vs, Vvalid), Vvalid, maxv[n]);
-      float inv = 1.0f / sum_target[n];
+      exp_and_sum(p, z, Vvalid, maxv[n]);  // the exponentials of crossentropy_sums, bit for bit
+      float inv = 1.0f / sums[n];
 #pragma omp simd
       for (int i = 0; i < Vvalid; i++) p[i] *= inv;
       for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
       prob_row.commit(probs + n * Vs, Vs);
       // -log softmax(target) = log(sum exp) + max - logit(target)
-      losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
+      losses[n] = std::log(sums[n]) + maxv[n] - sums[N + n];
     }
   }
 }
@@ -802,13 +809,27 @@ void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N) { resi
 void residual_backward(float* da, float* db, const float* dout, int64_t N) { residual_backward_impl(da, db, dout, N); }
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N) { residual_backward_impl(da, db, dout, N); }
 
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  softmax_crossentropy_forward_impl(losses, probs, logits, targets, N, Vvalid, Vs, vocab_begin, reducer);
+void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs) {
+  crossentropy_max_impl(maxv, logits, N, Vvalid, Vs);
 }
-void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  softmax_crossentropy_forward_impl(losses, probs, logits, targets, N, Vvalid, Vs, vocab_begin, reducer);
+void crossentropy_max(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs) {
+  crossentropy_max_impl(maxv, logits, N, Vvalid, Vs);
+}
+void crossentropy_sums(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin) {
+  crossentropy_sums_impl(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin);
+}
+void crossentropy_sums(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin) {
+  crossentropy_sums_impl(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const float* maxv,
+                                  const float* sums, int64_t N, int Vvalid, int Vs) {
+  softmax_crossentropy_forward_impl(losses, probs, logits, maxv, sums, N, Vvalid, Vs);
+}
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const float* maxv, const float* sums,
+                                  int64_t N, int Vvalid, int Vs) {
+  softmax_crossentropy_forward_impl(losses, probs, logits, maxv, sums, N, Vvalid, Vs);
 }
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {

@@ -1,152 +1,168 @@
-// kernels/cuda/crossentropy.cu — fused softmax + cross-entropy over a vocabulary slice, one block
-// per row (the vocabulary is long: 50k columns for GPT-2), and its backward. A vocabulary sharded
-// over ranks (a RowReducer) splits the forward into its passes, with the reducer's all_reduce
-// completing the row max, the sum of exponentials and the target's logit (device arrays) in between.
+// kernels/cuda/crossentropy.cu — softmax + cross-entropy over a vocabulary slice (kernels/ops.hpp,
+// ops_bf16.hpp) on device pointers, fp32 and bf16 from the same templates, in the caller's steps: the model
+// completes each row value over the vocabulary's group X*Y (device arrays) between them (model/gpt.cpp):
+//   crossentropy_max: this rank's row max -> maxv[n]; (all-reduce, max)
+//   crossentropy_sums: with the max, sum of exp(z - max) -> sums[n], the target's logit (0 where this rank
+//                      does not hold it) -> sums[N + n]; (all-reduce, sum)
+//   softmax_crossentropy_forward: probabilities exp(z - max) / sum (padding zeroed), loss log(sum) + max -
+//                                 logit(target).
+// One block per row (the vocabulary is long: 50k columns for GPT-2). Same formulas as kernels::ref, fp32 math
+// throughout; a bf16 probability or gradient is rounded once.
 #include "axonn/kernels/ops.hpp"
+#include "columns.cuh"
 #include "common.cuh"
+#include "runtime_bf16.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
 
 using detail::block_reduce;
 using detail::kWarp;
+using detail::load_f32;
+using detail::store_f32;
 
 constexpr int kThreads = 512;
 
-// Row n: max over the valid columns, sum of exponentials, probabilities (padding zeroed), and the
-// loss log(sum) + max - logit(target). probs may alias logits: the target's logit is read before
-// the row is overwritten, and every element is read and then written by the same thread.
-__global__ void softmax_crossentropy_forward_kernel(float* losses, float* probs, const float* logits,
-                                                    const int* targets, int Vvalid, int Vs, int vocab_begin) {
-  __shared__ float shared[kWarp];
-  const int64_t n = blockIdx.x;
-  const float* z = logits + n * Vs;
-  float* p = probs + n * Vs;
-  const int t = targets[n] - vocab_begin;
-  const float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;  // read by every thread, before any write
-  float m = -1e30f;  // as kernels::ref
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) m = fmaxf(m, z[i]);
-  m = block_reduce(m, shared, detail::MaxOp{}, -1e30f);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) s += expf(z[i] - m);
-  s = block_reduce(s, shared, detail::SumOp{}, 0.0f);  // syncs: every read of z is done before the writes
-  for (int i = threadIdx.x; i < Vs; i += blockDim.x) p[i] = i < Vvalid ? expf(z[i] - m) / s : 0.0f;
-  if (threadIdx.x == 0) losses[n] = logf(s) + m - target_logit;
-}
-
-// dlogits += (probs - onehot) * dloss * weights[n] over the valid columns (weights null: 1); in place
-// (dlogits == probs) it overwrites instead and zeroes the padding, as kernels::ref.
-__global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float* probs, const int* targets,
-                                                     const float* weights, float dloss, int Vvalid, int Vs,
-                                                     int vocab_begin) {
-  const int64_t n = blockIdx.x;
-  float* dz = dlogits + n * Vs;
-  const float* p = probs + n * Vs;
-  const int t = targets[n] - vocab_begin;
-  const float d = weights ? dloss * weights[n] : dloss;
-  if (dz == p) {
-    for (int i = threadIdx.x; i < Vs; i += blockDim.x)
-      dz[i] = i < Vvalid ? (dz[i] - (i == t ? 1.0f : 0.0f)) * d : 0.0f;
-  } else {
-    for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) dz[i] += (p[i] - (i == t ? 1.0f : 0.0f)) * d;
-  }
-}
-
-// --- the passes of the sharded forward -----------------------------------------------------------
 // maxv[n] = max of this rank's valid logits of row n (-1e30 when it holds none, as kernels::ref)
-__global__ void row_max_kernel(float* maxv, const float* logits, int Vvalid, int Vs) {
+template <typename E>
+__global__ void row_max_kernel(float* maxv, const E* logits, int Vvalid, int Vs) {
   __shared__ float shared[kWarp];
   const int64_t n = blockIdx.x;
-  const float* z = logits + n * Vs;
+  const E* z = logits + n * Vs;
   float m = -1e30f;
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) m = fmaxf(m, z[i]);
+  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) m = fmaxf(m, load_f32(z[i]));
   m = block_reduce(m, shared, detail::MaxOp{}, -1e30f);
   if (threadIdx.x == 0) maxv[n] = m;
 }
 
-// With the global row max: p = exp(z - max) (padding 0), sum_target[n] = this rank's sum of them,
-// sum_target[N + n] = the target's logit where this rank holds it, else 0. probs may alias logits.
-__global__ void exp_sum_kernel(float* sum_target, float* probs, const float* logits, const float* maxv,
-                               const int* targets, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+// With the complete row max: sums[n] = this rank's sum of exp(z - max), sums[N + n] = the target's logit
+// where this rank holds it, else 0.
+template <typename E>
+__global__ void exp_sum_kernel(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N,
+                               int Vvalid, int Vs, int vocab_begin) {
   __shared__ float shared[kWarp];
   const int64_t n = blockIdx.x;
-  const float* z = logits + n * Vs;
-  float* p = probs + n * Vs;
-  const int t = targets[n] - vocab_begin;
-  const float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
+  const E* z = logits + n * Vs;
   const float m = maxv[n];
-  __syncthreads();  // every thread has read the target's logit before any overwrites it
   float s = 0.0f;
-  for (int i = threadIdx.x; i < Vs; i += blockDim.x) {
-    const float e = i < Vvalid ? expf(z[i] - m) : 0.0f;
-    p[i] = e;
-    s += e;
-  }
+  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) s += expf(load_f32(z[i]) - m);
   s = block_reduce(s, shared, detail::SumOp{}, 0.0f);
   if (threadIdx.x == 0) {
-    sum_target[n] = s;
-    sum_target[N + n] = target_logit;
+    const int t = targets[n] - vocab_begin;
+    sums[n] = s;
+    sums[N + n] = (t >= 0 && t < Vvalid) ? load_f32(z[t]) : 0.0f;
   }
 }
 
-// With the global sums: p /= sum; loss = log(sum) + max - logit(target)
-__global__ void normalise_loss_kernel(float* losses, float* probs, const float* maxv, const float* sum_target,
-                                      int64_t N, int Vvalid, int Vs) {
+// With the complete sums: p = exp(z - max) / sum (padding 0), loss = log(sum) + max - logit(target). probs
+// may alias logits: every element is read and then written by the same thread.
+template <typename E>
+__global__ void probs_loss_kernel(float* losses, E* probs, const E* logits, const float* maxv, const float* sums,
+                                  int64_t N, int Vvalid, int Vs) {
   const int64_t n = blockIdx.x;
-  float* p = probs + n * Vs;
-  const float s = sum_target[n];
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) p[i] /= s;
-  if (threadIdx.x == 0) losses[n] = logf(s) + maxv[n] - sum_target[N + n];
+  const E* z = logits + n * Vs;
+  E* p = probs + n * Vs;
+  const float m = maxv[n], s = sums[n];
+  for (int i = threadIdx.x; i < Vs; i += blockDim.x) store_f32(&p[i], i < Vvalid ? expf(load_f32(z[i]) - m) / s : 0.0f);
+  if (threadIdx.x == 0) losses[n] = logf(s) + m - sums[N + n];
 }
 
-void check_rows(int64_t N) {
+// dlogits += (probs - onehot) * dloss * weights[n] over the valid columns (weights null: 1; in fp32, a bf16
+// result rounded once); in place (dlogits == probs) it overwrites instead and zeroes the padding, as
+// kernels::ref.
+template <typename E>
+__global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs, const int* targets,
+                                                     const float* weights, float dloss, int Vvalid, int Vs,
+                                                     int vocab_begin) {
+  const int64_t n = blockIdx.x;
+  E* dz = dlogits + n * Vs;
+  const E* p = probs + n * Vs;
+  const int t = targets[n] - vocab_begin;
+  const float d = weights ? dloss * weights[n] : dloss;
+  if (dz == p) {
+    for (int i = threadIdx.x; i < Vs; i += blockDim.x)
+      store_f32(&dz[i], i < Vvalid ? (load_f32(dz[i]) - (i == t ? 1.0f : 0.0f)) * d : 0.0f);
+  } else {
+    for (int i = threadIdx.x; i < Vvalid; i += blockDim.x)
+      store_f32(&dz[i], load_f32(dz[i]) + (load_f32(p[i]) - (i == t ? 1.0f : 0.0f)) * d);
+  }
+}
+
+// --- launches, one set for each element type -------------------------------------------------
+
+unsigned row_blocks(int64_t N) {
   AXONN_CHECK_ARG(N <= 0x7fffffffLL, "cuda cross-entropy: ", N, " rows exceed the grid; use smaller micro-batches");
+  return static_cast<unsigned>(N);
 }
 
-}  // namespace
-
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  // losses [N], probs [N,Vs] (may alias logits), logits [N,Vs], targets [N]
-  check_rows(N);
-  if (reducer == nullptr) {
-    if (N == 0) return;
-    softmax_crossentropy_forward_kernel<<<static_cast<unsigned>(N), kThreads, 0, detail::stream()>>>(
-        losses, probs, logits, targets, Vvalid, Vs, vocab_begin);
-    AXONN_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  // Sharded vocabulary: [N] max | [N] sum of exponentials | [N] target logit, completed by the
-  // reducer (every rank makes the same calls, even with N == 0 rows).
-  auto* stats = static_cast<float*>(detail::scratch(sizeof(float) * 3 * static_cast<size_t>(N > 0 ? N : 1)));
-  float* maxv = stats;
-  float* sum_target = stats + N;
-  const auto blocks = static_cast<unsigned>(N);
-  if (N > 0) {
-    row_max_kernel<<<blocks, kThreads, 0, detail::stream()>>>(maxv, logits, Vvalid, Vs);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-  reducer->all_reduce(reducer->ctx, maxv, N, true);  // the row max over the group
-  if (N > 0) {
-    exp_sum_kernel<<<blocks, kThreads, 0, detail::stream()>>>(sum_target, probs, logits, maxv, targets, N, Vvalid, Vs,
-                                                             vocab_begin);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-  reducer->all_reduce(reducer->ctx, sum_target, 2 * N, false);  // the sums and the target logit over the group
-  if (N > 0) {
-    normalise_loss_kernel<<<blocks, kThreads, 0, detail::stream()>>>(losses, probs, maxv, sum_target, N, Vvalid, Vs);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
-}
-
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
-                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
-  // dlogits [N,Vs] (may alias probs), probs [N,Vs], targets [N], weights [N] (device memory) or null
-  check_rows(N);
+template <typename E>
+void max_of(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
   if (N == 0) return;
-  softmax_crossentropy_backward_kernel<<<static_cast<unsigned>(N), kThreads, 0, detail::stream()>>>(
+  row_max_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(maxv, logits, Vvalid, Vs);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void sums_of(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N, int Vvalid, int Vs,
+             int vocab_begin) {
+  if (N == 0) return;
+  exp_sum_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(sums, maxv, logits, targets, N, Vvalid, Vs,
+                                                                     vocab_begin);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void probs_and_losses(float* losses, E* probs, const E* logits, const float* maxv, const float* sums, int64_t N,
+                      int Vvalid, int Vs) {
+  if (N == 0) return;
+  probs_loss_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(losses, probs, logits, maxv, sums, N, Vvalid,
+                                                                        Vs);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+template <typename E>
+void gradient_of(E* dlogits, const E* probs, const int* targets, const float* weights, float dloss, int64_t N,
+                 int Vvalid, int Vs, int vocab_begin) {
+  if (N == 0) return;
+  softmax_crossentropy_backward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
       dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin);
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs) {
+  max_of(maxv, logits, N, Vvalid, Vs);
+}
+void crossentropy_sums(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin) {
+  sums_of(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const float* maxv,
+                                  const float* sums, int64_t N, int Vvalid, int Vs) {
+  probs_and_losses(losses, probs, logits, maxv, sums, N, Vvalid, Vs);
+}
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  gradient_of(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+
 }  // namespace axonn::kernels::cuda
+
+// bf16 (kernels/ops_bf16.hpp)
+namespace axonn::kernels::cuda_bf16 {
+
+void crossentropy_max(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs) {
+  cuda::max_of(maxv, logits, N, Vvalid, Vs);
+}
+void crossentropy_sums(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin) {
+  cuda::sums_of(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const float* maxv, const float* sums,
+                                  int64_t N, int Vvalid, int Vs) {
+  cuda::probs_and_losses(losses, probs, logits, maxv, sums, N, Vvalid, Vs);
+}
+void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
+                                   float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  cuda::gradient_of(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+
+}  // namespace axonn::kernels::cuda_bf16

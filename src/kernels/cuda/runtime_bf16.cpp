@@ -28,6 +28,8 @@ const OpsBf16& cuda_bf16_ops() {
                              cuda_bf16::gelu_backward,
                              cuda_bf16::residual_forward,
                              cuda_bf16::residual_backward,
+                             cuda_bf16::crossentropy_max,
+                             cuda_bf16::crossentropy_sums,
                              cuda_bf16::softmax_crossentropy_forward,
                              cuda_bf16::softmax_crossentropy_backward,
                              cuda_bf16::adamw_update,

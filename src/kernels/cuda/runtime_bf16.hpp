@@ -44,8 +44,11 @@ void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
-void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
-                                  int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer);
+void crossentropy_max(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs);
+void crossentropy_sums(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N, int Vvalid,
+                       int Vs, int vocab_begin);
+void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const float* maxv, const float* sums,
+                                  int64_t N, int Vvalid, int Vs);
 void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
@@ -77,7 +80,7 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 void* lt_workspace();
 
 // A device buffer of at least `bytes`, owned by the calling thread, valid until the next call of a
-// bf16 op on this thread (row values handed to a RowReducer, a staged bias). Reuse is safe:
+// bf16 op on this thread (a staged bias). Reuse is safe:
 // everything that reads it is queued on the same stream before the next op can queue a write.
 void* scratch(size_t bytes);
 

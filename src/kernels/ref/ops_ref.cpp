@@ -235,37 +235,39 @@ void residual_backward(float* da, float* db, const float* dout, int64_t N) {
   }
 }
 
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
-                                  int64_t N, int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-  // losses [N], probs [N,Vs], logits [N,Vs], targets [N]. Three row reductions over the vocabulary:
-  // the max (for stability), the sum of exponentials, and the target's logit (0 where not held).
-  std::vector<float> maxv(N), sum_target(2 * (size_t)N);  // [N] sum exp | [N] target logit
+// The cross-entropy's three row reductions over the vocabulary, each completed over the group by the
+// caller: the max (for stability), the sum of exponentials, and the target's logit (0 where not held).
+void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs) {
   for (int64_t n = 0; n < N; n++) {
     float m = -1e30f;
     for (int i = 0; i < Vvalid; i++) m = logits[n * Vs + i] > m ? logits[n * Vs + i] : m;
     maxv[n] = m;
   }
-  if (reducer) reducer->all_reduce(reducer->ctx, maxv.data(), N, true);
+}
+
+void crossentropy_sums(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N,
+                       int Vvalid, int Vs, int vocab_begin) {
+  // sums [N] sum exp | [N] target logit
+  for (int64_t n = 0; n < N; n++) {
+    const float* z = logits + n * Vs;
+    int t = targets[n] - vocab_begin;
+    float sum = 0.0f;
+    for (int i = 0; i < Vvalid; i++) sum += std::exp(z[i] - maxv[n]);
+    sums[n] = sum;
+    sums[N + n] = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
+  }
+}
+
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const float* maxv,
+                                  const float* sums, int64_t N, int Vvalid, int Vs) {
+  // losses [N], probs [N,Vs] (may alias logits: each element is read before it is written), logits [N,Vs]
   for (int64_t n = 0; n < N; n++) {
     const float* z = logits + n * Vs;
     float* p = probs + n * Vs;
-    int t = targets[n] - vocab_begin;
-    float target_logit = (t >= 0 && t < Vvalid) ? z[t] : 0.0f;
-    float sum = 0.0f;
-    for (int i = 0; i < Vvalid; i++) {
-      p[i] = std::exp(z[i] - maxv[n]);
-      sum += p[i];
-    }
+    for (int i = 0; i < Vvalid; i++) p[i] = std::exp(z[i] - maxv[n]) / sums[n];
     for (int i = Vvalid; i < Vs; i++) p[i] = 0.0f;
-    sum_target[n] = sum;
-    sum_target[N + n] = target_logit;
-  }
-  if (reducer) reducer->all_reduce(reducer->ctx, sum_target.data(), 2 * N, false);
-  for (int64_t n = 0; n < N; n++) {
-    float* p = probs + n * Vs;
-    for (int i = 0; i < Vvalid; i++) p[i] /= sum_target[n];
     // -log softmax(target) = log(sum exp) + max - logit(target)
-    losses[n] = std::log(sum_target[n]) + maxv[n] - sum_target[N + n];
+    losses[n] = std::log(sums[n]) + maxv[n] - sums[N + n];
   }
 }
 

@@ -223,11 +223,22 @@ struct Widened {
     round_into(db, vb);
   }
 
-  static void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const int* targets, int64_t N,
-                                    int Vvalid, int Vs, int vocab_begin, const RowReducer* reducer) {
-    // losses [N] fp32, probs [N,Vs] (may alias logits: the logits are copied first), logits [N,Vs], targets [N]
+  static void crossentropy_max(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs) {
+    Vec z = widen(logits, N * Vs);
+    fp32().crossentropy_max(maxv, z.data(), N, Vvalid, Vs);
+  }
+
+  static void crossentropy_sums(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N,
+                                int Vvalid, int Vs, int vocab_begin) {
+    Vec z = widen(logits, N * Vs);
+    fp32().crossentropy_sums(sums, maxv, z.data(), targets, N, Vvalid, Vs, vocab_begin);
+  }
+
+  static void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits, const float* maxv,
+                                           const float* sums, int64_t N, int Vvalid, int Vs) {
+    // losses [N] fp32, probs [N,Vs] (may alias logits: the logits are copied first), logits [N,Vs]
     Vec z = widen(logits, N * Vs), p(static_cast<size_t>(N * Vs));
-    fp32().softmax_crossentropy_forward(losses, p.data(), z.data(), targets, N, Vvalid, Vs, vocab_begin, reducer);
+    fp32().softmax_crossentropy_forward(losses, p.data(), z.data(), maxv, sums, N, Vvalid, Vs);
     round_into(probs, p);
   }
 
@@ -343,6 +354,8 @@ OpsBf16 widened_table() {
                  W::gelu_backward,
                  W::residual_forward,
                  W::residual_backward,
+                 W::crossentropy_max,
+                 W::crossentropy_sums,
                  W::softmax_crossentropy_forward,
                  W::softmax_crossentropy_backward,
                  W::adamw_update,
@@ -385,6 +398,8 @@ const OpsBf16& cpu_bf16_ops() {
     t.gelu_backward = cpu::gelu_backward;
     t.residual_forward = cpu::residual_forward;
     t.residual_backward = cpu::residual_backward;
+    t.crossentropy_max = cpu::crossentropy_max;
+    t.crossentropy_sums = cpu::crossentropy_sums;
     t.softmax_crossentropy_forward = cpu::softmax_crossentropy_forward;
     t.softmax_crossentropy_backward = cpu::softmax_crossentropy_backward;
     t.adamw_update = cpu::adamw_update;

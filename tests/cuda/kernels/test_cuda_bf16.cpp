@@ -1,6 +1,6 @@
 // Every bf16 CUDA kernel (kernels::cuda_bf16_ops()) against the CPU oracle kernels::ref_bf16_ops() on awkward
-// shapes; the flash attention's lse at fp32 level; a sharded LayerNorm and cross-entropy through a RowReducer
-// on device arrays (two "ranks" as two threads on one GPU). Without a CUDA device every test is SKIPPED.
+// shapes; the flash attention's lse at fp32 level; a sharded LayerNorm and cross-entropy in their steps over two
+// ranks, on device arrays (two "ranks" as two threads on one GPU). Without a CUDA device every test is SKIPPED.
 //
 // Tolerances. Both sides compute in fp32 and round each bf16 output once, but sum in different orders
 // (cuBLASLt's tiles, warp butterflies, the online softmax), so an fp32 value a few fp32 ulps off can round
@@ -28,12 +28,17 @@
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
 #include "gpu_test.hpp"
+#include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::bf16_to_f32;
 using axonn::f32_to_bf16;
 using axonn::test::allclose;
+using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_steps;
+using axonn::test::layernorm_backward_steps;
+using axonn::test::layernorm_steps;
 using axonn::test::DeviceArray;
 using axonn::test::randint;
 using axonn::test::rand_bf;
@@ -76,25 +81,6 @@ const Shape kShapes[] = {{3, 7, 24, 3, 37, 40, 10}, {5, 67, 320, 5, 1003, 1024, 
 
 class CudaBf16 : public ::testing::TestWithParam<Shape> {};
 
-// LayerNorm's steps (ops.hpp) through a bf16 table (ref_bf16's host arrays or cuda_bf16's device arrays);
-// `group` (null: whole rows) completes each row statistic between them, as the model does over X. `sums`
-// [2N] is in the table's memory.
-void layernorm_steps(const k::OpsBf16& t, const k::RowReducer* group, k::bf16* out, float* mean, float* rstd,
-                     const k::bf16* x, const k::bf16* w, const k::bf16* b, int64_t N, int C, int C_total) {
-  t.layernorm_sum(mean, x, N, C);
-  if (group) group->all_reduce(group->ctx, mean, N, false);
-  t.layernorm_centred_sumsq(rstd, mean, x, N, C, C_total);
-  if (group) group->all_reduce(group->ctx, rstd, N, false);
-  t.layernorm_forward(out, mean, rstd, x, w, b, N, C, C_total);
-}
-void layernorm_backward_steps(const k::OpsBf16& t, const k::RowReducer* group, float* sums, k::bf16* dx, float* dw,
-                              float* db, const k::bf16* dy, const k::bf16* x, const k::bf16* w, const float* mean,
-                              const float* rstd, int64_t N, int C, int C_total) {
-  t.layernorm_backward_sums(sums, dy, x, w, mean, rstd, N, C);
-  if (group) group->all_reduce(group->ctx, sums, 2 * N, false);
-  t.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums, N, C, C_total);
-}
-
 }  // namespace
 
 TEST(CudaBf16Ops, TableIsComplete) {
@@ -106,6 +92,9 @@ TEST(CudaBf16Ops, TableIsComplete) {
                            reinterpret_cast<const void*>(t.layernorm_backward),
                            reinterpret_cast<const void*>(t.matmul_backward),
                            reinterpret_cast<const void*>(t.attention_backward),
+                           reinterpret_cast<const void*>(t.crossentropy_max),
+                           reinterpret_cast<const void*>(t.crossentropy_sums),
+                           reinterpret_cast<const void*>(t.softmax_crossentropy_forward),
                            reinterpret_cast<const void*>(t.softmax_crossentropy_backward),
                            reinterpret_cast<const void*>(t.adamw_update),
                            reinterpret_cast<const void*>(t.cast_to_f32)};
@@ -165,10 +154,10 @@ TEST_P(CudaBf16, LayerNorm) {
      d0 = rand_bf(N * C, 5);
   Bf out(N * C);
   Vec mean(N), rstd(N);
-  layernorm_steps(cpu(), nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(cpu(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
   BDev d_x(x), d_w(w), d_b(b), d_out(N * C), d_dy(dy), d_dinp(d0);
   FDev d_mean(N), d_rstd(N);
-  layernorm_steps(gpu(), nullptr, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C);
+  layernorm_steps(gpu(), d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, C, C);
   EXPECT_TRUE(close_bf16(d_out.host(), out));
   EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-5f));
@@ -177,9 +166,9 @@ TEST_P(CudaBf16, LayerNorm) {
   Vec dw(C, 0.5f), db(C, -0.5f);
   FDev d_dw(dw), d_db(db), d_sums(2 * N);
   Vec sums(2 * N);
-  layernorm_backward_steps(cpu(), nullptr, sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
+  layernorm_backward_steps(cpu(), sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
                            w.data(), mean.data(), rstd.data(), N, C, C);
-  layernorm_backward_steps(gpu(), nullptr, d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
+  layernorm_backward_steps(gpu(), d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
                            d_w.get(), d_mean.get(), d_rstd.get(), N, C, C);
   EXPECT_TRUE(close_bf16(d_dinp.host(), dinp));
   EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
@@ -553,11 +542,11 @@ TEST_P(CudaBf16, SoftmaxCrossEntropy) {
   IDev d_t(targets);
   Vec losses(N);
   Bf probs(N * Vp);
-  cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
+  crossentropy_rows(cpu(), losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp);
   BDev d_z(z);
-  FDev d_losses(N);
+  FDev d_losses(N), d_row_values(3 * N);
   // In place (probs aliasing logits), as the model calls it.
-  gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, V, Vp, 0, nullptr);
+  crossentropy_steps(gpu(), d_row_values.get(), d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, V, Vp, 0);
   EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-5f));
   EXPECT_TRUE(close_bf16(d_z.host(), probs));
   const float dloss = 1.0f / static_cast<float>(N);
@@ -602,8 +591,9 @@ TEST_P(CudaBf16, AdamW) {
 
 namespace {
 
-// Two "ranks" of a RowReducer group as two threads on one GPU: each all_reduce copies its device values to
-// the host, meets the other at a barrier, combines both (sum or max), and writes the result back.
+// Two "ranks" of a group as two threads on one GPU, for the model's all-reduce between the kernels' steps
+// (row_steps.hpp's `complete`): each all_reduce copies its device values to the host, meets the other at a
+// barrier, combines both (sum or max), and writes the result back.
 struct TwoRanks {
   std::barrier<> meet{2};
   std::vector<float> host[2];
@@ -611,8 +601,7 @@ struct TwoRanks {
     TwoRanks* group;
     int rank;
   } ctx[2] = {{this, 0}, {this, 1}};
-  static void all_reduce(void* c, float* values, int64_t n, bool max) {
-    auto* ctx = static_cast<Ctx*>(c);
+  static void all_reduce(const Ctx* ctx, float* values, int64_t n, bool max) {
     TwoRanks& g = *ctx->group;
     auto& mine = g.host[ctx->rank];
     mine.resize(static_cast<size_t>(n));
@@ -626,10 +615,14 @@ struct TwoRanks {
     g.meet.arrive_and_wait();  // both have read both before either overwrites its own
     EXPECT_EQ(cudaMemcpy(values, r.data(), r.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     // cudaMemcpy runs on the legacy default stream, which the (non-blocking) compute stream does not
-    // wait for: finish the copy before the kernel's next pass is queued there.
+    // wait for: finish the copy before the next step's kernel is queued there.
     k::cuda_synchronize();
   }
-  k::RowReducer reducer(int rank) { return {&TwoRanks::all_reduce, &ctx[rank]}; }
+  // rank's `complete`
+  auto over(int rank) {
+    const Ctx* c = &ctx[rank];
+    return [c](float* values, int64_t n, bool max) { all_reduce(c, values, n, max); };
+  }
 };
 
 // Columns [c0, c0 + w) of a row-major [rows, cols] matrix.
@@ -642,7 +635,7 @@ Bf columns(const Bf& m, int64_t rows, int cols, int c0, int w) {
 
 }  // namespace
 
-TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
+TEST_P(CudaBf16, StepsOverTwoRanksOnDeviceArrays) {
   AXONN_REQUIRE_GPU();
   const int C = GetParam().C, V = GetParam().V, Vp = GetParam().Vp;
   const int64_t N = GetParam().N();
@@ -656,26 +649,27 @@ TEST_P(CudaBf16, RowReducerOnDeviceArrays) {
   Bf out(N * C), dinp(N * C, 0), probs(N * Vp);
   Vec mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f), losses(N);
   Vec sums(2 * N);
-  layernorm_steps(cpu(), nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
-  layernorm_backward_steps(cpu(), nullptr, sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
+  layernorm_steps(cpu(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_backward_steps(cpu(), sums.data(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
                            w.data(), mean.data(), rstd.data(), N, C, C);
-  cpu().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp, 0, nullptr);
+  crossentropy_rows(cpu(), losses.data(), probs.data(), z.data(), targets.data(), N, V, Vp);
 
   TwoRanks group;
   Bf got_out[2], got_dinp[2], got_probs[2];
   Vec got_mean[2], got_rstd[2], got_dw[2], got_losses[2];
   auto rank = [&](int r) {
-    const k::RowReducer red = group.reducer(r);
+    const auto red = group.over(r);
     BDev d_x(columns(x, N, C, r * Ch, Ch)), d_w(Bf(w.begin() + r * Ch, w.begin() + (r + 1) * Ch)),
         d_b(Bf(b.begin() + r * Ch, b.begin() + (r + 1) * Ch)), d_dy(columns(dy, N, C, r * Ch, Ch)), d_out(N * Ch),
         d_dinp(N * Ch), d_z(columns(z, N, Vp, r * Vh, Vh));
-    FDev d_mean(N), d_rstd(N), d_dw(Ch), d_db(Ch), d_losses(N), d_sums(2 * N);
+    FDev d_mean(N), d_rstd(N), d_dw(Ch), d_db(Ch), d_losses(N), d_sums(2 * N), d_row_values(3 * N);
     IDev d_t(targets);
-    layernorm_steps(gpu(), &red, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, Ch, C);
-    layernorm_backward_steps(gpu(), &red, d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
-                             d_w.get(), d_mean.get(), d_rstd.get(), N, Ch, C);
+    layernorm_steps(gpu(), d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N, Ch, C, red);
+    layernorm_backward_steps(gpu(), d_sums.get(), d_dinp.get(), d_dw.get(), d_db.get(), d_dy.get(), d_x.get(),
+                             d_w.get(), d_mean.get(), d_rstd.get(), N, Ch, C, red);
     const int begin = r * Vh, valid = std::clamp(V - begin, 0, Vh);
-    gpu().softmax_crossentropy_forward(d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, valid, Vh, begin, &red);
+    crossentropy_steps(gpu(), d_row_values.get(), d_losses.get(), d_z.get(), d_z.get(), d_t.get(), N, valid, Vh, begin,
+                       red);
     got_out[r] = d_out.host();
     got_dinp[r] = d_dinp.host();
     got_probs[r] = d_z.host();

@@ -12,10 +12,15 @@
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "gpu_test.hpp"
+#include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::test::allclose;
+using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_steps;
+using axonn::test::layernorm_backward_steps;
+using axonn::test::layernorm_steps;
 using axonn::test::DeviceArray;
 using axonn::test::randint;
 using axonn::test::randn;
@@ -79,55 +84,43 @@ TEST_P(CudaKernels, EmbeddingAndPosition) {
   EXPECT_TRUE(allclose(d_dp.host(), dp, 1e-5f, 1e-5f));
 }
 
-// A RowReducer standing for a group of two ranks that hold identical slices: the sum over the group
-// doubles each value, the max keeps it. The CUDA kernels' reducer gets device arrays (checked), the
-// ref kernels' host arrays; both must then give the same results (the same passes, in the same order).
-struct TwoRankReducer {
+namespace {
+// A group of two ranks that hold identical slices, as the model's all-reduce between the kernels' steps
+// (row_steps.hpp's `complete`): the sum over the group doubles each value, the max keeps it. The CUDA
+// kernels' row values must be device arrays (checked), the ref kernels' host arrays; both must then give the
+// same results (the same steps, in the same order).
+struct TwoRankGroup {
   bool device = false;
   int calls = 0;
   bool wrong_memory = false;
-  static void all_reduce(void* ctx, float* values, int64_t n, bool max) {
-    auto* r = static_cast<TwoRankReducer*>(ctx);
-    r->calls++;
+  void all_reduce(float* values, int64_t n, bool max) {
+    calls++;
     std::vector<float> v(static_cast<size_t>(n));
-    if (r->device) {
+    if (device) {
       cudaPointerAttributes attr{};
       if (n > 0 && (cudaPointerGetAttributes(&attr, values) != cudaSuccess || attr.type != cudaMemoryTypeDevice))
-        r->wrong_memory = true;
+        wrong_memory = true;
       if (n > 0 && cudaMemcpy(v.data(), values, sizeof(float) * v.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-        r->wrong_memory = true;
+        wrong_memory = true;
     } else {
       v.assign(values, values + n);
     }
     if (!max)
       for (float& x : v) x *= 2.0f;
-    if (r->device) {
+    if (device) {
       if (n > 0 && cudaMemcpy(values, v.data(), sizeof(float) * v.size(), cudaMemcpyHostToDevice) != cudaSuccess)
-        r->wrong_memory = true;
+        wrong_memory = true;
     } else {
       std::copy(v.begin(), v.end(), values);
     }
   }
 };
-
-// LayerNorm's steps (ops.hpp) through a table (ref's host arrays or cuda's device arrays); `group` (null:
-// whole rows) completes each row statistic between them, as the model does over X. `sums` [2N] is in the
-// table's memory.
-void layernorm_steps(const k::Ops& ops, TwoRankReducer* group, float* out, float* mean, float* rstd, const float* x,
-                     const float* w, const float* b, int64_t N, int C, int C_total) {
-  ops.layernorm_sum(mean, x, N, C);
-  if (group) TwoRankReducer::all_reduce(group, mean, N, false);
-  ops.layernorm_centred_sumsq(rstd, mean, x, N, C, C_total);
-  if (group) TwoRankReducer::all_reduce(group, rstd, N, false);
-  ops.layernorm_forward(out, mean, rstd, x, w, b, N, C, C_total);
+const k::Ops& ref_ops() { return k::ops_for(k::Backend::kRef); }
+// The group as the steps' `complete`.
+auto over(TwoRankGroup& group) {
+  return [&group](float* values, int64_t n, bool max) { group.all_reduce(values, n, max); };
 }
-void layernorm_backward_steps(const k::Ops& ops, TwoRankReducer* group, float* sums, float* dx, float* dw, float* db,
-                              const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
-                              int64_t N, int C, int C_total) {
-  ops.layernorm_backward_sums(sums, dy, x, w, mean, rstd, N, C);
-  if (group) TwoRankReducer::all_reduce(group, sums, 2 * N, false);
-  ops.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums, N, C, C_total);
-}
+}  // namespace
 
 TEST_P(CudaKernels, LayerNorm) {
   AXONN_REQUIRE_GPU();
@@ -137,9 +130,9 @@ TEST_P(CudaKernels, LayerNorm) {
   for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
   Vec out(N * C), mean(N), rstd(N);
   const k::Ops& ref = k::ops_for(k::Backend::kRef);
-  layernorm_steps(ref, nullptr, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(ref, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
   Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
-  layernorm_steps(k::cuda_ops(), nullptr, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
+  layernorm_steps(k::cuda_ops(), d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
                   C, C);
   EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-5f));
@@ -147,38 +140,38 @@ TEST_P(CudaKernels, LayerNorm) {
   Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
   Dev d_dx(dx), d_dw(dw), d_db(db), d_sums(2 * N);
   Vec sums(2 * N);
-  layernorm_backward_steps(ref, nullptr, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+  layernorm_backward_steps(ref, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
                            mean.data(), rstd.data(), N, C, C);
-  layernorm_backward_steps(k::cuda_ops(), nullptr, d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
+  layernorm_backward_steps(k::cuda_ops(), d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
                            d_x.get(), d_w.get(), d_mean.get(), d_rstd.get(), N, C, C);
   EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
 }
 
-TEST(CudaKernelsSharded, LayerNormWithDeviceReducerMatchesRef) {
+TEST(CudaKernelsSharded, LayerNormOverAGroupOnDeviceArraysMatchesRef) {
   AXONN_REQUIRE_GPU();
   const int64_t N = 37;
   const int C = 45, C_total = 2 * C;
   Vec x = randn(N * C, 11), w = randn(C, 12), b = randn(C, 13), dy = randn(N * C, 14);
-  TwoRankReducer host_r, dev_r;
+  TwoRankGroup host_r, dev_r;
   dev_r.device = true;
   const k::Ops& ref = k::ops_for(k::Backend::kRef);
   Vec out(N * C), mean(N), rstd(N);
   Dev d_x(x), d_w(w), d_b(b), d_dy(dy), d_out(N * C), d_mean(N), d_rstd(N);
-  layernorm_steps(ref, &host_r, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C_total);
-  layernorm_steps(k::cuda_ops(), &dev_r, d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
-                  C, C_total);
+  layernorm_steps(ref, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C_total, over(host_r));
+  layernorm_steps(k::cuda_ops(), d_out.get(), d_mean.get(), d_rstd.get(), d_x.get(), d_w.get(), d_b.get(), N,
+                  C, C_total, over(dev_r));
   EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f));
   EXPECT_TRUE(allclose(d_mean.host(), mean, 1e-5f, 1e-4f));
   EXPECT_TRUE(allclose(d_rstd.host(), rstd, 1e-5f, 1e-4f));
   Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);
   Dev d_dx(dx), d_dw(dw), d_db(db), d_sums(2 * N);
   Vec sums(2 * N);
-  layernorm_backward_steps(ref, &host_r, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
-                           mean.data(), rstd.data(), N, C, C_total);
-  layernorm_backward_steps(k::cuda_ops(), &dev_r, d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
-                           d_x.get(), d_w.get(), d_mean.get(), d_rstd.get(), N, C, C_total);
+  layernorm_backward_steps(ref, sums.data(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), N, C, C_total, over(host_r));
+  layernorm_backward_steps(k::cuda_ops(), d_sums.get(), d_dx.get(), d_dw.get(), d_db.get(), d_dy.get(),
+                           d_x.get(), d_w.get(), d_mean.get(), d_rstd.get(), N, C, C_total, over(dev_r));
   EXPECT_TRUE(allclose(d_dx.host(), dx, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(d_dw.host(), dw, 1e-3f, 1e-4f));
   EXPECT_TRUE(allclose(d_db.host(), db, 1e-3f, 1e-4f));
@@ -187,28 +180,28 @@ TEST(CudaKernelsSharded, LayerNormWithDeviceReducerMatchesRef) {
   EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA statistics must be device arrays";
 }
 
-TEST(CudaKernelsSharded, CrossEntropyWithDeviceReducerMatchesRef) {
+TEST(CudaKernelsSharded, CrossEntropyOverAGroupOnDeviceArraysMatchesRef) {
   AXONN_REQUIRE_GPU();
   const int64_t N = 29;
   const int Vs = 70, Vvalid = 61, vocab_begin = 50;
   Vec logits = randn(N * Vs, 21);
   std::vector<int> targets = randint(N, 200, 22);  // ids in [0, 200): some in this slice [50, 111), most not
-  TwoRankReducer host_r, dev_r;
+  TwoRankGroup host_r, dev_r;
   dev_r.device = true;
-  k::RowReducer hr{TwoRankReducer::all_reduce, &host_r}, dr{TwoRankReducer::all_reduce, &dev_r};
-  Vec losses(N), probs(N * Vs);
-  Dev d_logits(logits), d_losses(N);
+  Vec losses(N), probs(N * Vs), row_values(3 * N);
+  Dev d_logits(logits), d_losses(N), d_row_values(3 * N);
   IDev d_tg(targets);
-  k::ref::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, Vvalid, Vs,
-                                       vocab_begin, &hr);
+  crossentropy_steps(ref_ops(), row_values.data(), losses.data(), probs.data(), logits.data(), targets.data(), N,
+                     Vvalid, Vs, vocab_begin, over(host_r));
   // in place, as the model calls it (probabilities over the logits)
-  k::cuda::softmax_crossentropy_forward(d_losses.get(), d_logits.get(), d_logits.get(), d_tg.get(), N, Vvalid, Vs,
-                                        vocab_begin, &dr);
+  crossentropy_steps(k::cuda_ops(), d_row_values.get(), d_losses.get(), d_logits.get(), d_logits.get(), d_tg.get(), N,
+                     Vvalid, Vs, vocab_begin, over(dev_r));
   EXPECT_TRUE(allclose(d_logits.host(), probs, 1e-6f, 1e-4f));
   EXPECT_TRUE(allclose(d_losses.host(), losses, 1e-5f, 1e-4f));
   EXPECT_EQ(dev_r.calls, 2);  // the max, then the sums and target logits
   EXPECT_EQ(host_r.calls, 2);
-  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA kernels must hand the reducer device arrays";
+  EXPECT_TRUE(allclose(d_row_values.host(), row_values, 1e-6f, 1e-4f)) << "the row max, sums and target logits";
+  EXPECT_FALSE(dev_r.wrong_memory) << "the CUDA row values must be device arrays";
 }
 
 TEST_P(CudaKernels, Matmul) {
@@ -297,23 +290,22 @@ TEST_P(CudaKernels, SoftmaxCrossEntropyOverTheWholeVocabularyAndASlice) {
     for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
   auto tg = randint(N, V, 2);
   IDev d_tg(tg);
-  // The whole vocabulary, then the slice [9, Vp) of it: no reducer, so the slice's losses are its
-  // own partial ones; the targets below 9 are not held there.
+  // The whole vocabulary, then the slice [9, Vp) of it: nothing completed over a group, so the slice's losses
+  // are its own partial ones; the targets below 9 are not held there.
   for (auto [begin, width] : {std::pair{0, Vp}, std::pair{9, Vp - 9}}) {
     const int valid = V - begin;
     Vec zs;
     for (int64_t n = 0; n < N; n++) zs.insert(zs.end(), z.begin() + n * Vp + begin, z.begin() + n * Vp + begin + width);
     Vec loss(N), probs(N * width);
-    k::ref::softmax_crossentropy_forward(loss.data(), probs.data(), zs.data(), tg.data(), N, valid, width, begin,
-                                         nullptr);
-    Dev d_z(zs), d_loss(N), d_probs(N * width);
-    k::cuda::softmax_crossentropy_forward(d_loss.get(), d_probs.get(), d_z.get(), d_tg.get(), N, valid, width, begin,
-                                          nullptr);
+    crossentropy_rows(ref_ops(), loss.data(), probs.data(), zs.data(), tg.data(), N, valid, width, begin);
+    Dev d_z(zs), d_loss(N), d_probs(N * width), d_row_values(3 * N);
+    crossentropy_steps(k::cuda_ops(), d_row_values.get(), d_loss.get(), d_probs.get(), d_z.get(), d_tg.get(), N, valid,
+                       width, begin);
     EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "slice at " << begin;
     EXPECT_TRUE(allclose(d_probs.host(), probs, 1e-7f, 1e-5f)) << "slice at " << begin;
     // probs aliasing the logits (the model's in-place use)
-    k::cuda::softmax_crossentropy_forward(d_loss.get(), d_z.get(), d_z.get(), d_tg.get(), N, valid, width, begin,
-                                          nullptr);
+    crossentropy_steps(k::cuda_ops(), d_row_values.get(), d_loss.get(), d_z.get(), d_z.get(), d_tg.get(), N, valid,
+                       width, begin);
     EXPECT_TRUE(allclose(d_loss.host(), loss, 1e-5f, 1e-5f)) << "in place, slice at " << begin;
     EXPECT_TRUE(allclose(d_z.host(), probs, 1e-7f, 1e-5f)) << "in place, slice at " << begin;
     // backward: accumulating, then in place; unweighted, then with per-token weights (the Goldfish mask)

@@ -11,10 +11,14 @@
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::test::allclose;
+using axonn::test::crossentropy_rows;
+using axonn::test::layernorm_rows_backward;
+using axonn::test::layernorm_steps;
 using axonn::test::randint;
 using axonn::test::randn;
 using Vec = std::vector<float>;
@@ -111,19 +115,6 @@ TEST(Embedding, CpuMatchesRefAndHonoursTheRowRange) {
 }
 
 namespace {
-// LayerNorm's steps (ops.hpp) on whole rows: nothing to complete between them.
-void layernorm_rows(const k::Ops& ops, float* out, float* mean, float* rstd, const float* x, const float* w,
-                    const float* b, int64_t n, int c) {
-  ops.layernorm_sum(mean, x, n, c);
-  ops.layernorm_centred_sumsq(rstd, mean, x, n, c, c);
-  ops.layernorm_forward(out, mean, rstd, x, w, b, n, c, c);
-}
-void layernorm_rows_backward(const k::Ops& ops, float* dx, float* dw, float* db, const float* dy, const float* x,
-                             const float* w, const float* mean, const float* rstd, int64_t n, int c) {
-  Vec sums(2 * static_cast<size_t>(n));
-  ops.layernorm_backward_sums(sums.data(), dy, x, w, mean, rstd, n, c);
-  ops.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums.data(), n, c, c);
-}
 }  // namespace
 
 TEST(LayerNorm, CpuMatchesRef) {
@@ -131,8 +122,8 @@ TEST(LayerNorm, CpuMatchesRef) {
   const k::Ops& cpu = k::ops_for(k::Backend::kCpu);
   Vec x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   Vec o1(N * C), o2(N * C), m1(N), m2(N), r1(N), r2(N);
-  layernorm_rows(ref, o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C);
-  layernorm_rows(cpu, o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_steps(ref, o1.data(), m1.data(), r1.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(cpu, o2.data(), m2.data(), r2.data(), x.data(), w.data(), b.data(), N, C, C);
   EXPECT_TRUE(allclose(m2, m1, 1e-6f, 1e-6f));
   // the mean: a plain sum of the row over C (checked once against the formula, in double)
   for (int64_t n = 0; n < N; n++) {
@@ -144,9 +135,9 @@ TEST(LayerNorm, CpuMatchesRef) {
   EXPECT_TRUE(allclose(r2, r1, 1e-5f, 1e-5f));
   Vec dx1(N * C, 0.1f), dx2 = dx1, dw1(C, 0.2f), dw2 = dw1, db1(C, 0.3f), db2 = db1;
   layernorm_rows_backward(ref, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(), m1.data(),
-                          r1.data(), N, C);
+                          r1.data(), N, C, C);
   layernorm_rows_backward(cpu, dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), m1.data(),
-                          r1.data(), N, C);
+                          r1.data(), N, C, C);
   EXPECT_TRUE(allclose(dx2, dx1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(dw2, dw1, 1e-4f, 1e-4f));
   EXPECT_TRUE(allclose(db2, db1, 1e-4f, 1e-4f));
@@ -158,13 +149,13 @@ TEST(LayerNorm, RefBackwardMatchesFiniteDifferences) {
   Vec out(n * c), mean(n), rstd(n);
   const k::Ops& ref = k::ops_for(k::Backend::kRef);
   auto f = [&] {
-    layernorm_rows(ref, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c);
+    layernorm_steps(ref, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, c);
     return dot(out, proj);
   };
   f();
   Vec dx(n * c, 0), dw(c, 0), db(c, 0);
   layernorm_rows_backward(ref, dx.data(), dw.data(), db.data(), proj.data(), x.data(), w.data(), mean.data(),
-                          rstd.data(), n, c);
+                          rstd.data(), n, c, c);
   EXPECT_TRUE(allclose(dx, finite_diff(x, f, 1e-3f), 5e-3f, 1e-2f));
   EXPECT_TRUE(allclose(dw, finite_diff(w, f), 2e-3f, 1e-2f));
   EXPECT_TRUE(allclose(db, finite_diff(b, f), 2e-3f, 1e-2f));
@@ -296,8 +287,8 @@ TEST(SoftmaxCrossEntropy, CpuMatchesRefAndIgnoresPadding) {
     for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
   auto tg = randint(N, V, 2);
   Vec l1(N), l2(N), p1(N * Vp), p2(N * Vp);
-  k::ref::softmax_crossentropy_forward(l1.data(), p1.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
-  k::cpu::softmax_crossentropy_forward(l2.data(), p2.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
+  crossentropy_rows(k::ops_for(k::Backend::kRef), l1.data(), p1.data(), z.data(), tg.data(), N, V, Vp);
+  crossentropy_rows(k::ops_for(k::Backend::kCpu), l2.data(), p2.data(), z.data(), tg.data(), N, V, Vp);
   EXPECT_TRUE(allclose(l2, l1, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(p2, p1, 1e-7f, 1e-5f));
   for (int64_t n = 0; n < N; n++) {
@@ -323,7 +314,7 @@ TEST(SoftmaxCrossEntropy, RefBackwardMatchesFiniteDifferences) {
   Vec z = randn(n * vp, 1), l(n), p(n * vp);
   std::vector<int> tg = {1, 4, 0};
   auto f = [&] {
-    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp, 0, nullptr);
+    crossentropy_rows(k::ops_for(k::Backend::kRef), l.data(), p.data(), z.data(), tg.data(), n, v, vp);
     return (l[0] + l[1] + l[2]) / 3.0;
   };
   f();
@@ -341,7 +332,7 @@ TEST(SoftmaxCrossEntropy, TokenWeightsMaskedMeanMatchesFloat64AndFiniteDifferenc
   const Vec w = {1, 0, 1, 1, 0, 1};  // tokens 1 and 4 dropped
   const double kept = 4;
   auto f = [&] {
-    k::ref::softmax_crossentropy_forward(l.data(), p.data(), z.data(), tg.data(), n, v, vp, 0, nullptr);
+    crossentropy_rows(k::ops_for(k::Backend::kRef), l.data(), p.data(), z.data(), tg.data(), n, v, vp);
     double s = 0;
     for (int i = 0; i < n; i++) s += w[i] * l[i];
     return s / kept;
@@ -406,19 +397,19 @@ TEST(Dispatch, TablesAndNames) {
 }
 
 
-// Two in-process "ranks" (threads) each holding a slice of every row; the reducer combines their
-// partial results through a barrier, as an all-reduce over the X (or X*Y) group would.
+// Two in-process "ranks" (threads) each holding a slice of every row; the group combines their partial
+// results through a barrier, as the model's all-reduce over X (or X*Y) would.
 namespace {
-struct TwoRankReducer {
+struct TwoRankGroup {
   std::barrier<> sync{2};
   std::vector<float> slot[2];
 };
 struct RankCtx {
-  TwoRankReducer* shared;
+  TwoRankGroup* shared;
   int rank;
 };
-void two_rank_all_reduce(void* ctx, float* values, int64_t n, bool max) {
-  auto* c = static_cast<RankCtx*>(ctx);
+// The group's all-reduce (row_steps.hpp's `complete`) for this rank.
+void two_rank_all_reduce(RankCtx* c, float* values, int64_t n, bool max) {
   c->shared->slot[c->rank].assign(values, values + n);
   c->shared->sync.arrive_and_wait();
   const Vec& other = c->shared->slot[1 - c->rank];
@@ -440,30 +431,25 @@ TEST_P(ShardedRows, LayerNormOverTwoChannelSlicesMatchesWholeRows) {
   const int c0 = 5;  // slices [0,5) and [5,12): unequal on purpose
   Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   Vec out(N * C), mean(N), rstd(N), dx(N * C, 0), dw(C, 0), db(C, 0);
-  layernorm_rows(ops, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_steps(ops, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
   layernorm_rows_backward(ops, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                          rstd.data(), N, C);
-  TwoRankReducer shared;
+                          rstd.data(), N, C, C);
+  TwoRankGroup shared;
   Vec outs[2], dxs[2], dws[2], dbs[2];
   auto rank = [&](int r) {
     int lo = r == 0 ? 0 : c0, hi = r == 0 ? c0 : C, Cl = hi - lo;
     RankCtx ctx{&shared, r};
-    k::RowReducer red{two_rank_all_reduce, &ctx};
-    Vec xs = columns(x, N, C, lo, hi), dys = columns(dy, N, C, lo, hi), m(N), s(N), sums(2 * N);
+    auto complete = [&](float* v, int64_t n, bool max) { two_rank_all_reduce(&ctx, v, n, max); };
+    Vec xs = columns(x, N, C, lo, hi), dys = columns(dy, N, C, lo, hi), m(N), s(N);
     outs[r].resize(N * Cl);
     dxs[r].assign(N * Cl, 0);
     dws[r].assign(Cl, 0);
     dbs[r].assign(Cl, 0);
     // the model's steps (model/block.hpp): each row statistic completed over the two ranks between them
-    ops.layernorm_sum(m.data(), xs.data(), N, Cl);
-    red.all_reduce(red.ctx, m.data(), N, false);
-    ops.layernorm_centred_sumsq(s.data(), m.data(), xs.data(), N, Cl, C);
-    red.all_reduce(red.ctx, s.data(), N, false);
-    ops.layernorm_forward(outs[r].data(), m.data(), s.data(), xs.data(), w.data() + lo, b.data() + lo, N, Cl, C);
-    ops.layernorm_backward_sums(sums.data(), dys.data(), xs.data(), w.data() + lo, m.data(), s.data(), N, Cl);
-    red.all_reduce(red.ctx, sums.data(), 2 * N, false);
-    ops.layernorm_backward(dxs[r].data(), dws[r].data(), dbs[r].data(), dys.data(), xs.data(), w.data() + lo,
-                           m.data(), s.data(), sums.data(), N, Cl, C);
+    layernorm_steps(ops, outs[r].data(), m.data(), s.data(), xs.data(), w.data() + lo, b.data() + lo, N, Cl, C,
+                    complete);
+    layernorm_rows_backward(ops, dxs[r].data(), dws[r].data(), dbs[r].data(), dys.data(), xs.data(), w.data() + lo,
+                            m.data(), s.data(), N, Cl, C, complete);
   };
   std::thread t1(rank, 1);
   rank(0);
@@ -488,19 +474,20 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
   w[1] = 0.0f;
   w[N - 2] = 0.0f;
   Vec loss(N), p(N * Vp);
-  ops.softmax_crossentropy_forward(loss.data(), p.data(), z.data(), tg.data(), N, V, Vp, 0, nullptr);
+  crossentropy_rows(ops, loss.data(), p.data(), z.data(), tg.data(), N, V, Vp);
   Vec dz = p;
   ops.softmax_crossentropy_backward(dz.data(), dz.data(), tg.data(), w.data(), 0.5f, N, V, Vp, 0);
-  TwoRankReducer shared;
+  TwoRankGroup shared;
   Vec losses[2], probs[2], grads[2];
   auto rank = [&](int r) {
     int lo = r == 0 ? 0 : v0, hi = r == 0 ? v0 : Vp, Vs = hi - lo, valid = std::min(V, hi) - lo;
     RankCtx ctx{&shared, r};
-    k::RowReducer red{two_rank_all_reduce, &ctx};
+    auto complete = [&](float* v, int64_t n, bool max) { two_rank_all_reduce(&ctx, v, n, max); };
     Vec zs = columns(z, N, Vp, lo, hi);
     losses[r].resize(N);
     probs[r].resize(N * Vs);
-    ops.softmax_crossentropy_forward(losses[r].data(), probs[r].data(), zs.data(), tg.data(), N, valid, Vs, lo, &red);
+    // the model's steps (model/gpt.cpp): the row max and sums completed over the two ranks
+    crossentropy_rows(ops, losses[r].data(), probs[r].data(), zs.data(), tg.data(), N, valid, Vs, lo, complete);
     grads[r] = probs[r];
     ops.softmax_crossentropy_backward(grads[r].data(), grads[r].data(), tg.data(), w.data(), 0.5f, N, valid, Vs, lo);
   };

@@ -25,12 +25,17 @@
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
+#include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
 using axonn::bf16_to_f32;
 using axonn::f32_to_bf16;
 using axonn::test::allclose;
+using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_steps;
+using axonn::test::layernorm_rows_backward;
+using axonn::test::layernorm_steps;
 using axonn::test::randint;
 using axonn::test::rand_bf;
 using axonn::test::randn;
@@ -215,24 +220,6 @@ TEST_P(Bf16Table, EmbeddingAndPosition) {
   EXPECT_EQ(dp, dpref);
 }
 
-namespace {
-// LayerNorm's steps (ops.hpp) on whole rows, through either table: nothing to complete between them.
-template <class Table, class E>
-void layernorm_rows(const Table& t, E* out, float* mean, float* rstd, const E* x, const E* w, const E* b, int64_t n,
-                    int c) {
-  t.layernorm_sum(mean, x, n, c);
-  t.layernorm_centred_sumsq(rstd, mean, x, n, c, c);
-  t.layernorm_forward(out, mean, rstd, x, w, b, n, c, c);
-}
-template <class Table, class E>
-void layernorm_rows_backward(const Table& t, E* dx, float* dw, float* db, const E* dy, const E* x, const E* w,
-                             const float* mean, const float* rstd, int64_t n, int c) {
-  std::vector<float> sums(2 * static_cast<size_t>(n));
-  t.layernorm_backward_sums(sums.data(), dy, x, w, mean, rstd, n, c);
-  t.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums.data(), n, c, c);
-}
-}  // namespace
-
 TEST_P(Bf16Table, LayerNorm) {
   const int64_t N = 13;
   const int C = 40;
@@ -241,8 +228,8 @@ TEST_P(Bf16Table, LayerNorm) {
   Vec fx = widen(x), fw = widen(w), fb = widen(b), fdy = widen(dy);
   Bf out(N * C);
   Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
-  layernorm_rows(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-  layernorm_rows(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C);
+  layernorm_steps(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fb.data(), N, C, C);
   EXPECT_TRUE(rounded_once(out, ref));
   EXPECT_EQ(mean, rmean) << "statistics stay fp32";
   EXPECT_EQ(rstd, rrstd);
@@ -250,25 +237,18 @@ TEST_P(Bf16Table, LayerNorm) {
   Bf dinp = d0;
   Vec fdinp = widen(d0), dw(C, 0.5f), db(C, -0.5f), rdw = dw, rdb = db;
   layernorm_rows_backward(ops(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                          rstd.data(), N, C);
+                          rstd.data(), N, C, C);
   layernorm_rows_backward(fp32(), fdinp.data(), rdw.data(), rdb.data(), fdy.data(), fx.data(), fw.data(),
-                          rmean.data(), rrstd.data(), N, C);
+                          rmean.data(), rrstd.data(), N, C, C);
   EXPECT_TRUE(rounded_once(dinp, fdinp));
   EXPECT_EQ(dw, rdw) << "parameter gradients accumulate in fp32";
   EXPECT_EQ(db, rdb);
 }
 
-namespace {
-// The RowReducer of a group of one rank: the row values are already complete. It takes the cross-entropy
-// through its sharded passes (statistics, the reducer's call, then the rest) with the whole vocabulary.
-void group_of_one(void*, float*, int64_t, bool) {}
-}  // namespace
-
 // The GPT-2 block's ops at the shapes of training: odd channel counts, rows split over the threads, GPT-2's
-// padded vocabulary (50,257 of 50,304), whole rows and (the cross-entropy's) sharded passes. cpu_bf16 works on bf16 directly
-// (no fp32 copies of the tensors) and must still give round(the fp32 op on the widened inputs), bit for bit.
+// padded vocabulary (50,257 of 50,304). cpu_bf16 works on bf16 directly (no fp32 copies of the tensors) and must
+// still give round(the fp32 op on the widened inputs), bit for bit, and the same fp32 row values.
 TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
-  const k::RowReducer one{group_of_one, nullptr};
   for (const int64_t N : {int64_t{3} * 100003 + 1, int64_t{100003}, int64_t{3} * 4096 + 5, int64_t{17}}) {
     Bf a = rand_bf(N, 11, 3.0f), b = rand_bf(N, 12), dy = rand_bf(N, 13), d0 = rand_bf(N, 14);
     Vec fa = widen(a), fb = widen(b), fdy = widen(dy), ref(N);
@@ -307,17 +287,17 @@ TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
     {
       Bf out(N * C);
       Vec mean(N), rstd(N), ref(N * C), rmean(N), rrstd(N);
-      layernorm_rows(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C);
-      layernorm_rows(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fbias.data(), N, C);
+      layernorm_steps(ops(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C, C);
+      layernorm_steps(fp32(), ref.data(), rmean.data(), rrstd.data(), fx.data(), fw.data(), fbias.data(), N, C, C);
       EXPECT_TRUE(rounded_once(out, ref)) << "layernorm_forward C=" << C;
       EXPECT_EQ(mean, rmean) << C;
       EXPECT_EQ(rstd, rrstd) << C;
       Bf dinp = d0;
       Vec fdinp = widen(d0), dw(C, 0.5f), dbias(C, -0.5f), rdw = dw, rdbias = dbias;
       layernorm_rows_backward(ops(), dinp.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(),
-                              mean.data(), rstd.data(), N, C);
+                              mean.data(), rstd.data(), N, C, C);
       layernorm_rows_backward(fp32(), fdinp.data(), rdw.data(), rdbias.data(), fdy.data(), fx.data(), fw.data(),
-                              rmean.data(), rrstd.data(), N, C);
+                              rmean.data(), rrstd.data(), N, C, C);
       EXPECT_TRUE(rounded_once(dinp, fdinp)) << "layernorm_backward C=" << C;
       EXPECT_EQ(dw, rdw) << C;
       EXPECT_EQ(dbias, rdbias) << C;
@@ -329,27 +309,25 @@ TEST_P(Bf16Table, GptOpsAtTrainingShapesRoundOnce) {
     Bf z = rand_bf(N * Vs, 31, 4.0f);
     auto targets = randint(N, V, 32);
     targets[1] = V - 1;  // the last real token, next to the padding
-    for (const k::RowReducer* reducer : {static_cast<const k::RowReducer*>(nullptr), &one}) {
-      const char* rows = reducer ? " (sharded passes)" : " (whole rows)";
-      Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs);
-      fp32().softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, reducer);
-      Bf probs = z;  // in place, as the model calls it
-      ops().softmax_crossentropy_forward(losses.data(), probs.data(), probs.data(), targets.data(), N, V, Vs, 0,
-                                         reducer);
-      EXPECT_TRUE(rounded_once(probs, rp)) << "softmax_crossentropy_forward" << rows;
-      EXPECT_EQ(losses, rlosses) << rows;
-      Vec fprobs = widen(probs), fin = fprobs;
-      Bf in_place = probs;
-      ops().softmax_crossentropy_backward(in_place.data(), in_place.data(), targets.data(), nullptr, 1.0f / N, N, V,
-                                          Vs, 0);
-      fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
-      EXPECT_TRUE(rounded_once(in_place, fin)) << "softmax_crossentropy_backward in place" << rows;
-      Bf acc = rand_bf(N * Vs, 33);
-      Vec facc = widen(acc);
-      ops().softmax_crossentropy_backward(acc.data(), probs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
-      fp32().softmax_crossentropy_backward(facc.data(), fprobs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
-      EXPECT_TRUE(rounded_once(acc, facc)) << "softmax_crossentropy_backward accumulating" << rows;
-    }
+    Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs), row_values(3 * N), rrow_values(3 * N);
+    crossentropy_steps(fp32(), rrow_values.data(), rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0);
+    Bf probs = z;  // in place, as the model calls it
+    crossentropy_steps(ops(), row_values.data(), losses.data(), probs.data(), probs.data(), targets.data(), N, V, Vs,
+                       0);
+    EXPECT_EQ(row_values, rrow_values) << "the row max, sums and target logits stay fp32";
+    EXPECT_TRUE(rounded_once(probs, rp)) << "softmax_crossentropy_forward";
+    EXPECT_EQ(losses, rlosses);
+    Vec fprobs = widen(probs), fin = fprobs;
+    Bf in_place = probs;
+    ops().softmax_crossentropy_backward(in_place.data(), in_place.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs,
+                                        0);
+    fp32().softmax_crossentropy_backward(fin.data(), fin.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(in_place, fin)) << "softmax_crossentropy_backward in place";
+    Bf acc = rand_bf(N * Vs, 33);
+    Vec facc = widen(acc);
+    ops().softmax_crossentropy_backward(acc.data(), probs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+    fp32().softmax_crossentropy_backward(facc.data(), fprobs.data(), targets.data(), nullptr, 1.0f / N, N, V, Vs, 0);
+    EXPECT_TRUE(rounded_once(acc, facc)) << "softmax_crossentropy_backward accumulating";
   }
 }
 
@@ -534,14 +512,14 @@ TEST_P(Bf16Table, SoftmaxCrossEntropy) {
   Bf z = rand_bf(N * Vs, 1, 3.0f);
   auto targets = randint(N, V, 2);
   Vec fz = widen(z), losses(N), rlosses(N), rp(N * Vs);
-  fp32().softmax_crossentropy_forward(rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs, 0, nullptr);
+  crossentropy_rows(fp32(), rlosses.data(), rp.data(), fz.data(), targets.data(), N, V, Vs);
   Bf probs(N * Vs);
-  ops().softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), targets.data(), N, V, Vs, 0, nullptr);
+  crossentropy_rows(ops(), losses.data(), probs.data(), z.data(), targets.data(), N, V, Vs);
   EXPECT_TRUE(rounded_once(probs, rp));
   EXPECT_EQ(losses, rlosses) << "the loss is fp32, from the fp32 softmax";
   // In place (probs aliasing logits), as the model does.
   Bf zz = z;
-  ops().softmax_crossentropy_forward(losses.data(), zz.data(), zz.data(), targets.data(), N, V, Vs, 0, nullptr);
+  crossentropy_rows(ops(), losses.data(), zz.data(), zz.data(), targets.data(), N, V, Vs);
   EXPECT_EQ(zz, probs);
 
   const float dloss = 1.0f / N;
