@@ -18,6 +18,7 @@ namespace {
         ns::gelu_forward, ns::gelu_backward, ns::residual_forward, ns::residual_backward,                   \
         ns::crossentropy_max, ns::crossentropy_sums, ns::softmax_crossentropy_forward,                      \
         ns::softmax_crossentropy_backward, ns::adamw_update, ns::sum_squares,                               \
+        nullptr, nullptr, /* no casts: the fp32 tables keep no copies of the weights */                     \
         ns::rmsnorm_sumsq, ns::rmsnorm_forward, ns::rmsnorm_backward_dot, ns::rmsnorm_backward,             \
         ns::rope_forward, ns::rope_backward, ns::swiglu_forward, ns::swiglu_backward, ns::repeat_kv_forward, \
         ns::repeat_kv_backward, ns::kv_cache_append, ns::attention_cached_forward                           \

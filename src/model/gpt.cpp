@@ -398,7 +398,7 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   // one): no gathered weight block of before may be reused.
   if (!step_open_) {
     gather_->invalidate();
-    refresh_bf16_copies();
+    if (!bf16_copies_current_) refresh_bf16_copies();  // unless the optimizer wrote them in its pass
     step_open_ = true;
   }
   gather_->begin(forward_uses());
@@ -573,8 +573,12 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   sync_->issue_stage(Stage::kEmbedding);  // over Z·data
   // the probabilities were overwritten by their gradient: another backward needs another forward
   have_targets_ = false;
-  // the step's weights may change now: the next forward gathers them afresh
-  if (last) step_open_ = false;
+  // the step's weights may change now: the next forward gathers them afresh (and rounds the bf16 copies,
+  // unless the optimizer writes them: bf16_copies_written())
+  if (last) {
+    step_open_ = false;
+    bf16_copies_current_ = false;
+  }
 }
 
 // The LM head's gradient after a forward that did not take it: d lnf over all channels into dlnf_full
@@ -654,6 +658,12 @@ void Gpt::zero_grad() {
 void Gpt::weights_updated() {
   gather_->invalidate();
   step_open_ = false;
+  bf16_copies_current_ = false;
+}
+
+void Gpt::bf16_copies_written() {
+  AXONN_CHECK(!step_open_, "bf16_copies_written() during a step: the optimizer runs after the last backward");
+  bf16_copies_current_ = true;
 }
 
 double Gpt::grad_norm() const {
@@ -687,8 +697,9 @@ void Gpt::refresh_bf16_copies() {
   auto scope = tl_.compute("cast_to_bf16");
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor master = params_.tensor(i);
-    ops_bf16_->cast_to_bf16(params_bf16_.tensor(i).bf16(), master.f32(), master.numel());
+    ops_bf16_->cast_from_f32(params_bf16_.tensor(i).bf16(), master.f32(), master.numel());
   }
+  bf16_copies_current_ = true;
 }
 
 void Gpt::all_reduce_scalars(comm::Communicator& group, float* values, int64_t n) const {

@@ -163,13 +163,8 @@ void Gpt2Block::backward(int l, const E* residual, E* dresidual, bool last) {
   sync.issue_retired_shards();
   // fp32: scratch receives d att [B, NH, T, T]; bf16 (flash): D = rowsum(dout * out) [B, NH, T], and the
   // backward reads the forward's output (atty) and log-sum-exp
-  if constexpr (std::is_same_v<E, float>) {
-    AXONN_OP(attention_backward, S(kDQkv), scratch_.tensor(kDAtt).f32(), S(kDAtty), ptr<E>(A(kQkv)[a]),
-             A(kAtt)[a].f32(), B, T, Cy_, NHy_);
-  } else {
-    AXONN_OP(attention_backward, S(kDQkv), scratch_.tensor(kDAtt).f32(), S(kDAtty), ptr<E>(A(kQkv)[a]),
-             ptr<E>(A(kAtty)[a]), A(kAtt)[a].f32(), B, T, Cy_, NHy_);
-  }
+  AXONN_OP(attention_backward, S(kDQkv), scratch_.tensor(kDAtt).f32(), S(kDAtty), ptr<E>(A(kQkv)[a]),
+           ptr<E>(A(kAtty)[a]), A(kAtt)[a].f32(), B, T, Cy_, NHy_);
   AXONN_LINEAR(qkv_, backward, dln, dW(kLinQkv), dbias(kLinQkv), S(kDQkv), ptr<E>(A(kLn1)[a]), W(kLinQkv), N,
                tag(kLinQkv));
   sync.issue_retired_shards();

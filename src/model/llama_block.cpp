@@ -213,13 +213,9 @@ void LlamaBlock::backward(int l, const E* residual, E* dresidual, bool last) {
   AXONN_LINEAR(o_proj_, backward, S(kDAtty), dW(kLinO), nullptr, dresidual, ptr<E>(A(kAtty)[a]), W(kLinO), N,
                tag(kLinO));
   sync.issue_retired_shards();
-  if constexpr (std::is_same_v<E, float>) {
-    AXONN_OP(attention_backward, dqkv_rep, scratch_.tensor(kDAtt).f32(), S(kDAtty), qkv_rep, A(kAtt)[a].f32(), B, T,
-             Ay_, NHy_);
-  } else {
-    AXONN_OP(attention_backward, dqkv_rep, scratch_.tensor(kDAtt).f32(), S(kDAtty), qkv_rep, ptr<E>(A(kAtty)[a]),
-             A(kAtt)[a].f32(), B, T, Ay_, NHy_);
-  }
+  // scratch: fp32 d att [B, NH, T, T]; bf16 (flash) D = rowsum(dout * out) [B, NH, T] from the forward's output
+  AXONN_OP(attention_backward, dqkv_rep, scratch_.tensor(kDAtt).f32(), S(kDAtty), qkv_rep, ptr<E>(A(kAtty)[a]),
+           A(kAtt)[a].f32(), B, T, Ay_, NHy_);
   if (grouped_) AXONN_OP(repeat_kv_backward, dqkv, dqkv_rep, N, NHy_, KVy_, HS_);
   AXONN_OP(rope_backward, dqkv, cos, sin, B, T, NHy_ + KVy_, HS_, Ay_ + 2 * KVWy_);
   AXONN_LINEAR(qkv_, backward, dln, dW(kLinQkv), nullptr, dqkv, ptr<E>(A(kLn1)[a]), W(kLinQkv), N, tag(kLinQkv));

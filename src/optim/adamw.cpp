@@ -20,13 +20,27 @@ AdamW::AdamW(const Arena& params, AdamWConfig config, std::vector<bool> decay, c
   v_.allocate();
 }
 
-void AdamW::step(Arena& params, const Arena& grads, float lr, float grad_scale) {
+void AdamW::step(Arena& params, const Arena& grads, float lr, float grad_scale, const WeightCopies& copies) {
+  AXONN_CHECK_ARG((copies.arena == nullptr) == (copies.ops == nullptr),
+                  "AdamW::step: weight copies need both their arena and the table that writes them");
+  AXONN_CHECK(!copies.arena || copies.arena->size() == params.size(), "AdamW::step: ", copies.arena->size(),
+              " weight copies for ", params.size(), " parameters");
   t_++;
   for (size_t i = 0; i < params.size(); i++) {
     Tensor p = params.tensor(i);
     float wd = (decay_.empty() || decay_[i]) ? config_.weight_decay : 0.0f;
-    ops_->adamw_update(p.f32(), m_.tensor(i).f32(), v_.tensor(i).f32(), grads.tensor(i).f32(), p.numel(), lr,
-                       config_.beta1, config_.beta2, config_.eps, wd, grad_scale, t_);
+    float* m = m_.tensor(i).f32();
+    float* v = v_.tensor(i).f32();
+    const float* g = grads.tensor(i).f32();
+    if (copies.arena) {
+      Tensor c = copies.arena->tensor(i);
+      AXONN_CHECK(c.numel() == p.numel(), "AdamW::step: copy ", i, " has ", c.numel(), " elements, not ", p.numel());
+      copies.ops->adamw_update(p.f32(), c.bf16(), m, v, g, p.numel(), lr, config_.beta1, config_.beta2, config_.eps,
+                               wd, grad_scale, t_);
+    } else {
+      ops_->adamw_update(p.f32(), nullptr, m, v, g, p.numel(), lr, config_.beta1, config_.beta2, config_.eps, wd,
+                         grad_scale, t_);
+    }
   }
 }
 

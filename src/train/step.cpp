@@ -85,7 +85,10 @@ StepResult train_step(model::Gpt& gpt, optim::AdamW& opt, const LocalBatch& batc
   r.verdict = bad ? Verdict::kNonFinite : o.guard ? o.guard->judge(r.loss, r.grad_norm) : Verdict::kUpdate;
   if (r.verdict != Verdict::kUpdate) return r;
   TraceScope opt_span(o.trace, "adamw_step");
-  opt.step(gpt.params(), gpt.grads(), o.lr, optim::clip_scale(r.grad_norm, o.grad_clip));
+  // in mixed precision the update rounds the bf16 copies of the weights in its pass
+  opt.step(gpt.params(), gpt.grads(), o.lr, optim::clip_scale(r.grad_norm, o.grad_clip),
+           {gpt.bf16_copies(), gpt.bf16_ops()});
+  gpt.bf16_copies_written();
   gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
   return r;
 }

@@ -1,4 +1,5 @@
-// kernels/ops_bf16.hpp — the op list in bf16 mixed precision (issue 8, spec §9.2).
+// kernels/ops_bf16.hpp — the op list in bf16 mixed precision (issue 8, spec §9.2): its contract and its tables.
+// The interface is kernels/ops.hpp's OpTable<E>, here with E = bf16 (OpsBf16).
 //
 // The precision contract (what `--dtype bf16` trains with):
 //   - parameters used by the ops: bf16 copies of fp32 MASTER weights, which only the optimizer sees;
@@ -6,13 +7,13 @@
 //   - parameter gradients: fp32, accumulated in fp32 (a bf16 GEMM writes its fp32 result with beta = 1);
 //   - every reduction inside an op (GEMM dot products, LayerNorm statistics, softmax sums, the loss)
 //     accumulates in fp32; statistics kept for backward (mean, rstd, the attention log-sum-exp) are fp32.
-// Shapes, layouts, argument order and the accumulate-into-gradients rule are those of ops.hpp; only the
-// element types and the attention op differ. Attention is flash-style: forward keeps the per-row
-// log-sum-exp lse[B,NH,T] instead of the probabilities att[B,NH,T,T], and backward recomputes them.
+// Shapes, layouts, argument order and the accumulate-into-gradients rule are those of ops.hpp's one
+// interface. Attention is flash-style: forward keeps the per-row log-sum-exp lse[B,NH,T] instead of the
+// probabilities att[B,NH,T,T], and backward recomputes them. AdamW writes the bf16 copy in its pass.
 //
 // Three implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
-// output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, the other ops widened around
-// kernels::cpu) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
+// output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, flash-style attention, the
+// memory-bound ops on bf16 directly; below) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
 // flash attention kernel; built with AXONN_CUDA=ON).
 // The row values that the caller completes between the steps of the norms and the cross-entropy are fp32
 // arrays in the kernels' memory: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
@@ -23,73 +24,6 @@
 #include "axonn/kernels/ops.hpp"
 
 namespace axonn::kernels {
-
-// bf16 storage: the upper 16 bits of an fp32 (core/dtype.hpp converts).
-using bf16 = uint16_t;
-
-struct OpsBf16 {
-  void (*embedding_forward)(bf16* out, const int* inp, const bf16* wte, int row_begin, int R, int64_t N, int C);
-  void (*embedding_backward)(float* dwte, const bf16* dout, const int* inp, int row_begin, int R, int64_t N, int C);
-  // out[B,T,C] += wpe[t, :] (rounded once)
-  void (*position_forward)(bf16* out, const bf16* wpe, int B, int T, int C);
-  void (*position_backward)(float* dwpe, const bf16* dout, int B, int T, int C);
-  // LayerNorm in the caller's steps (ops.hpp); the statistics and the row sums are fp32.
-  void (*layernorm_sum)(float* mean, const bf16* inp, int64_t N, int C);
-  void (*layernorm_centred_sumsq)(float* var, float* mean, const bf16* inp, int64_t N, int C, int C_total);
-  void (*layernorm_forward)(bf16* out, const float* mean, float* rstd, const bf16* inp, const bf16* weight,
-                            const bf16* bias, int64_t N, int C, int C_total);
-  void (*layernorm_backward_sums)(float* sums, const bf16* dout, const bf16* inp, const bf16* weight,
-                                  const float* mean, const float* rstd, int64_t N, int C);
-  // dinp (bf16) += ...: the sum is formed in fp32 from the old bf16 value and rounded once.
-  void (*layernorm_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                             const bf16* weight, const float* mean, const float* rstd, const float* sums, int64_t N,
-                             int C, int C_total);
-  void (*matmul_forward)(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int64_t N, int C,
-                         int OC);
-  void (*matmul_backward)(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int64_t N, int C, int OC);
-  // Causal self-attention, flash-style: out[B,T,C]; lse[B,NH,T] = log sum_t2<=t exp(q.k_t2 / sqrt(HS)).
-  void (*attention_forward)(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
-  // dqkv[B,T,3C] += ...; `out` and `lse` are the forward's; scratch[B,NH,T] fp32 is overwritten
-  // (rowsum(dout * out) per head).
-  void (*attention_backward)(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                             const float* lse, int B, int T, int C, int NH);
-  void (*gelu_forward)(bf16* out, const bf16* inp, int64_t N);
-  void (*gelu_backward)(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
-  void (*residual_forward)(bf16* out, const bf16* a, const bf16* b, int64_t N);
-  void (*residual_backward)(bf16* da, bf16* db, const bf16* dout, int64_t N);
-  // The cross-entropy in the caller's steps (ops.hpp); the row values and losses fp32, probs bf16 (may alias
-  // logits).
-  void (*crossentropy_max)(float* maxv, const bf16* logits, int64_t N, int Vvalid, int Vs);
-  void (*crossentropy_sums)(float* sums, const float* maxv, const bf16* logits, const int* targets, int64_t N,
-                            int Vvalid, int Vs, int vocab_begin);
-  void (*softmax_crossentropy_forward)(float* losses, bf16* probs, const bf16* logits, const float* maxv,
-                                       const float* sums, int64_t N, int Vvalid, int Vs);
-  void (*softmax_crossentropy_backward)(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
-                                        float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
-  // AdamW on the fp32 master weights (as ops.hpp), then params_bf16 = round(master).
-  void (*adamw_update)(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
-                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
-  // out[n] = round(in[n]): the bf16 copy of the master weights after loading or initialising them.
-  void (*cast_to_bf16)(bf16* out, const float* in, int64_t n);
-  // out[n] = widen(in[n]).
-  void (*cast_to_f32)(float* out, const bf16* in, int64_t n);
-
-  // The Llama block's ops (ops.hpp has their shapes): activations bf16; the RMSNorm statistics (sumsq,
-  // rstd, dot), the weight gradient and RoPE's cos and sin tables fp32.
-  void (*rmsnorm_sumsq)(float* sumsq, const bf16* inp, int64_t N, int C);
-  void (*rmsnorm_forward)(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int64_t N, int C, int C_total,
-                          float eps);
-  void (*rmsnorm_backward_dot)(float* dot, const bf16* dout, const bf16* inp, const bf16* weight, int64_t N, int C);
-  void (*rmsnorm_backward)(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
-                           const float* rstd, const float* dot, int64_t N, int C, int C_total);
-  void (*rope_forward)(bf16* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
-  void (*rope_backward)(bf16* dx, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);
-  void (*swiglu_forward)(bf16* out, const bf16* inp, int64_t N, int F);
-  void (*swiglu_backward)(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F);
-  void (*repeat_kv_forward)(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS);
-  void (*repeat_kv_backward)(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS);
-};
 
 // The CPU tables (always built). ref_bf16: each op widens its inputs, runs the fp32 op of `ref` (naive
 // loops: the oracle) and rounds each bf16 output once. cpu_bf16 (training in mixed precision on the CPU):
@@ -168,17 +102,17 @@ const OpsBf16& ops_bf16_for(Backend backend);
 void register_cuda_bf16_ops(const OpsBf16* ops);
 
 // The op table and the element type of a precision, for code written once for both (the model,
-// TpLinear): Precision<float> is fp32 (Ops), Precision<bf16> mixed precision (OpsBf16).
+// TpLinear): Precision<float> is fp32, Precision<bf16> mixed precision; both tables are OpTable<E>.
 template <class T>
 struct Precision;
 template <>
 struct Precision<float> {
-  using Table = Ops;
+  using Table = OpTable<float>;
   static constexpr DType kDType = DType::kF32;
 };
 template <>
 struct Precision<bf16> {
-  using Table = OpsBf16;
+  using Table = OpTable<bf16>;
   static constexpr DType kDType = DType::kBF16;
 };
 

@@ -206,8 +206,16 @@ class Gpt {
   // Collective over X*Y*Z. After sync_gradients().
   double grad_norm() const;
   // The parameters were changed other than by the optimizer after a last backward: forget the
-  // gathered weight blocks.
+  // gathered weight blocks (and, in mixed precision, round the bf16 copies again at the next forward).
   void weights_updated();
+  // Mixed precision: the bf16 copies of the weights that the kernels read (null in fp32) and the bf16 table,
+  // for an optimizer that rounds the copies in the pass that updates the masters (optim::AdamW::step with
+  // optim::WeightCopies, as train::train_step). After that pass, bf16_copies_written(): the next forward then
+  // does not round them again. Without it (the masters changed some other way after the last backward), the
+  // next forward rounds them from the masters.
+  Arena* bf16_copies() { return ops_bf16_ ? &params_bf16_ : nullptr; }
+  const kernels::OpsBf16* bf16_ops() const { return ops_bf16_; }
+  void bf16_copies_written();
 
   // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
   // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
@@ -311,6 +319,7 @@ class Gpt {
   LossParts last_loss_;
   std::vector<float> host_weights_;  // the mask as the backward's per-token weights, before the upload
   bool step_open_ = false;  // gathered weights may be reused (a step is under way)
+  bool bf16_copies_current_ = false;  // params_bf16_ = round(params_) (mixed precision)
   std::vector<float> host_losses_;  // on the GPU: the per-token losses, downloaded to be summed
   std::vector<float> vocab_rows_full_;  // forward_cached: logits rows of the padded vocabulary, summed over X*Y
 };

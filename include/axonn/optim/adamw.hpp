@@ -4,12 +4,16 @@
 //   optim::AdamW opt(gpt.params(), hp, decay_mask, ops);
 //   double norm = optim::grad_norm(gpt.grads(), ops);
 //   opt.step(gpt.params(), gpt.grads(), lr, optim::clip_scale(norm, hp.grad_clip));
+// In mixed precision the step also writes the bf16 copies of the weights in its pass (WeightCopies):
+//   opt.step(gpt.params(), gpt.grads(), lr, scale, {gpt.bf16_copies(), gpt.bf16_ops()});
+//   gpt.bf16_copies_written();
 #pragma once
 
 #include <string_view>
 #include <vector>
 
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 #include "axonn/tensor/arena.hpp"
 
 namespace axonn::optim {
@@ -21,14 +25,24 @@ struct AdamWConfig {
   float weight_decay = 0.0f;
 };
 
+// The copies of the parameters that a mixed-precision model's kernels read (model::Gpt::bf16_copies()), and
+// the table whose fused update rounds each updated weight into its copy in the same pass. Empty: none (fp32,
+// or a model that rounds its copies itself).
+struct WeightCopies {
+  Arena* arena = nullptr;                 // params' layout, bf16
+  const kernels::OpsBf16* ops = nullptr;  // its adamw_update writes them
+};
+
 class AdamW {
  public:
   // First and second moments mirror `params`' layout. decay[i] says whether slot i takes weight
   // decay (empty: every slot does, as llm.c's CPU trainer).
   AdamW(const Arena& params, AdamWConfig config, std::vector<bool> decay, const kernels::Ops& ops);
 
-  // One update with step count t = steps() + 1; gradients are multiplied by grad_scale first.
-  void step(Arena& params, const Arena& grads, float lr, float grad_scale = 1.0f);
+  // One update with step count t = steps() + 1; gradients are multiplied by grad_scale first. With copies,
+  // each weight's copy is rounded from its new value in the same pass (copies.ops' adamw_update), the same
+  // master bits as without.
+  void step(Arena& params, const Arena& grads, float lr, float grad_scale = 1.0f, const WeightCopies& copies = {});
   int steps() const { return t_; }
   const Arena& m() const { return m_; }
   const Arena& v() const { return v_; }

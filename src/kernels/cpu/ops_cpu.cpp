@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "axonn/core/dtype.hpp"
+#include "axonn/core/error.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/kernels/ops.hpp"
@@ -432,8 +433,8 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att,
-                        int B, int T, int C, int NH) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* /*out*/,
+                        const float* att, int B, int T, int C, int NH) {
   // dqkv [B,T,3C], scratch [B,NH,T,T], dout [B,T,C], qkv [B,T,3C], att [B,NH,T,T]
   int HS = C / NH;
   float scale = 1.0f / std::sqrt((float)HS);
@@ -840,8 +841,9 @@ void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* 
   softmax_crossentropy_backward_impl(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+void adamw_update(float* params, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  AXONN_CHECK_ARG(copy == nullptr, "cpu adamw_update: the fp32 table keeps no copy of the weights; pass null");
   adamw_update_impl<float>(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,

@@ -56,9 +56,10 @@ void detail::adamw_launch(float* params, uint16_t* copy, float* m, float* v, con
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+void adamw_update(float* params, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   // params [n], m [n], v [n], grads [n]; t >= 1
+  AXONN_CHECK_ARG(copy == nullptr, "cuda adamw_update: the fp32 table keeps no copy of the weights; pass null");
   detail::adamw_launch(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 

@@ -98,8 +98,8 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
   }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int NH) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* /*out*/,
+                        const float* att, int B, int T, int C, int NH) {
   // dqkv [B,T,3C] (added to), scratch [B,NH,T,T] (overwritten), dout [B,T,C], qkv [B,T,3C], att [B,NH,T,T]
   check_shape(B, T, C, NH);
   if (B == 0 || T == 0 || C == 0) return;

@@ -16,7 +16,9 @@ const Ops& cuda_ops() {
       cuda::layernorm_backward, cuda::matmul_forward, cuda::matmul_backward,
       cuda::attention_forward, cuda::attention_backward, cuda::gelu_forward, cuda::gelu_backward,
       cuda::residual_forward, cuda::residual_backward, cuda::crossentropy_max, cuda::crossentropy_sums,
-      cuda::softmax_crossentropy_forward, cuda::softmax_crossentropy_backward, cuda::adamw_update, cuda::sum_squares, cuda::rmsnorm_sumsq,
+      cuda::softmax_crossentropy_forward, cuda::softmax_crossentropy_backward, cuda::adamw_update, cuda::sum_squares,
+      nullptr, nullptr,  // no casts: the fp32 table keeps no copies of the weights
+      cuda::rmsnorm_sumsq,
       cuda::rmsnorm_forward, cuda::rmsnorm_backward_dot, cuda::rmsnorm_backward, cuda::rope_forward,
       cuda::rope_backward, cuda::swiglu_forward, cuda::swiglu_backward, cuda::repeat_kv_forward,
       cuda::repeat_kv_backward,

@@ -33,6 +33,7 @@ const OpsBf16& cuda_bf16_ops() {
                              cuda_bf16::softmax_crossentropy_forward,
                              cuda_bf16::softmax_crossentropy_backward,
                              cuda_bf16::adamw_update,
+                             cuda::sum_squares,  // of the fp32 gradients: the fp32 table's
                              cuda_bf16::cast_to_bf16,
                              cuda_bf16::cast_to_f32,
                              cuda_bf16::rmsnorm_sumsq,
@@ -44,7 +45,10 @@ const OpsBf16& cuda_bf16_ops() {
                              cuda_bf16::swiglu_forward,
                              cuda_bf16::swiglu_backward,
                              cuda_bf16::repeat_kv_forward,
-                             cuda_bf16::repeat_kv_backward};
+                             cuda_bf16::repeat_kv_backward,
+                             // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
+                             nullptr,
+                             nullptr};
   return table;
 }
 

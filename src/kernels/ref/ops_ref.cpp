@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "axonn/core/error.hpp"
 #include "axonn/kernels/ops.hpp"
 
 namespace axonn::kernels::ref {
@@ -164,8 +165,8 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att,
-                        int B, int T, int C, int NH) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* /*out*/,
+                        const float* att, int B, int T, int C, int NH) {
   // dqkv [B,T,3C], scratch [B,NH,T,T] (holds d att), dout [B,T,C], qkv [B,T,3C], att [B,NH,T,T]
   int HS = C / NH;
   float scale = 1.0f / std::sqrt((float)HS);
@@ -288,8 +289,9 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
   }
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float grad_scale, int t) {
+void adamw_update(float* params, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  AXONN_CHECK_ARG(copy == nullptr, "ref adamw_update: the fp32 table keeps no copy of the weights; pass null");
   float c1 = 1.0f - std::pow(beta1, (float)t);
   float c2 = 1.0f - std::pow(beta2, (float)t);
   for (int64_t i = 0; i < n; i++) {

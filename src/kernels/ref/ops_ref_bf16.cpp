@@ -194,7 +194,7 @@ struct Widened {
         }
     // The flash backward's D term (sum_t2 p * dp = dout . out), kept in scratch as the contract says.
     attention_d(scratch, dy.data(), y.data(), B, T, C, NH);
-    fp32().attention_backward(dx.data(), datt.data(), dy.data(), x.data(), att.data(), B, T, C, NH);
+    fp32().attention_backward(dx.data(), datt.data(), dy.data(), x.data(), nullptr, att.data(), B, T, C, NH);
     round_into(dqkv, dx);
   }
 
@@ -321,7 +321,7 @@ struct Widened {
   static void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step
-    fp32().adamw_update(master, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    fp32().adamw_update(master, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     for (int64_t i = 0; i < n; i++) params[i] = f32_to_bf16(master[i]);
   }
 };
@@ -359,6 +359,7 @@ OpsBf16 widened_table() {
                  W::softmax_crossentropy_forward,
                  W::softmax_crossentropy_backward,
                  W::adamw_update,
+                 W::fp32().sum_squares,  // of the fp32 gradients: the fp32 table's
                  cast_to_bf16,
                  cast_to_f32,
                  W::rmsnorm_sumsq,
@@ -370,7 +371,10 @@ OpsBf16 widened_table() {
                  W::swiglu_forward,
                  W::swiglu_backward,
                  W::repeat_kv_forward,
-                 W::repeat_kv_backward};
+                 W::repeat_kv_backward,
+                 // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
+                 nullptr,
+                 nullptr};
 }
 
 }  // namespace
@@ -403,7 +407,7 @@ const OpsBf16& cpu_bf16_ops() {
     t.softmax_crossentropy_forward = cpu::softmax_crossentropy_forward;
     t.softmax_crossentropy_backward = cpu::softmax_crossentropy_backward;
     t.adamw_update = cpu::adamw_update;
-    t.cast_to_bf16 = cpu::cast_to_bf16;
+    t.cast_from_f32 = cpu::cast_to_bf16;
     t.cast_to_f32 = cpu::cast_to_f32;
     t.rmsnorm_sumsq = cpu::rmsnorm_sumsq;
     t.rmsnorm_forward = cpu::rmsnorm_forward;

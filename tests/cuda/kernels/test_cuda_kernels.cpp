@@ -252,8 +252,8 @@ TEST_P(CudaKernels, Attention) {
   EXPECT_TRUE(allclose(d_att.host(), att, 1e-6f, 1e-4f));  // including the zeros above the diagonal
   Vec dqkv(N * 3 * C, 0.1f);
   Dev d_dqkv(dqkv);
-  k::ref::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), att.data(), B, T, C, NH);
-  k::cuda::attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), d_att.get(), B, T, C, NH);
+  k::ref::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), nullptr, att.data(), B, T, C, NH);
+  k::cuda::attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), nullptr, d_att.get(), B, T, C, NH);
   EXPECT_TRUE(allclose(d_dqkv.host(), dqkv, 1e-4f, 1e-4f));
 }
 
@@ -336,8 +336,8 @@ TEST_P(CudaKernels, AdamWAndSumSquares) {
   Vec p = randn(n, 1), g = randn(n, 2), m(n, 0.0f), v(n, 0.0f);
   Dev d_p(p), d_g(g), d_m(m), d_v(v);
   for (int t = 1; t <= 5; t++) {
-    k::ref::adamw_update(p.data(), m.data(), v.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
-    k::cuda::adamw_update(d_p.get(), d_m.get(), d_v.get(), d_g.get(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+    k::ref::adamw_update(p.data(), nullptr, m.data(), v.data(), g.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+    k::cuda::adamw_update(d_p.get(), nullptr, d_m.get(), d_v.get(), d_g.get(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
   }
   EXPECT_TRUE(allclose(d_p.host(), p, 1e-6f, 1e-5f));
   EXPECT_TRUE(allclose(d_m.host(), m, 1e-7f, 1e-5f));

@@ -215,8 +215,8 @@ TEST_P(GemmBackends, AttentionCpuMatchesRef) {
   EXPECT_TRUE(allclose(o2, o1, 1e-5f, 1e-5f));
   EXPECT_TRUE(allclose(a2, a1, 1e-6f, 1e-5f));
   Vec d1(N * 3 * C, 0.1f), d2 = d1;
-  k::ref::attention_backward(d1.data(), s1.data(), dy.data(), qkv.data(), a1.data(), B, T, C, NH);
-  k::cpu::attention_backward(d2.data(), s2.data(), dy.data(), qkv.data(), a1.data(), B, T, C, NH);
+  k::ref::attention_backward(d1.data(), s1.data(), dy.data(), qkv.data(), nullptr, a1.data(), B, T, C, NH);
+  k::cpu::attention_backward(d2.data(), s2.data(), dy.data(), qkv.data(), nullptr, a1.data(), B, T, C, NH);
   EXPECT_TRUE(allclose(d2, d1, 1e-5f, 1e-4f));
 }
 
@@ -239,7 +239,7 @@ TEST(Attention, RefBackwardMatchesFiniteDifferences) {
   };
   f();
   Vec d(qkv.size(), 0);
-  k::ref::attention_backward(d.data(), scratch.data(), proj.data(), qkv.data(), att.data(), b, t, c, nh);
+  k::ref::attention_backward(d.data(), scratch.data(), proj.data(), qkv.data(), nullptr, att.data(), b, t, c, nh);
   EXPECT_TRUE(allclose(d, finite_diff(qkv, f, 1e-3f), 2e-3f, 1e-2f));
 }
 
@@ -367,17 +367,17 @@ TEST(AdamW, MatchesClosedFormAndRef) {
   // one step from zero moments: m_hat = g, v_hat = g^2, so p -= lr (g/(|g|+eps) + wd p)
   Vec p = {1.0f, -2.0f, 0.5f}, g = {0.1f, -0.3f, 0.0f}, m(3, 0), v(3, 0);
   Vec p2 = p, m2 = m, v2 = v;
-  k::ref::adamw_update(p.data(), m.data(), v.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
+  k::ref::adamw_update(p.data(), nullptr, m.data(), v.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
   EXPECT_NEAR(p[0], 1.0f - 0.01f * (1.0f + 0.1f * 1.0f), 1e-6f);
   EXPECT_NEAR(p[1], -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6f);
   EXPECT_NEAR(p[2], 0.5f - 0.01f * (0.0f + 0.1f * 0.5f), 1e-6f);
-  k::cpu::adamw_update(p2.data(), m2.data(), v2.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
+  k::cpu::adamw_update(p2.data(), nullptr, m2.data(), v2.data(), g.data(), 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, 1);
   EXPECT_TRUE(allclose(p2, p, 1e-7f, 1e-6f));
   // several steps with a gradient scale, on a long vector
   Vec P = randn(1001, 1), G = randn(1001, 2), M(1001, 0), Vv(1001, 0), P2 = P, M2 = M, V2 = Vv;
   for (int t = 1; t <= 5; t++) {
-    k::ref::adamw_update(P.data(), M.data(), Vv.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
-    k::cpu::adamw_update(P2.data(), M2.data(), V2.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
+    k::ref::adamw_update(P.data(), nullptr, M.data(), Vv.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
+    k::cpu::adamw_update(P2.data(), nullptr, M2.data(), V2.data(), G.data(), 1001, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, t);
   }
   EXPECT_TRUE(allclose(P2, P, 1e-6f, 1e-5f));
   EXPECT_TRUE(allclose(V2, Vv, 1e-9f, 1e-5f));
