@@ -1,10 +1,12 @@
-// kernels/cuda/adamw.cu — the fused AdamW update and the sum of squares (gradient-norm clipping).
+// kernels/cuda/adamw.cu — the fused AdamW update for both tables (the bf16 table's writes the weights' bf16
+// copy in the same pass), the sum of squares (gradient-norm clipping), and the bf16 table's fp32 <-> bf16 casts.
 #include <cuda_bf16.h>
 
 #include <cmath>
 
 #include "axonn/kernels/ops.hpp"
 #include "common.cuh"
+#include "packs.cuh"
 
 namespace axonn::kernels::cuda {
 namespace {
@@ -44,11 +46,23 @@ __global__ void adamw_kernel(float* params, uint16_t* copy, float* m, float* v, 
   }
 }
 
-}  // namespace
+// out[n] = in[n], widened exactly or rounded once, in packs of 8 (packs.cuh).
+template <typename To, typename From>
+struct Cast {
+  To* out;
+  const From* in;
+  __device__ void operator()(int64_t i, int cnt, bool vec) const {
+    float x[detail::kPack];
+    detail::load8(x, in + i, cnt, vec);
+    detail::store8(out + i, x, cnt, vec);
+  }
+};
 
-void detail::adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+void adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   if (n == 0) return;
+  AXONN_CHECK_ARG(t >= 1, "cuda adamw_update: step t = ", t,
+                  " must be >= 1 (the bias corrections divide by 1 - beta^t)");
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
   adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(
@@ -56,11 +70,13 @@ void detail::adamw_launch(float* params, uint16_t* copy, float* m, float* v, con
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
 void adamw_update(float* params, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   // params [n], m [n], v [n], grads [n]; t >= 1
   AXONN_CHECK_ARG(copy == nullptr, "cuda adamw_update: the fp32 table keeps no copy of the weights; pass null");
-  detail::adamw_launch(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+  adamw_launch(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -79,3 +95,25 @@ double sum_squares(const float* x, int64_t n) {
 }
 
 }  // namespace axonn::kernels::cuda
+
+// bf16 (kernels/ops_bf16.hpp)
+namespace axonn::kernels::cuda_bf16 {
+
+void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step; t >= 1
+  AXONN_CHECK_ARG(params != nullptr || n == 0, "cuda bf16 adamw_update: the bf16 copy of the weights is required");
+  cuda::adamw_launch(master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+
+void cast_to_bf16(bf16* out, const float* in, int64_t n) {
+  // out [n] bf16, in [n] fp32
+  cuda::detail::launch_packs(cuda::Cast<bf16, float>{out, in}, n, cuda::detail::all_aligned16({out, in}));
+}
+
+void cast_to_f32(float* out, const bf16* in, int64_t n) {
+  // out [n] fp32, in [n] bf16
+  cuda::detail::launch_packs(cuda::Cast<float, bf16>{out, in}, n, cuda::detail::all_aligned16({out, in}));
+}
+
+}  // namespace axonn::kernels::cuda_bf16

@@ -41,12 +41,6 @@ inline int to_blas_int(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// The fused AdamW pass of both op tables (adamw.cu): params (fp32), m, v updated from grads as
-// kernels::ref does; with `copy` (bf16 mixed precision: params are the fp32 master weights)
-// copy[i] = round-to-nearest-even bf16 of the updated params[i], in the same pass. n == 0 queues nothing.
-void adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
-
 }  // namespace axonn::kernels::cuda::detail
 
 #define AXONN_CUBLAS_CHECK(call)                                                                   \

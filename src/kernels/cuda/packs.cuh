@@ -1,0 +1,99 @@
+// kernels/cuda/packs.cuh — device helpers of the elementwise kernels of both tables (private): packs of 8
+// elements, moved with 16-byte loads and stores where every pointer is 16-byte aligned (one uint4 of bf16,
+// two float4 of fp32), fp32 math in registers; a bf16 element is widened exactly and rounded once
+// (round-to-nearest-even, as core/dtype.hpp's f32_to_bf16 for every finite value).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+#include "runtime_bf16.hpp"
+
+namespace axonn::kernels::cuda::detail {
+
+using kernels::cuda_bf16::detail::all_aligned16;
+
+__device__ __forceinline__ float widen(uint16_t x) { return __uint_as_float(static_cast<unsigned>(x) << 16); }
+__device__ __forceinline__ uint16_t round_bf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+
+// Eight consecutive elements (bf16: one 16-byte load or store; fp32: two) as floats. `vec` = the caller
+// checked that the pointer is 16-byte aligned and all 8 elements exist; otherwise the first `cnt` are moved
+// one by one (the rest read as 0).
+constexpr int kPack = 8;
+__device__ __forceinline__ void load8(float (&x)[kPack], const uint16_t* p, int cnt, bool vec) {
+  if (vec) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      x[2 * j] = __uint_as_float(w[j] << 16);
+      x[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPack; j++) x[j] = j < cnt ? widen(p[j]) : 0.0f;
+  }
+}
+__device__ __forceinline__ void load8(float (&x)[kPack], const float* p, int cnt, bool vec) {
+  if (vec) {
+    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPack; j++) x[j] = j < cnt ? p[j] : 0.0f;
+  }
+}
+__device__ __forceinline__ void store8(uint16_t* p, const float (&x)[kPack], int cnt, bool vec) {
+  if (vec) {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      w[j] = static_cast<uint32_t>(round_bf16(x[2 * j])) | (static_cast<uint32_t>(round_bf16(x[2 * j + 1])) << 16);
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPack; j++)
+      if (j < cnt) p[j] = round_bf16(x[j]);
+  }
+}
+__device__ __forceinline__ void store8(float* p, const float (&x)[kPack], int cnt, bool vec) {
+  if (vec) {
+    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+    *reinterpret_cast<float4*>(p + 4) = make_float4(x[4], x[5], x[6], x[7]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPack; j++)
+      if (j < cnt) p[j] = x[j];
+  }
+}
+// Eight consecutive elements copied as they are (no widening or rounding), under the same terms.
+template <typename E>
+__device__ __forceinline__ void copy8(E* dst, const E* src, int cnt, bool vec) {
+  if (vec) {
+    constexpr int kWords = kPack * sizeof(E) / sizeof(uint4);
+#pragma unroll
+    for (int w = 0; w < kWords; w++) reinterpret_cast<uint4*>(dst)[w] = reinterpret_cast<const uint4*>(src)[w];
+  } else {
+    for (int j = 0; j < cnt; j++) dst[j] = src[j];
+  }
+}
+
+// Grid-stride loop over packs of 8 elements: op(i, cnt, vec) handles elements [i, i + cnt).
+template <typename Op>
+__global__ void pack_kernel(Op op, int64_t n, bool vec) {
+  for (int64_t i = global_index() * kPack; i < n; i += global_stride() * kPack) {
+    const int cnt = n - i < kPack ? static_cast<int>(n - i) : kPack;
+    op(i, cnt, vec && cnt == kPack);
+  }
+}
+template <typename Op>
+void launch_packs(const Op& op, int64_t n, bool vec) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  pack_kernel<<<grid_for((n + kPack - 1) / kPack, kThreads), kThreads, 0, stream()>>>(op, n, vec);
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace axonn::kernels::cuda::detail
