@@ -28,13 +28,15 @@ int main(int argc, char** argv) {
   const auto& fp32 = kernels::ops_for(kernels::Backend::kCpu);
   const auto& mixed = kernels::ops_bf16_for(kernels::Backend::kCpu);
   using Clock = std::chrono::steady_clock;
-  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
   std::vector<double> two_passes, fused;
   for (int r = 0; r < rounds; r++) {
     const int t = 2 * r + 1;
     const auto t0 = Clock::now();
-    fp32.adamw_update(master.data(), nullptr, m.data(), v.data(), grads.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
-                      t);
+    fp32.adamw_update(master.data(), nullptr, m.data(), v.data(), grads.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                      1.0f, t);
     mixed.cast_from_f32(copies.data(), master.data(), n);
     const auto t1 = Clock::now();
     mixed.adamw_update(master.data(), copies.data(), m.data(), v.data(), grads.data(), n, 1e-4f, 0.9f, 0.95f, 1e-8f,
@@ -49,8 +51,9 @@ int main(int argc, char** argv) {
   const double gb = static_cast<double>(n) * 1e-9;
   std::printf("# kernels cpu, %lld parameters, %d rounds interleaved\n", static_cast<long long>(n), rounds);
   std::printf("%-28s %10s %10s %10s\n", "way", "min ms", "median ms", "GB/s");
-  std::printf("%-28s %10.1f %10.1f %10.1f\n", "update, then cast pass", two_passes.front(), med2, 34 * gb / (med2 * 1e-3));
-  std::printf("%-28s %10.1f %10.1f %10.1f\n", "update writing the copies", fused.front(), medf, 30 * gb / (medf * 1e-3));
+  const char* row = "%-28s %10.1f %10.1f %10.1f\n";
+  std::printf(row, "update, then cast pass", two_passes.front(), med2, 34 * gb / (med2 * 1e-3));
+  std::printf(row, "update writing the copies", fused.front(), medf, 30 * gb / (medf * 1e-3));
   std::printf("ratio of medians (two passes / fused): %.3f\n", med2 / medf);
   return 0;
 }

@@ -116,8 +116,8 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   std::vector<float> sp(stream_n, 0.5f), sm(stream_n, 0.0f), sv(stream_n, 0.0f), sg(stream_n, 1e-3f);
   const auto& ops = kernels::ops_for(kernels::Backend::kCpu);
   const size_t stream_point = rr.add([&] {
-    ops.adamw_update(sp.data(), nullptr, sm.data(), sv.data(), sg.data(), static_cast<int64_t>(stream_n), 1e-4f, 0.9f, 0.999f,
-                     1e-8f, 0.0f, 1.0f, 1);
+    ops.adamw_update(sp.data(), nullptr, sm.data(), sv.data(), sg.data(), static_cast<int64_t>(stream_n), 1e-4f,
+                     0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, 1);
   });
   // collectives: every position (ip, p) a grid of this job can put a group in, all its groups at once
   struct CollPoint {

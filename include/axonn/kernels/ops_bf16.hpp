@@ -13,8 +13,8 @@
 //
 // Three implementations: `ref_bf16` (CPU, always built: widens to fp32, runs kernels::ref, rounds every
 // output to bf16 — the oracle for the GPU), `cpu_bf16` (CPU: bf16 GEMMs, flash-style attention, the
-// memory-bound ops on bf16 directly; below) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16 inputs and fp32 accumulation, a
-// flash attention kernel; built with AXONN_CUDA=ON).
+// memory-bound ops on bf16 directly; below) and `cuda_bf16` (device pointers, cuBLASLt GEMMs with bf16
+// inputs and fp32 accumulation, a flash attention kernel; built with AXONN_CUDA=ON).
 // The row values that the caller completes between the steps of the norms and the cross-entropy are fp32
 // arrays in the kernels' memory: host arrays on the CPU, DEVICE arrays for cuda_bf16 (see kernels/cuda.hpp).
 #pragma once

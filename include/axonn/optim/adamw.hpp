@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "axonn/kernels/ops.hpp"
-#include "axonn/kernels/ops_bf16.hpp"
 #include "axonn/tensor/arena.hpp"
 
 namespace axonn::optim {
@@ -40,8 +39,9 @@ class AdamW {
   AdamW(const Arena& params, AdamWConfig config, std::vector<bool> decay, const kernels::Ops& ops);
 
   // One update with step count t = steps() + 1; gradients are multiplied by grad_scale first. With copies,
-  // each weight's copy is rounded from its new value in the same pass (copies.ops' adamw_update), the same
-  // master bits as without.
+  // each weight's copy is rounded from its new value in the same pass (copies.ops' adamw_update: the same
+  // AdamW, though the cpu table's fp32 and bf16 instantiations may round the masters differently in the last
+  // bits, docs/precision.md).
   void step(Arena& params, const Arena& grads, float lr, float grad_scale = 1.0f, const WeightCopies& copies = {});
   int steps() const { return t_; }
   const Arena& m() const { return m_; }
