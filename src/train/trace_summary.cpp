@@ -1,7 +1,9 @@
 #include "axonn/train/trace_summary.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -89,7 +91,12 @@ std::vector<TraceRankSummary> summarize_trace(const std::string& json_text) {
     for (const nlohmann::json& e : *events) {
       AXONN_CHECK_ARG(e.is_object() && e.contains("ph") && e.contains("pid"), "a trace event lacks \"ph\" or \"pid\": ",
                       e.dump().substr(0, 200));
-      const int pid = e["pid"].get<int>();
+      // a process id is a whole number an int holds: converting anything else to int is undefined
+      const double pid_value = e["pid"].is_number() ? e["pid"].get<double>() : std::nan("");
+      AXONN_CHECK_ARG(std::floor(pid_value) == pid_value && pid_value >= std::numeric_limits<int>::min() &&
+                          pid_value <= std::numeric_limits<int>::max(),
+                      "a trace event's \"pid\" is not a whole number that an int holds: ", e["pid"].dump());
+      const int pid = static_cast<int>(pid_value);
       const std::string ph = e["ph"].get<std::string>();
       RankSpans& r = ranks[pid];
       if (ph == "M") {
