@@ -154,6 +154,16 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec)
     slot = bytes;
   };
   AXONN_CHECK_IO(!spec.vocab.empty(), describe_, ": the vocabulary is empty");
+  // bytes_of_ is indexed by id, so an id far beyond the number of tokens would size it by that id (a 9 GB
+  // table for one stray id): allow gaps, but not more of them than kMaxIdGaps
+  constexpr int64_t kMaxIdGaps = int64_t{1} << 20;
+  int64_t max_id = -1;
+  for (const auto& [bytes, id] : spec.vocab) max_id = std::max<int64_t>(max_id, id);
+  for (const auto& [text, id] : spec.specials) max_id = std::max<int64_t>(max_id, id);
+  const auto tokens = static_cast<int64_t>(spec.vocab.size() + spec.specials.size());
+  AXONN_CHECK_IO(max_id < tokens + kMaxIdGaps, describe_, ": the largest id, ", max_id, ", leaves ",
+                 max_id + 1 - tokens, " ids without a token (at most ", kMaxIdGaps,
+                 " may be): is an id mistyped?");
   for (const auto& [bytes, id] : spec.vocab) {
     AXONN_CHECK_IO(!bytes.empty(), describe_, ": id ", id, " is an empty token");
     place(bytes, id);

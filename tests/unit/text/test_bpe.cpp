@@ -332,6 +332,9 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotSupportWithClearErrors) {
   test::expect_error_with([&] { text::load_tokenizer(with([](auto& j) { j["model"].erase("vocab"); })); }, "is malformed");
   test::expect_error_with([&] { text::load_tokenizer(with([](auto& j) { j["model"]["merges"].push_back({"1", "x"}); })); },
                   "makes a token that is not in the vocabulary");
+  // an id far beyond the tokens (fuzz_hf_tokenizer_json's finding: id 288888850 made a 9.2 GB table of ids)
+  test::expect_error_with([&] { text::load_tokenizer(with([](auto& j) { j["model"]["vocab"]["zz"] = 50000000; })); },
+                          "ids without a token");
   test::write_text(d.file("broken.json"), "{\"model\": ");
   test::expect_error_with([&] { text::load_tokenizer(d.file("broken.json")); }, "is not valid JSON");
   test::expect_error_with([&] { text::load_tokenizer(d.file("absent.json")); }, "no such file or directory");
