@@ -1,4 +1,6 @@
-// axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank.
+// axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank, once its
+// command line has parsed: --help, --version and flag errors need no MPI, so they work where MPI's
+// start-up does not (a login node, a broken launcher environment, a singleton start that fails).
 #include <exception>
 #include <new>
 #include <string>
@@ -27,7 +29,6 @@ namespace {
 
 int main(int argc, char** argv) {
   using axonn::comm::Runtime;
-  Runtime mpi(&argc, &argv);
   CLI::App app{"axonn: 4D hybrid-parallel (AxoNN) training of GPT models, in C++ on MPI"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("axonn ") + axonn::version() + " (git " + axonn::git_commit() + ")");
@@ -45,15 +46,17 @@ int main(int argc, char** argv) {
   axonn::tools::add_generate_command(app, &action);
   axonn::tools::add_memorization_command(app, &action);
 
+  // Parsing only stores the action (commands.hpp), so it runs before MPI starts.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same command line, so every rank sees the same error: rank 0 prints
-    // it (or the --help text), and each rank leaves with the same code.
+    // Every rank parses the same command line, so every rank sees the same error: the launcher's
+    // rank 0 prints it (or the --help text), and each rank leaves with the same code.
     int code = e.get_exit_code();
-    if (mpi.world_rank() == 0) code = app.exit(e);
-    Runtime::exit(code == 0 ? 0 : 2);
+    if (axonn::comm::launcher_rank() == 0) code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
+  Runtime mpi(&argc, &argv);
   try {
     int code = action ? action() : 0;
     Runtime::exit(code);

@@ -22,6 +22,12 @@ namespace axonn::comm {
 int local_rank();
 int local_size();
 
+// This process's rank as its launcher announced it in the environment, for use before MPI is
+// initialised (axonn parses its command line first, so that --help and flag errors need no MPI):
+// OMPI_COMM_WORLD_RANK (mpirun), PMIX_RANK (srun with PMIx), PMI_RANK (MPICH, Intel MPI), then
+// SLURM_PROCID; 0 when none is set (a process started alone).
+int launcher_rank();
+
 // The MPI library's version (the first line of MPI_Get_library_version, e.g. "Open MPI v4.1.4, ...").
 std::string mpi_library_version();
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -43,6 +44,17 @@ NodeRanks node_ranks() {
 }
 
 }  // namespace
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank <= INT32_MAX) return static_cast<int>(rank);
+  }
+  return 0;
+}
 
 int local_rank() { return node_ranks().rank; }
 int local_size() { return node_ranks().size; }

@@ -7,6 +7,8 @@
 #   model_names            train and plan (the commands that take a model name) take the same names, each
 #                          listed in both --help texts and accepted by both
 #   exit_codes_documented  docs/cli.md's exit code table lists every code tools/axonn returns
+#   help_without_mpi       --help, --version and flag errors are answered before MPI starts: they work where
+#                          MPI's start-up fails, and under a launcher only rank 0 prints them
 # Usage: cli_conventions.sh CASE AXONN_BIN SOURCE_DIR
 case_name=$1 axonn=$2 src=$3
 mpiexec=mpiexec
@@ -37,7 +39,8 @@ each_help() {
   local cmd
   while read -r cmd; do
     # shellcheck disable=SC2086
-    "$axonn" $cmd --help >"$tmp/help/${cmd// /_}.txt" 2>&1 || fail "axonn $cmd --help failed"
+    "$axonn" $cmd --help >"$tmp/help/${cmd// /_}.txt" 2>&1 ||
+      { cp "$tmp/help/${cmd// /_}.txt" "$tmp/out"; fail "axonn $cmd --help failed"; }
   done < <(all_commands)
   [ "$(ls "$tmp/help" | wc -l)" -ge 15 ] || fail "found only $(ls "$tmp/help" | wc -l) subcommands"
 }
@@ -95,6 +98,23 @@ case $case_name in
       grep -qF "| \`$code\` |" "$tmp/section" || { cp "$tmp/section" "$tmp/out"; fail "exit code $code is not in $doc's table"; }
     done
     echo "ok: exit codes $(echo $codes | tr '\n' ' ')documented" ;;
+  help_without_mpi)
+    # A PML that does not exist makes every MPI start-up fail (MPI_Init aborts), as a broken launcher
+    # environment or a failed singleton start would.
+    export OMPI_MCA_pml=no_such_pml
+    run "$axonn" --help
+    grep -q "^Subcommands:" "$tmp/out" || fail "axonn --help lists no subcommands"
+    run "$axonn" --version
+    grep -q "^axonn " "$tmp/out" || fail "axonn --version does not print the version"
+    run "$axonn" tokenizer decode --help
+    grep -q "^Example:" "$tmp/out" || fail "axonn tokenizer decode --help has no example"
+    expect_error "not expected: 3 --frobnicate" "$axonn" train --frobnicate 3
+    # a command that runs does start MPI, so this environment does break it (the case tests something)
+    expect_error "MPI_INIT|MPI_Init" "$axonn" plan --model gpt2 --gpus 1 --batch-size 8 --seq-len 64 --machine perlmutter
+    unset OMPI_MCA_pml
+    # every rank parses alike; the launcher's rank 0 alone prints the error
+    expect_once 2 "not expected: 3 --frobnicate" train --frobnicate 3
+    echo "ok: help, version and flag errors without MPI" ;;
   *)
     echo "unknown case $case_name"
     exit 2 ;;
