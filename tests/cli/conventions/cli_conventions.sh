@@ -110,7 +110,8 @@ case $case_name in
     grep -q "^Example:" "$tmp/out" || fail "axonn tokenizer decode --help has no example"
     expect_error "not expected: 3 --frobnicate" "$axonn" train --frobnicate 3
     # a command that runs does start MPI, so this environment does break it (the case tests something)
-    expect_error "MPI_INIT|MPI_Init" "$axonn" plan --model gpt2 --gpus 1 --batch-size 8 --seq-len 64 --machine perlmutter
+    expect_error "MPI_INIT|MPI_Init" "$axonn" plan --model gpt2 --gpus 1 --batch-size 8 --seq-len 64 \
+      --machine perlmutter
     unset OMPI_MCA_pml
     # every rank parses alike; the launcher's rank 0 alone prints the error
     expect_once 2 "not expected: 3 --frobnicate" train --frobnicate 3

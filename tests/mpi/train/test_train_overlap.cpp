@@ -269,8 +269,9 @@ TEST(TrainOverlap, BadCombinationsAreRefused) {
   EXPECT_THROW(train::summarize_trace(R"([{"ph": "M", "pid": 0, "name": 7}])"), InvalidArgument);
   // a pid no int can hold, or not a whole number (fuzz_trace_summary's finding: converting 6.7e86 to int was
   // undefined behaviour), is refused
-  EXPECT_THROW(train::summarize_trace(R"([{"ph": "X", "pid": 6666666626699919999999999999999999999, "ts": 1, "dur": 1}])"),
-               InvalidArgument);
+  EXPECT_THROW(
+      train::summarize_trace(R"([{"ph": "X", "pid": 6666666626699919999999999999999999999, "ts": 1, "dur": 1}])"),
+      InvalidArgument);
   EXPECT_THROW(train::summarize_trace(R"([{"ph": "X", "pid": 4294967296, "ts": 1, "dur": 1}])"), InvalidArgument);
   EXPECT_THROW(train::summarize_trace(R"([{"ph": "X", "pid": 1.5, "ts": 1, "dur": 1}])"), InvalidArgument);
   EXPECT_THROW(train::summarize_trace_file("/nonexistent.json"), IoError);
