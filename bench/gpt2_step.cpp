@@ -26,7 +26,9 @@
 // accumulation) of each rank's device. The step is `axonn train`'s (train::train_step), its time the
 // slowest rank's (bench/step_bench.hpp).
 // With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
-// timed) and rank 0's choices are printed under each shape's line.
+// timed) and rank 0's choices are printed under each shape's line. --profile 1 prints rank 0's time per
+// kernel and layer; on the GPU every region then waits for the device at both ends (device times, and a
+// slower step: the waits remove the overlap of launches and kernels).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include "axonn/bench/step_bench.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
+#include "axonn/core/memory.hpp"
 #include "axonn/core/profiler.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
@@ -193,6 +196,9 @@ int main(int argc, char** argv) {
       optim::AdamW opt(gpt.params(), {}, {}, ops);
       const bench::BenchTokens tokens = bench::bench_tokens(cfg, grid, B_local, T);
       Profiler prof;
+      // --profile 1 on the GPU: every region waits for the device at its ends, so that the table holds device
+      // time (and the step's ms/step the waits as well)
+      if (profile && gpu) prof.set_synchronize(memory_for(Device::kCuda).synchronize);
       gpt.set_profiler(&prof);
       // the step `axonn train` runs (train::train_step), lr 1e-4, gradients clipped to norm 1
       const train::StepOptions step{.lr = 1e-4f, .grad_clip = 1.0f, .profiler = &prof, .agreement = world.get()};

@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "axonn/train/trainer.hpp"
+#include "data_dirs.hpp"  // beside this header: found whichever include path brought this one
 
 namespace axonn::test {
 
 // A losses.txt of "step loss" lines (# comments), steps 0, 1, 2, ... in order.
 inline std::vector<double> read_losses(const std::string& path) {
   std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << "cannot read " << path << " (set AXONN_REFERENCE_DIR at configure time)";
+  EXPECT_TRUE(f.good()) << "cannot read " << path << " (the data folder is set by AXONN_REFERENCE_DIR at configure time or in the environment)";
   std::vector<double> v;
   std::string line;
   while (std::getline(f, line)) {
@@ -53,8 +54,8 @@ constexpr double kBf16LossBound = 0.04;
 // constant lr, B=4, T=32, 30 steps; quiet, and a given peak so that no sgemm is measured.
 inline train::TrainConfig reference_config() {
   train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.init = test::reference_file("gpt2-tiny/model.bin");
+  c.data = test::reference_file("gpt2-tiny/tokens.bin");
   c.batch_size = 4;
   c.seq_len = 32;
   c.steps = 30;
@@ -74,8 +75,8 @@ inline train::TrainConfig reference_config() {
 // no clipping; quiet, with a given peak.
 inline train::TrainConfig llama_oracle_config() {
   train::TrainConfig c;
-  c.init = AXONN_GOLDEN_DIR "/llama-gqa";
-  c.data = AXONN_GOLDEN_DIR "/llama-gqa/tokens.bin";
+  c.init = test::golden_file("llama-gqa");
+  c.data = test::golden_file("llama-gqa/tokens.bin");
   c.batch_size = 3;
   c.seq_len = 13;
   c.steps = 20;

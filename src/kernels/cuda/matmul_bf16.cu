@@ -2,12 +2,14 @@
 // (CUBLAS_COMPUTE_32F); activations out in bf16, weight gradients out in fp32 accumulated with beta = 1.
 //
 // Row-major by the transposition trick, as matmul.cu (spec axonn.md §6); D = C in place where accumulating:
-//   out = inp W^T + b  <=> out^T = W inp^T     Lt(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  bf16, bias
+//   out = inp W^T + b  <=> out^T = W inp^T + b Lt(T, N, m=OC, n=N,  k=C,  A=W,   lda=C, B=inp,  ldb=C)  bf16, beta 1
 //   dinp += dout W     <=> dinp^T += W dout^T  Lt(N, N, m=C,  n=N,  k=OC, A=W,   lda=C, B=dout, ldb=OC) bf16, beta 1
 //   dW += dout^T inp   <=> dW^T += inp^T dout  Lt(N, T, m=C,  n=OC, k=N,  A=inp, lda=C, B=dout, ldb=OC) fp32, beta 1
 // For the bf16 outputs cuBLASLt forms alpha*AB + beta*C in fp32 and rounds once (the op list's rule). The
-// bias is fused with CUBLASLT_EPILOGUE_BIAS (bf16 bias, as the output type); a bias that is not 16-byte
-// aligned is first copied into aligned scratch (the alignment preferences do not cover it). dbias (fp32) is a
+// bias is broadcast into the output first and added as C with beta = 1, so it too is added in fp32 before the
+// one rounding. Not CUBLASLT_EPILOGUE_BIAS: on an H200 (cuBLAS 13.1) some of its kernels round A B to bf16
+// before adding the bias, a second rounding (up to 4 bf16 ulps of the output seen at K = 24 and 320, where
+// A B and the bias nearly cancel; test_cuda_bf16's MatmulThroughCublasLt). dbias (fp32) is a
 // column-sum kernel. The algorithm for each (shape, layout, types, alignment) is asked of cuBLASLt's heuristic
 // once and cached per thread; where it has none (unaligned or mixed-alignment buffers), cublasGemmEx with the
 // same types does the product.
@@ -24,7 +26,7 @@ using detail::kWarp;
 using detail::widen;
 using kernels::cuda::detail::column_sums_accumulate;
 
-// out[n, o] = bias[o] (the empty sum C = 0, which cuBLASLt does not take).
+// out[n, o] = bias[o], or 0 without a bias: the C that the product is added to.
 __global__ void fill_bias_kernel(uint16_t* out, const uint16_t* bias, int64_t N, int OC) {
   for (int64_t i = detail::global_index(); i < N * OC; i += detail::global_stride())
     out[i] = bias ? bias[i % OC] : uint16_t{0};
@@ -63,25 +65,14 @@ struct Gemm {
   cudaDataType_t dtype;
   int ldd;
   float beta;
-  const void* bias;  // bf16 [m], 16-byte aligned, or null
 };
 
 // The fallback when cuBLASLt offers no algorithm (unaligned or mixed-alignment buffers): cublasGemmEx with
-// the same types (bf16 A and B, fp32 compute, bf16 or fp32 output). A bias is first broadcast into D and
-// then added with beta = 1, so the bf16 output is still rounded once.
+// the same types (bf16 A and B, fp32 compute, bf16 or fp32 output).
 void gemm_ex(const Gemm& g) {
-  float beta = g.beta;
-  if (g.bias != nullptr) {
-    AXONN_CHECK(g.ldd == g.m && g.beta == 0.0f, "cuda bf16 matmul: a bias needs a packed output and beta = 0");
-    const int64_t rows = g.n;
-    fill_bias_kernel<<<detail::grid_for(rows * g.m, 256), 256, 0, detail::stream()>>>(
-        static_cast<uint16_t*>(g.D), static_cast<const uint16_t*>(g.bias), rows, g.m);
-    AXONN_CUDA_CHECK_LAUNCH();
-    beta = 1.0f;
-  }
   const float alpha = 1.0f;
   AXONN_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::detail::cublas(), g.ta, g.tb, g.m, g.n, g.k, &alpha, g.A, CUDA_R_16BF,
-                                  g.lda, g.B, CUDA_R_16BF, g.ldb, &beta, g.D, g.dtype, g.ldd, CUBLAS_COMPUTE_32F,
+                                  g.lda, g.B, CUDA_R_16BF, g.ldb, &g.beta, g.D, g.dtype, g.ldd, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
 }
 
@@ -91,22 +82,12 @@ struct Choice {
   cublasLtMatmulAlgo_t algo;
 };
 
-// D = op(A) op(B) (+ bias) + beta * D, column-major, on the backend's stream.
+// D = op(A) op(B) + beta * D, column-major, on the backend's stream.
 void lt_matmul(const Gemm& g) {
   Descriptors s;
   AXONN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   AXONN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &g.ta, sizeof(g.ta)));
   AXONN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &g.tb, sizeof(g.tb)));
-  if (g.bias != nullptr) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    const int32_t bias_type = CUDA_R_16BF;
-    AXONN_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    AXONN_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
-    AXONN_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-  }
   // Stored (column-major) shapes: op(A) is m x k, op(B) is k x n.
   const bool at = g.ta != CUBLAS_OP_N, bt = g.tb != CUBLAS_OP_N;
   AXONN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.a, CUDA_R_16BF, at ? g.k : g.m, at ? g.m : g.k, g.lda));
@@ -120,9 +101,8 @@ void lt_matmul(const Gemm& g) {
     return d;
   }();
   // Everything the heuristic sees (alpha and beta are not among it).
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, bool, uint32_t, uint32_t, uint32_t>;
-  const Key key{device, g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.dtype, g.bias != nullptr,
-                align_a, align_b, align_d};
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t>;
+  const Key key{device, g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.dtype, align_a, align_b, align_d};
   thread_local std::map<Key, Choice> cache;
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -160,19 +140,12 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
   // out [N,OC], inp [N,C], weight [OC,C], bias [OC] or null
   const int n = kernels::cuda::detail::to_blas_int(N, "rows N");
   if (N == 0 || OC == 0) return;
-  if (C == 0) {  // an empty sum: out = bias (or 0)
+  if (bias != nullptr || C == 0) {  // out = bias (or 0: the empty sum C = 0, which cuBLASLt does not take)
     fill_bias_kernel<<<detail::grid_for(N * OC, 256), 256, 0, detail::stream()>>>(out, bias, N, OC);
     AXONN_CUDA_CHECK_LAUNCH();
-    return;
   }
-  const void* b = bias;
-  if (bias != nullptr && !detail::aligned(bias, 16)) {  // the epilogue wants an aligned bias vector
-    void* staged = detail::scratch(static_cast<size_t>(OC) * sizeof(bf16));
-    AXONN_CUDA_CHECK(cudaMemcpyAsync(staged, bias, static_cast<size_t>(OC) * sizeof(bf16), cudaMemcpyDeviceToDevice,
-                                     detail::stream()));
-    b = staged;
-  }
-  lt_matmul({CUBLAS_OP_T, CUBLAS_OP_N, OC, n, C, weight, C, inp, C, out, CUDA_R_16BF, OC, 0.0f, b});
+  if (C == 0) return;
+  lt_matmul({CUBLAS_OP_T, CUBLAS_OP_N, OC, n, C, weight, C, inp, C, out, CUDA_R_16BF, OC, bias ? 1.0f : 0.0f});
 }
 
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
@@ -182,9 +155,9 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
   const int n = kernels::cuda::detail::to_blas_int(N, "rows N");
   if (N == 0) return;
   if (dinp != nullptr && C > 0 && OC > 0)
-    lt_matmul({CUBLAS_OP_N, CUBLAS_OP_N, C, n, OC, weight, C, dout, OC, dinp, CUDA_R_16BF, C, 1.0f, nullptr});
+    lt_matmul({CUBLAS_OP_N, CUBLAS_OP_N, C, n, OC, weight, C, dout, OC, dinp, CUDA_R_16BF, C, 1.0f});
   if (dweight != nullptr && C > 0 && OC > 0)
-    lt_matmul({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, n, inp, C, dout, OC, dweight, CUDA_R_32F, C, 1.0f, nullptr});
+    lt_matmul({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, n, inp, C, dout, OC, dweight, CUDA_R_32F, C, 1.0f});
   if (dbias != nullptr) column_sums_accumulate(dbias, dout, N, OC);
 }
 

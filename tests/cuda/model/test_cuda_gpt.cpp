@@ -19,6 +19,7 @@
 #include "axonn/train/compute.hpp"
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
+#include "common/data_dirs.hpp"
 #include "common/reference_run.hpp"
 #include "common/tensor_expect.hpp"
 #include "common/test_models.hpp"
@@ -47,13 +48,14 @@ class GpuReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
   AXONN_REQUIRE_GPU();
-  const std::vector<double> expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  const std::vector<double> expected = test::read_losses(test::reference_file("gpt2-tiny/losses.txt"));
   ASSERT_EQ(expected.size(), 30u);
   const std::vector<train::StepMetrics> got = train::train(reference_config(GetParam()), comm::world());
   ASSERT_EQ(got.size(), expected.size());
   double worst = 0;
   for (size_t i = 0; i < got.size(); i++) {
-    EXPECT_NEAR(got[i].loss, expected[i], 1e-3) << "step " << i;
+    // the CPU's bound (2e-5); measured on an H200 (2026-12-04): 2.4e-6, NCCL and MPI alike
+    EXPECT_NEAR(got[i].loss, expected[i], test::kLlmcLossBound) << "step " << i;
     worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
   }
   std::printf("GPU fp32, comm %s: max |loss - llm.c| over 30 steps = %.3g\n",
@@ -65,7 +67,7 @@ TEST_P(GpuReferenceTrajectory, Fp32ReproducesLlmcLosses) {
 // is held to (tests/common/reference_run.hpp), and visibly not the fp32 run.
 TEST_P(GpuReferenceTrajectory, Bf16StaysCloseToLlmcLosses) {
   AXONN_REQUIRE_GPU();
-  const std::vector<double> expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  const std::vector<double> expected = test::read_losses(test::reference_file("gpt2-tiny/losses.txt"));
   ASSERT_EQ(expected.size(), 30u);
   train::TrainConfig c = reference_config(GetParam());
   c.dtype = "bf16";
@@ -96,10 +98,10 @@ TEST(GpuOneStep, EqualsCpu) {
   auto world = comm::world();
   std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");  // the 1x1x1x1 grid
   const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
-  const std::string model_path = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  const std::string model_path = test::reference_file("gpt2-tiny/model.bin");
   const model::GptConfig cfg = checkpoint::read_llmc_config(model_path);
   const int B = 4, T = 32;
-  data::TokenShard shard(AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin", cfg.vocab_size);
+  data::TokenShard shard(test::reference_file("gpt2-tiny/tokens.bin"), cfg.vocab_size);
   data::BatchLoader loader(shard, B, T);
   std::vector<int> in(static_cast<size_t>(B) * T), tg(in.size());
   loader.next(in.data(), tg.data());
@@ -177,7 +179,7 @@ TEST(GpuOneStep, EqualsCpu) {
 // directory: fp32 within 1e-4 of the oracle at every step (as on the CPU), bf16 within the bf16 bound.
 TEST(GpuLlama, OracleTrajectoryInFp32AndBf16) {
   AXONN_REQUIRE_GPU();
-  const std::vector<double> expected = test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt");
+  const std::vector<double> expected = test::read_losses(test::golden_file("llama-gqa/losses.txt"));
   ASSERT_EQ(expected.size(), 20u);
   for (const char* dtype : {"fp32", "bf16"}) {
     train::TrainConfig c = test::llama_oracle_config();
@@ -189,7 +191,8 @@ TEST(GpuLlama, OracleTrajectoryInFp32AndBf16) {
     ASSERT_EQ(got.size(), expected.size());
     double worst = 0;
     for (size_t i = 0; i < got.size(); i++) {
-      EXPECT_NEAR(got[i].loss, expected[i], bf16 ? test::kBf16LossBound : 1e-4) << dtype << " step " << i;
+      EXPECT_NEAR(got[i].loss, expected[i], bf16 ? test::kBf16LossBound : test::kLlamaOracleLossBound)
+          << dtype << " step " << i;
       worst = std::max(worst, std::fabs(got[i].loss - expected[i]));
     }
     if (bf16) {
@@ -207,7 +210,10 @@ TEST(GpuLlama, OneStepEqualsCpu) {
   auto world = comm::world();
   std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");
   const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
-  const model::GptConfig cfg = test::tiny_llama_tied_scaled();
+  // tied embeddings, grouped queries and scaled RoPE, at 64 channels: head size 8, the least the bf16 flash
+  // attention takes (the CPU tests' 32 channels give head size 4)
+  model::GptConfig cfg = test::tiny_llama_tied_scaled();
+  cfg.channels = 64;
   const int B = 4, T = 9;
   const std::vector<int> in = test::randint(B * T, cfg.vocab_size, 1);
   const std::vector<int> tg = test::randint(B * T, cfg.vocab_size, 2);

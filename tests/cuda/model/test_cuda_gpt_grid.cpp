@@ -1,5 +1,6 @@
-// 4D training with several ranks on the GPU equals one rank: every grid of the job's ranks (under
-// mpiexec -n 2: X, Y, Z and data of 2) reproduces the losses of the same run on one rank. Several
+// 4D training with several ranks on the GPU equals one rank: every grid of the job's ranks that gpt2-tiny
+// admits (under mpiexec -n 2: X, Y, Z and data of 2; under -n 4 the 2D and 3D grids as well, e.g. 2,2,1,1
+// and 2,1,2,1) reproduces the losses of the same run on one rank. Several
 // ranks may share one GPU through the MPI-staged communicator (--comm mpi-staged); NCCL is tried too
 // where every rank has a GPU of its own. Skipped (on every rank alike) when there is no GPU.
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
+#include "common/grid_shapes.hpp"
 #include "common/reference_run.hpp"
 
 using namespace axonn;
@@ -29,7 +31,7 @@ train::TrainConfig config(const std::string& comm, const std::string& grid, cons
   c.overlap = "all";
   return c;
 }
-// Trains on one rank alone, then on each 2-rank grid (X, Y, Z, data), and compares the losses (within
+// Trains on one rank alone, then on each grid of the job's ranks, and compares the losses (within
 // loss_tol, absolute) and gradient norms (norm_rel, relative) of every step.
 void expect_grids_match_one_rank(const std::string& comm, const std::string& dtype, double loss_tol,
                                  double norm_rel) {
@@ -45,10 +47,8 @@ void expect_grids_match_one_rank(const std::string& comm, const std::string& dty
   // one rank alone first (every rank runs it on its own), then each grid over all ranks
   std::shared_ptr<comm::Communicator> alone = world->split(world->rank(), 0, "alone");
   const std::vector<train::StepMetrics> ref = train::train(config(comm, "", dtype), alone);
-  const int n = world->size();
-  const std::vector<std::string> grids = {std::to_string(n) + ",1,1,1", "1," + std::to_string(n) + ",1,1",
-                                          "1,1," + std::to_string(n) + ",1", "1,1,1," + std::to_string(n)};
-  for (const std::string& g : grids) {
+  for (const parallel::GridShape& shape : test::tiny_gpt2_grids(world->size())) {
+    const std::string g = test::grid_text(shape);
     const std::vector<train::StepMetrics> got = train::train(config(comm, g, dtype), world);
     EXPECT_EQ(got.size(), ref.size());
     double worst = 0;

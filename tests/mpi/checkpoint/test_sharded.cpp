@@ -32,6 +32,7 @@
 #include "axonn/model/shard_map.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/data_dirs.hpp"
 #include "common/shared_tmp_dir.hpp"
 
 namespace axonn {
@@ -402,8 +403,8 @@ TEST(ShardedCheckpoint, RefusesBadCheckpointsOnEveryRankBeforeChangingState) {
 // The reference GPT-2, or the oracle's Llama of tests/golden (from its Hugging Face directory).
 train::TrainConfig resume_config(bool llama = false) {
   train::TrainConfig c;
-  c.init = llama ? AXONN_GOLDEN_DIR "/llama-gqa" : AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = llama ? AXONN_GOLDEN_DIR "/llama-gqa/tokens.bin" : AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.init = llama ? test::golden_file("llama-gqa") : test::reference_file("gpt2-tiny/model.bin");
+  c.data = llama ? test::golden_file("llama-gqa/tokens.bin") : test::reference_file("gpt2-tiny/tokens.bin");
   c.batch_size = 4;
   c.seq_len = 32;
   c.steps = 8;

@@ -32,6 +32,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/data_dirs.hpp"
 #include "common/reference_run.hpp"
 
 namespace axonn {
@@ -135,7 +136,7 @@ TEST(Gpt2Bitwise, LossesAndNormsEqualTheRecordedCommit) {
   ASSERT_EQ(world->size(), 4) << "the fixture's grids have 4 ranks";
   std::shared_ptr<comm::Communicator> self(world->split(world->rank(), 0, "self"));
   const char* record = std::getenv("AXONN_BITWISE_RECORD");
-  const Recorded fixture = record ? Recorded{} : read_fixture(AXONN_GOLDEN_DIR "/gpt2-bitwise/trajectories.txt");
+  const Recorded fixture = record ? Recorded{} : read_fixture(test::golden_file("gpt2-bitwise/trajectories.txt"));
   const std::string machine = machine_fingerprint();
   std::ostringstream any, mine;  // what record writes: the "any" section and this machine's
   any << "# machine: " << kAnyMachine << "\n";

@@ -14,6 +14,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/data_dirs.hpp"
 #include "common/grid_shapes.hpp"
 #include "common/reference_run.hpp"
 
@@ -92,12 +93,12 @@ train::TrainConfig quiet(train::TrainConfig c) {
 TEST(TrainOnGrid, ReferenceGpt2OnEveryGrid) {
   if (comm::world()->size() % 3 == 0) GTEST_SKIP() << "gpt2-tiny's 4 heads and 64 channels admit no grid of 3";
   train::TrainConfig c;
-  c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
-  c.data = AXONN_REFERENCE_DIR "/gpt2-tiny/tokens.bin";
+  c.init = test::reference_file("gpt2-tiny/model.bin");
+  c.data = test::reference_file("gpt2-tiny/tokens.bin");
   c.seq_len = 32;
   c.steps = 30;
   c.lr = 3e-3f;
-  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt"),
+  int ran = run_every_grid({quiet(c), test::read_losses(test::reference_file("gpt2-tiny/losses.txt")),
                             test::kLlmcLossBound, 4, 4, 64});
   EXPECT_GT(ran, 0);
 }
@@ -106,7 +107,7 @@ TEST(TrainOnGrid, ReferenceGpt2OnEveryGrid) {
 // its Hugging Face directory, on every grid the shape admits (C=48, 6 heads, 2 KV heads: Gy <= 2).
 TEST(TrainOnGrid, LlamaOracleOnEveryGrid) {
   train::TrainConfig c = test::llama_oracle_config();
-  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt"),
+  int ran = run_every_grid({quiet(c), test::read_losses(test::golden_file("llama-gqa/losses.txt")),
                             test::kLlamaOracleLossBound, 3, 6, 48, 2});
   EXPECT_GT(ran, 0);
 }
@@ -114,12 +115,12 @@ TEST(TrainOnGrid, LlamaOracleOnEveryGrid) {
 TEST(TrainOnGrid, OddShapesOnGridsOfThree) {
   if (comm::world()->size() % 3 != 0) GTEST_SKIP() << "for worlds of 3 and 6 ranks";
   train::TrainConfig c;
-  c.init = AXONN_GOLDEN_DIR "/odd-shapes/model.bin";
-  c.data = AXONN_GOLDEN_DIR "/odd-shapes/tokens.bin";
+  c.init = test::golden_file("odd-shapes/model.bin");
+  c.data = test::golden_file("odd-shapes/tokens.bin");
   c.seq_len = 13;
   c.steps = 20;
   c.lr = 3e-3f;
-  int ran = run_every_grid({quiet(c), test::read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"),
+  int ran = run_every_grid({quiet(c), test::read_losses(test::golden_file("odd-shapes/losses.txt")),
                             test::kPyTorchLossBound, 3, 3, 48});
   EXPECT_GT(ran, 0);
 }

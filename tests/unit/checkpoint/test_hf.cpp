@@ -11,6 +11,7 @@
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
+#include "data_dirs.hpp"
 #include "llmc_files.hpp"
 #include "tensor_expect.hpp"
 
@@ -194,7 +195,7 @@ TEST(HfGpt2, LlmcFilesRoundTripThroughHfByteForByte) {
 
 TEST(HfGpt2, TheSharedReferenceRoundTrips) {
   test::TempDir d;
-  const std::string ref = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+  const std::string ref = test::reference_file("gpt2-tiny/model.bin");
   model::GptConfig c = ck::read_llmc_config(ref);
   Arena p = make_params(c), q = make_params(c);
   ck::load_llmc_params(ref, c, p);

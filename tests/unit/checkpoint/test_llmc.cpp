@@ -6,6 +6,7 @@
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
+#include "data_dirs.hpp"
 #include "llmc_files.hpp"
 #include "tensor_expect.hpp"
 
@@ -66,7 +67,7 @@ TEST(LlmcCheckpoint, RoundTripsFp32AndBf16) {
 }
 
 TEST(LlmcCheckpoint, ReadsTheSharedReference) {
-  model::GptConfig c = checkpoint::read_llmc_config(AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin");
+  model::GptConfig c = checkpoint::read_llmc_config(test::reference_file("gpt2-tiny/model.bin"));
   EXPECT_EQ(c.num_layers, 2);
   EXPECT_EQ(c.num_heads, 4);
   EXPECT_EQ(c.channels, 64);

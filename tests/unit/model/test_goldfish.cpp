@@ -13,6 +13,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/model/goldfish.hpp"
+#include "common/data_dirs.hpp"
 
 namespace m = axonn::model;
 
@@ -41,7 +42,7 @@ std::vector<int> ints(const std::string& text) {
   return v;
 }
 
-const std::string kGolden = AXONN_GOLDEN_DIR "/goldfish";
+const std::string kGolden = ::axonn::test::golden_file("goldfish");
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/train/trainer.hpp"
+#include "common/data_dirs.hpp"
 #include "common/reference_run.hpp"
 
 using namespace axonn;
@@ -41,8 +42,8 @@ double max_loss_diff(const train::TrainConfig& c, const std::vector<double>& exp
 // A run of tests/golden: the model `init` and the tokens of `dir`, quiet.
 train::TrainConfig golden_config(const std::string& init, const std::string& dir, int B, int T, int steps, float lr) {
   train::TrainConfig c;
-  c.init = AXONN_GOLDEN_DIR "/" + init;
-  c.data = AXONN_GOLDEN_DIR "/" + dir + "/tokens.bin";
+  c.init = test::golden_file(init);
+  c.data = test::golden_file(dir + "/tokens.bin");
   c.batch_size = B;
   c.seq_len = T;
   c.steps = steps;
@@ -71,7 +72,7 @@ train::TrainConfig reference_config(const std::string& kernels) {
 class ReferenceTrajectory : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceTrajectory, ReproducesLlmcLosses) {
-  auto expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  auto expected = test::read_losses(test::reference_file("gpt2-tiny/losses.txt"));
   ASSERT_EQ(expected.size(), 30u);
   double worst = max_loss_diff(reference_config(GetParam()), expected, test::kLlmcLossBound);
   RecordProperty("max_abs_diff", std::to_string(worst));
@@ -83,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTrajectory, ::testing::Values("cpu", 
 // bf16 mixed precision stays within the stated bound of llm.c's fp32 trajectory, and it is not the fp32
 // run: bf16 rounding must show in the losses.
 TEST_P(ReferenceTrajectory, Bf16StaysCloseToLlmcLosses) {
-  auto expected = test::read_losses(AXONN_REFERENCE_DIR "/gpt2-tiny/losses.txt");
+  auto expected = test::read_losses(test::reference_file("gpt2-tiny/losses.txt"));
   train::TrainConfig c = reference_config(GetParam());
   c.dtype = "bf16";
   double worst = max_loss_diff(c, expected, test::kBf16LossBound);
@@ -98,7 +99,7 @@ TEST(GoldenTrajectory, OddShapesMatchPyTorch) {
   train::TrainConfig c = golden_config("odd-shapes/model.bin", "odd-shapes", 3, 13, 20, 3e-3f);
   c.lr_schedule = "constant";
   c.grad_clip = 0;
-  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/odd-shapes/losses.txt"), test::kPyTorchLossBound);
+  double worst = max_loss_diff(c, test::read_losses(test::golden_file("odd-shapes/losses.txt")), test::kPyTorchLossBound);
   std::printf("odd shapes: max |loss - pytorch| = %.3g\n", worst);
 }
 
@@ -106,7 +107,7 @@ TEST(GoldenTrajectory, WeightDecayClippingCosineWarmupMatchPyTorch) {
   // L=3 NH=5 C=40 V=203 (padded 256) maxT=24; B=5 T=11; decay on matrices only
   train::TrainConfig c = golden_config("decay-clip-cosine/model.bin", "decay-clip-cosine", 5, 11, 15, 2e-3f);
   decay_clip_cosine(c);
-  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/decay-clip-cosine/losses.txt"),
+  double worst = max_loss_diff(c, test::read_losses(test::golden_file("decay-clip-cosine/losses.txt")),
                                test::kPyTorchLossBound);
   std::printf("decay+clip+cosine: max |loss - pytorch| = %.3g\n", worst);
 }
@@ -120,7 +121,7 @@ TEST_P(LlamaGolden, GroupedQueryAttentionUntiedMatchesPyTorch) {
   // L=2 C=48 NH=6 KV=2 FFN=136 V=397 (padded 512) theta 1e4, untied; B=3 T=13, constant lr
   train::TrainConfig c = test::llama_oracle_config();
   c.kernels = GetParam();
-  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/llama-gqa/losses.txt"), test::kLlamaOracleLossBound);
+  double worst = max_loss_diff(c, test::read_losses(test::golden_file("llama-gqa/losses.txt")), test::kLlamaOracleLossBound);
   std::printf("llama gqa (%s kernels): max |loss - pytorch| = %.3g\n", GetParam().c_str(), worst);
 }
 
@@ -130,7 +131,7 @@ TEST_P(LlamaGolden, TiedLlama3RopeScalingDecayClipCosineMatchesPyTorch) {
   train::TrainConfig c = golden_config("llama-tied-scaled", "llama-tied-scaled", 5, 11, 20, 2e-3f);
   c.kernels = GetParam();
   decay_clip_cosine(c);
-  double worst = max_loss_diff(c, test::read_losses(AXONN_GOLDEN_DIR "/llama-tied-scaled/losses.txt"),
+  double worst = max_loss_diff(c, test::read_losses(test::golden_file("llama-tied-scaled/losses.txt")),
                                test::kLlamaOracleLossBound);
   std::printf("llama tied + rope scaling (%s kernels): max |loss - pytorch| = %.3g\n", GetParam().c_str(), worst);
 }
@@ -143,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, LlamaGolden, ::testing::Values("cpu", "ref"));
 // loading the export, gives the oracle's logits.
 TEST(LlamaExport, IsReproducibleAndTheOracleReadsItAsAxonnDoes) {
   namespace fs = std::filesystem;
-  const std::string golden = AXONN_GOLDEN_DIR "/llama-gqa", exported = AXONN_GOLDEN_DIR "/llama-export";
+  const std::string golden = test::golden_file("llama-gqa"), exported = test::golden_file("llama-export");
   checkpoint::HfCheckpoint source(golden);
   const model::GptConfig cfg = source.config();
   const model::ModelSpec spec = model::model_spec(cfg);
@@ -240,7 +241,7 @@ TEST(Train, RejectsBadConfiguration) {
   bad([](auto& c) { c.model = "gpt9"; });
   bad([](auto& c) { c.channels = 66; });  // not divisible by 4 heads
   bad([](auto& c) {
-    c.init = AXONN_REFERENCE_DIR "/gpt2-tiny/model.bin";
+    c.init = test::reference_file("gpt2-tiny/model.bin");
     c.layers = 3;
   });
 }
