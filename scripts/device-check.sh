@@ -54,11 +54,15 @@ if [ -f "$kit_arg" ]; then
   fi
   kit_root=$(mktemp -d "${TMPDIR:-/tmp}/axonn-kit.XXXXXX")
   trap 'rm -rf "$kit_root"' EXIT
-  if command -v xz >/dev/null 2>&1; then
-    tar -C "$kit_root" -xJf "$kit_arg"
-  else  # no xz on the node (a minimal image): Python's tarfile reads it
+  # xz: the node's, else the one device-kit.sh put beside the archive (a minimal image has none), else
+  # Python's tarfile
+  unxz=$(command -v xz || true)
+  [ -z "$unxz" ] && "$(dirname "$kit_arg")/xz" --version >/dev/null 2>&1 && unxz=$(dirname "$kit_arg")/xz
+  if [ -n "$unxz" ]; then
+    tar -C "$kit_root" --use-compress-program="$unxz" -xf "$kit_arg"
+  else
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$kit_arg" "$kit_root"
-  fi || { echo "device-check: cannot unpack $kit_arg" >&2; exit 1; }
+  fi || { echo "device-check: cannot unpack $kit_arg (no xz, no python3?)" >&2; exit 1; }
   kit=$kit_root/axonn-gpu-kit
 else
   kit=$(cd "$kit_arg" && pwd)

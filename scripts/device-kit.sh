@@ -24,7 +24,8 @@
 #                    host has; a build tuned to this CPU would stop with an illegal instruction on another)
 #   --arch LIST      CUDA architectures (default "80;90": A100, H100/H200; 90 alone builds in half the time)
 #
-# The kit folder holds axonn-gpu-kit.tar.xz (bin/, lib/, mpi/, env.sh, MANIFEST) and its sha256; at most
+# The kit folder holds axonn-gpu-kit.tar.xz (bin/, lib/, mpi/, env.sh, MANIFEST), its sha256, and xz (for
+# nodes without it); at most
 # 48 MiB, so that it travels with a checkout within a 64 MiB transfer. On the node:
 #   bash scripts/device-check.sh --kit DIR/axonn-gpu-kit.tar.xz --logs LOGDIR
 # tests/kit/kit_fresh_root.sh proves, in a fresh minbase Debian root, that the kit needs nothing more.
@@ -218,6 +219,9 @@ rm -rf "$out.new" && mkdir -p "$out.new"
 tar -C "$stage" -cf - axonn-gpu-kit | xz -9 -T1 >"$out.new/axonn-gpu-kit.tar.xz"
 (cd "$out.new" && sha256sum axonn-gpu-kit.tar.xz >axonn-gpu-kit.tar.xz.sha256)
 cp "$kit/MANIFEST" "$out.new/MANIFEST"
+# xz itself (90 KB, needs only glibc and liblzma, which dpkg and systemd bring to every Debian or Ubuntu
+# system), for nodes whose image lacks the command: device-check.sh takes it where there is no other
+cp "$(command -v xz)" "$out.new/xz"
 bytes=$(stat -c %s "$out.new/axonn-gpu-kit.tar.xz")
 raw=$(du -sb "$kit" | cut -f1)
 rm -rf "$out" && mv "$out.new" "$out"

@@ -60,7 +60,10 @@ mount -o remount,bind,ro "$root$cuda"
 ln -s "$cuda" "$root/usr/local/cuda"
 mkdir -p "$root/work"
 git clone --quiet --no-hardlinks "$repo" "$root/work/axonn"
-cp "$kit" "$root/work/axonn-gpu-kit.tar.xz"
+# the kit folder as device-kit.sh wrote it: the archive, its sha256, and xz (minbase has no xz command)
+mkdir -p "$root/work/gpu-kit"
+cp "$kit" "$kit.sha256" "$(dirname "$kit")/xz" "$root/work/gpu-kit/"
+in_root "! command -v xz && ! command -v python3" >/dev/null || { echo "kit-fresh-root: minbase has xz or python3 now: the carried xz is not proved" >&2; exit 1; }
 
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -75,7 +78,7 @@ in_root "! ldconfig -p | grep -qE 'libcuda|libcublas|libnccl|libmpi'" ||
 
 say "scripts/device-check.sh in the root (no GPU, no driver)"
 set +e
-in_root "bash scripts/device-check.sh --kit /work/axonn-gpu-kit.tar.xz --logs /tmp/device-check" | tee "$root/check.txt"
+in_root "bash scripts/device-check.sh --kit /work/gpu-kit/axonn-gpu-kit.tar.xz --logs /tmp/device-check" | tee "$root/check.txt"
 rc=${PIPESTATUS[0]}
 set -e
 table=$(sed -n '/^check  /,$p' "$root/check.txt")
