@@ -63,7 +63,6 @@ git clone --quiet --no-hardlinks "$repo" "$root/work/axonn"
 # the kit folder as device-kit.sh wrote it: the archive, its sha256, and xz (minbase has no xz command)
 mkdir -p "$root/work/gpu-kit"
 cp "$kit" "$kit.sha256" "$(dirname "$kit")/xz" "$root/work/gpu-kit/"
-in_root "! command -v xz && ! command -v python3" >/dev/null || { echo "kit-fresh-root: minbase has xz or python3 now: the carried xz is not proved" >&2; exit 1; }
 
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -73,6 +72,8 @@ in_root() {
 # has those), nor the driver
 packages=$(in_root "dpkg-query -W -f='\${Package}\n'" | grep -E '^(openmpi|libopenmpi|libdnnl|libopenblas|libgomp|libgfortran|libsentencepiece|libtomlplusplus|libpng|libhwloc|libevent|libpmix|libmunge|ocl-icd|nvidia|libcuda|libnccl)' || true)
 [ -z "$packages" ] || { echo "kit-fresh-root: the root already holds: $packages" >&2; exit 1; }
+in_root "! command -v xz && ! command -v python3" >/dev/null ||
+  { echo "kit-fresh-root: the root has xz or python3: the xz carried beside the kit is not proved" >&2; exit 1; }
 in_root "! ldconfig -p | grep -qE 'libcuda|libcublas|libnccl|libmpi'" ||
   { echo "kit-fresh-root: CUDA or MPI libraries are in the root's loader cache" >&2; exit 1; }
 
