@@ -193,6 +193,9 @@ export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_rmaps_base_oversu
 # a process started without mpirun (a test, bench_gpt2_step) is an MPI singleton: isolated, it needs no orted
 # daemon (the kit carries none)
 export OMPI_MCA_ess_singleton_isolated=1
+# the kit's mpirun starts ranks on this node only (it carries no orted for other nodes): the isolated launcher,
+# which needs no ssh or rsh (a node image may have neither); a user's OMPI_MCA_plm wins
+export OMPI_MCA_plm=${OMPI_MCA_plm:-isolated}
 unset d so axonn_kit_path
 EOF
 # ---- check it here, then the manifest and the archive ----------------------------------------------------
