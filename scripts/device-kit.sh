@@ -68,18 +68,20 @@ log "configure $build (Release, CUDA architectures $arch, -march=x86-64-v3)"
 # the compiler only on a new build (naming it again, even the same one, would make CMake start afresh)
 compiler=()
 [ -f "$build/CMakeCache.txt" ] || compiler=(-DCMAKE_CUDA_COMPILER="$nvcc_bin")
+mkdir -p "$build"  # its logs go inside it
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON "${compiler[@]}" \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DAXONN_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
-  -DAXONN_BUILD_TOOLS=ON -DAXONN_BUILD_BENCH=ON -DAXONN_BUILD_TESTS=ON >"$build.configure.log" 2>&1 ||
-  { tail -30 "$build.configure.log"; die "configure failed (log: $build.configure.log)"; }
+  -DAXONN_BUILD_TOOLS=ON -DAXONN_BUILD_BENCH=ON -DAXONN_BUILD_TESTS=ON >"$build/device-kit.configure.log" 2>&1 ||
+  { tail -30 "$build/device-kit.configure.log"; die "configure failed (log: $build/device-kit.configure.log)"; }
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" || die "the kit needs NCCL (AXONN_NCCL=ON): set NCCL_ROOT"
 # what scripts/device-check.sh runs: the GPU tests, the benchmarks, and the tool itself
 binaries="axonn bench_gpt2_step bench_flash_attention test_cuda_kernels test_cuda_bf16 test_cuda_staged
           test_cuda_nccl test_cuda_gpt test_cuda_gpt_grid"
 log "build $(echo $binaries) with $jobs jobs"
 # shellcheck disable=SC2086
-cmake --build "$build" -j "$jobs" --target $binaries >"$build.build.log" 2>&1 ||
-  { grep -E "error|Error" "$build.build.log" | head -30; die "build failed (log: $build.build.log)"; }
+cmake --build "$build" -j "$jobs" --target $binaries >"$build/device-kit.build.log" 2>&1 ||
+  { grep -E "error|Error" "$build/device-kit.build.log" | head -30
+    die "build failed (log: $build/device-kit.build.log)"; }
 
 # ---- the folder ------------------------------------------------------------------------------------------
 stage=$(mktemp -d "${TMPDIR:-/tmp}/axonn-kit.XXXXXX")
