@@ -44,6 +44,8 @@ done
 mkdir -p "$logs" || { echo "device-check: cannot make --logs $logs" >&2; exit 2; }
 logs=$(cd "$logs" && pwd)
 say() { echo "device-check: $*"; }
+kit_root="" work=""
+trap 'rm -rf ${kit_root:+"$kit_root"} ${work:+"$work"}' EXIT  # the unpacked kit and the runs' folder
 elapsed() { echo $(( $(date +%s) - start )); }
 
 # ---- the kit ---------------------------------------------------------------------------------------------
@@ -53,7 +55,6 @@ if [ -f "$kit_arg" ]; then
       { echo "device-check: $kit_arg does not match its sha256: copy the kit again" >&2; exit 1; }
   fi
   kit_root=$(mktemp -d "${TMPDIR:-/tmp}/axonn-kit.XXXXXX")
-  trap 'rm -rf "$kit_root"' EXIT
   # xz: the node's, else the one device-kit.sh put beside the archive (a minimal image has none), else
   # Python's tarfile
   unxz=$(command -v xz || true)
@@ -189,7 +190,7 @@ for dtype in fp32 bf16; do
     row "train_$dtype" "FAIL" "exit $rc, loss ${first:-?} -> ${last:-?} (log train_$dtype.log)"
   fi
 done
-cd "$repo" && rm -rf "$work"
+cd "$repo" || exit 1
 
 # ---- benchmarks (GPU only) -------------------------------------------------------------------------------
 peak=""
