@@ -5,9 +5,9 @@
 # A GPU node of an HPC centre often reaches no package registry: it has the NVIDIA driver, a CUDA toolkit
 # or PyTorch's CUDA wheels, and little else. So the kit carries prebuilt binaries and the shared libraries
 # they need, and the node provides only what every such node has:
-#   - the C and C++ runtimes (glibc, libstdc++, libgcc_s). The binaries need glibc 2.35 or newer (the
-#     manifest records the exact version); Debian 12's libstdc++ and libgcc_s travel in lib/fallback and are
-#     used only where the node's are older than the binaries need (env.sh asks the loader);
+#   - the C and C++ runtimes (glibc, libstdc++, libgcc_s). The kit needs the glibc of the build machine's
+#     libraries (2.36 from Debian 12; the manifest records it); Debian 12's libstdc++ and libgcc_s travel in
+#     lib/fallback and are used only where the node's are older than the binaries need (env.sh asks ldd);
 #   - CUDA's own libraries, found at run time by env.sh: libcudart, libcublas, libcublasLt (CUDA 13) and
 #     NCCL's libnccl, from the loader's cache, $CUDA_HOME / /usr/local/cuda (lib64, lib, targets/.../lib),
 #     or the nvidia/*/lib folders of the node's Python wheels (PyTorch's); the driver's libcuda.so.1 from
@@ -25,10 +25,9 @@
 #   --arch LIST      CUDA architectures (default "80;90": A100, H100/H200; 90 alone builds in half the time)
 #
 # The kit folder holds axonn-gpu-kit.tar.xz (bin/, lib/, mpi/, env.sh, MANIFEST), its sha256, and xz (for
-# nodes without it); at most
-# 48 MiB, so that it travels with a checkout within a 64 MiB transfer. On the node:
+# nodes without it); at most 48 MiB, so that it travels with a checkout within a 64 MiB transfer. On the node:
 #   bash scripts/device-check.sh --kit DIR/axonn-gpu-kit.tar.xz --logs LOGDIR
-# tests/kit/kit_fresh_root.sh proves, in a fresh minbase Debian root, that the kit needs nothing more.
+# tests/kit/kit_in_fresh_root.sh proves, in a fresh minbase Debian root, that the kit needs nothing more.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/out/gpu-kit build=$repo/build-cuda arch="80;90" jobs=$(nproc)
@@ -120,7 +119,8 @@ done
 
 # What the node provides (above): not carried. libstdc++ and libgcc_s travel as a fallback only.
 provided='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libcuda|libcudart|libcublas|libcublasLt|libnccl|libstdc\+\+|libgcc_s)\.so'
-# every library a kit file needs, by its name (ldd resolves them on this machine); none may be missing here
+# every library a kit file needs, directly or through another library (ldd lists the whole closure), by its
+# name as ldd resolves it on this machine; none may be missing here
 closure() {
   local f
   for f in "$@"; do
@@ -137,12 +137,6 @@ for line in "${needed[@]}"; do
     continue
   fi
   cp -L "$path" "$kit/lib/$name"
-done
-# the libraries' own needs (libgfortran for OpenBLAS, libquadmath, ...): once more over what was carried
-mapfile -t needed < <(closure "$kit"/lib/*.so*)
-for line in "${needed[@]}"; do
-  name=${line%% *} path=${line#* }
-  [[ $name =~ $provided ]] || [ -e "$kit/lib/$name" ] || cp -L "$path" "$kit/lib/$name"
 done
 
 # ---- env.sh: the node's side, sourced by scripts/device-check.sh (or by a user's shell) ------------------

@@ -36,26 +36,9 @@ phase() {  # phase NAME: ends the previous phase (printing its time) and names t
   [ -z "$phase_name" ] || echo "fresh-check: === $phase_name"
 }
 
-# The Debian mirror this machine's apt sources already use (deb822 .sources or one-line lists).
-mirror_url() {
-  local f url
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    url=$(awk '/^URIs:/ {u = $2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' "$f")
-    [ -n "$url" ] && { echo "$url"; return; }
-  done
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    url=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' "$f")
-    [ -n "$url" ] && { echo "$url"; return; }
-  done
-  echo http://deb.debian.org/debian
-}
-
-# Everything mounted at or under the root, deepest first (from /proc/self/mountinfo; field 5).
-mounts_under_root() {
-  awk -v r="$root" '$5 == r || index($5, r "/") == 1 {print $5}' /proc/self/mountinfo | sort -r
-}
+# mirror_url, mounts_under_root (of $root): shared with tests/kit/kit_in_fresh_root.sh
+# shellcheck source=scripts/fresh-root-lib.sh
+source "$repo/scripts/fresh-root-lib.sh"
 
 cleanup() {
   local rc=$? m failed=${failed_phase:-}

@@ -23,7 +23,9 @@ say() { echo "kit-fresh-root: $*"; }
 
 root=$(mktemp -d /var/tmp/axonn-kit-root.XXXXXX)
 chmod 755 "$root"
-mounts_under_root() { awk -v r="$root" '$5 == r || index($5, r "/") == 1 {print $5}' /proc/self/mountinfo | sort -r; }
+# mirror_url, mounts_under_root (of $root)
+# shellcheck source=scripts/fresh-root-lib.sh
+source "$repo/scripts/fresh-root-lib.sh"
 cleanup() {
   local rc=$? m
   trap - EXIT INT TERM
@@ -43,8 +45,7 @@ trap 'exit 143' TERM
 if ! command -v debootstrap >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
-mirror=$(awk '/^URIs:/ {u = $2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(mirror_url)
 say "debootstrap minbase bookworm into $root ($mirror)"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; rm -f "$root.log"; exit 1; }
 rm -f "$root.log"

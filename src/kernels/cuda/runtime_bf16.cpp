@@ -105,12 +105,4 @@ void* lt_workspace() {
   return buffer.data();
 }
 
-void* scratch(size_t bytes) {
-  thread_local std::vector<cuda_detail::DeviceBuffer> buffers;  // indexed by device
-  const size_t device = current_device();
-  if (buffers.size() <= device) buffers.resize(device + 1);
-  buffers[device].reserve(bytes);
-  return buffers[device].data();
-}
-
 }  // namespace axonn::kernels::cuda_bf16::detail

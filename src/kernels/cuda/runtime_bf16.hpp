@@ -79,11 +79,6 @@ cublasLtHandle_t cublaslt();
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 void* lt_workspace();
 
-// A device buffer of at least `bytes`, owned by the calling thread, valid until the next call of a
-// bf16 op on this thread (a staged bias). Reuse is safe:
-// everything that reads it is queued on the same stream before the next op can queue a write.
-void* scratch(size_t bytes);
-
 // True when p is aligned to `bytes` (a power of two).
 inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 // True when every pointer is 16-byte aligned: the packed (uint4) paths of the elementwise kernels.
