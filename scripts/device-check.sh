@@ -96,11 +96,8 @@ if [ -n "$need_glibc" ] && [ -n "$have_glibc" ] &&
 fi
 
 # every binary and library of the kit loads (only the driver's libcuda.so.1 may be absent, without a GPU)
-: >"$logs/loader.log"
-for f in "$kit"/bin/* "$kit/mpi/bin/orterun" $(find "$kit/lib" "$kit/mpi" -name '*.so*' -type f); do
-  ldd "$f" 2>&1 | grep -E 'not found' | sed "s#^#$f: #" >>"$logs/loader.log"
-done
-missing=$(grep -v 'libcuda\.so\.1' "$logs/loader.log" | sort -u)
+axonn_kit_unloadable >"$logs/loader.log"
+missing=$(sort -u "$logs/loader.log")
 if [ -n "$missing" ]; then
   row "loader" "FAIL" "$(echo "$missing" | awk '{print $2}' | sort -u | paste -sd, -) not found (log loader.log)"
 else

@@ -44,6 +44,7 @@ while [ $# -gt 0 ]; do
 done
 log() { echo "device-kit: $*"; }
 die() { echo "device-kit: $*" >&2; exit 1; }
+trap 'echo "device-kit: failed at line $LINENO" >&2' ERR
 limit_mib=48
 out=$(mkdir -p "$(dirname "$out")" && cd "$(dirname "$out")" && pwd)/$(basename "$out")
 if [ -e "$out" ] && [ ! -f "$out/axonn-gpu-kit.tar.xz" ]; then
@@ -193,13 +194,18 @@ export OMPI_MCA_ess_singleton_isolated=1
 # which needs no ssh or rsh (a node image may have neither); a user's OMPI_MCA_plm wins
 export OMPI_MCA_plm=${OMPI_MCA_plm:-isolated}
 unset d so axonn_kit_path
+# axonn_kit_unloadable: "FILE: LIB => not found" for every library a kit file needs that the loader cannot
+# find with the settings above, the driver's libcuda.so.1 left out (absent where there is no GPU)
+axonn_kit_unloadable() {
+  local f
+  for f in "$AXONN_KIT"/bin/* "$AXONN_KIT/mpi/bin/orterun" $(find "$AXONN_KIT/lib" "$AXONN_KIT/mpi" -name '*.so*' -type f); do
+    ldd "$f" 2>&1 | grep -E 'not found' | grep -v 'libcuda\.so\.1' | sed "s#^[[:space:]]*#$f: #" || true
+  done
+}
 EOF
 # ---- check it here, then the manifest and the archive ----------------------------------------------------
 # every file loads with the kit's libraries and this machine's CUDA ones (only the driver may be absent)
-( unset LD_LIBRARY_PATH; source "$kit/env.sh"
-  for f in "$kit"/bin/* "$kit/mpi/bin/orterun" $(find "$kit/mpi" "$kit/lib" -name '*.so*' -type f); do
-    ldd "$f" 2>&1 | grep -E 'not found' | grep -v 'libcuda\.so\.1' | sed "s#^#device-kit: $f: #" || true
-  done ) | tee "$stage/ldd.txt"
+( unset LD_LIBRARY_PATH; source "$kit/env.sh"; axonn_kit_unloadable ) | sed 's/^/device-kit: /' | tee "$stage/ldd.txt"
 [ -s "$stage/ldd.txt" ] && die "some kit files do not load (above)"
 glibc=$(objdump -T "$kit"/bin/* "$kit"/lib/*.so* "$kit/mpi/bin/orterun" 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1)
 {

@@ -94,4 +94,13 @@ for r in kernels_fp32 kernels_bf16 staged_np1 staged_np2 nccl_np1 gpt grid_np2 g
 done
 ! echo "$table" | grep -qE ' FAIL ' || fail "a row failed"
 in_root "grep -q 'on 2 ranks' /tmp/device-check/cpu_np2.log" || fail "cpu_np2's log does not show 2 ranks"
-say "every kit file loads, every GPU check skipped for want of a GPU, 2 ranks ran under the kit's mpirun"
+# and the loader row can fail: the kit without its oneDNN (unpacked; device-check takes a kit folder too)
+set +e
+in_root "mkdir /tmp/broken && /work/gpu-kit/xz -dc /work/gpu-kit/axonn-gpu-kit.tar.xz | tar -C /tmp/broken -xf - &&
+  rm /tmp/broken/axonn-gpu-kit/lib/libdnnl.so.2 &&
+  bash scripts/device-check.sh --kit /tmp/broken/axonn-gpu-kit --logs /tmp/broken-check --quick" >"$root/broken.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -qE '^loader +FAIL +libdnnl\.so\.2 not found' "$root/broken.txt" ||
+  { cat "$root/broken.txt" >&2; echo "kit-fresh-root: a kit without libdnnl.so.2 did not fail the loader row (exit $rc)" >&2; exit 1; }
+say "every kit file loads, every GPU check skipped for want of a GPU, 2 ranks ran under the kit's mpirun; a kit without a library fails its loader row"
