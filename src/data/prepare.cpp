@@ -1,15 +1,20 @@
 #include "axonn/data/prepare.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -27,6 +32,9 @@ namespace fs = std::filesystem;
 // A batch is this much text (or this many documents), encoded by all threads at once.
 constexpr size_t kBatchBytes = 8u << 20;
 constexpr size_t kBatchDocuments = 8192;
+// A document longer than this is encoded in pieces (text::split_for_encoding): SentencePiece holds
+// ~100 bytes per byte it encodes at once, so one 88 MB line once took over 7 GB.
+constexpr size_t kPieceBytes = 1u << 20;
 
 // Removes the staging directory unless the preparation committed it.
 struct Staging {
@@ -37,6 +45,135 @@ struct Staging {
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
+};
+
+// The identity of a file, whatever path names it (links followed).
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const FileId&) const = default;
+};
+std::optional<FileId> file_id(const fs::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+// prepare.json marks a directory that prepare made: every output has it, and the staging directory
+// gets a placeholder as it is made. `dir` itself must not be a link.
+bool made_by_prepare(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path marker = dir / "prepare.json";
+  if (!fs::is_directory(fs::symlink_status(dir, ec)) || !fs::is_regular_file(fs::symlink_status(marker, ec)))
+    return false;
+  std::ifstream f(marker);
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() && j.contains("format") && j["format"] == "axonn-prepare";
+}
+
+void write_json(const fs::path& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  AXONN_CHECK_IO(f.good(), "cannot write '", path.string(), "'");
+}
+
+// Refuses an input that is, holds or lies above the output or the two directories beside it that
+// prepare replaces (DIR.tmp, DIR.old): --overwrite would delete it, or prepare would write into what
+// it reads. Compared by device and inode, so links and other spellings of a path are seen through.
+void check_apart(const std::vector<std::string>& inputs, const fs::path& out, const std::string& output) {
+  std::error_code ec;
+  std::vector<FileId> above;  // the directories above the output
+  for (fs::path p = fs::weakly_canonical(fs::absolute(out, ec), ec).parent_path();; p = p.parent_path()) {
+    if (auto id = file_id(p)) above.push_back(*id);
+    if (p == p.parent_path()) break;
+  }
+  std::vector<std::pair<FileId, std::string>> replaced;
+  for (const std::string& d : {out.string(), out.string() + ".tmp", out.string() + ".old"})
+    if (auto id = file_id(d)) replaced.emplace_back(*id, d);
+  for (const auto& in : inputs) {
+    const auto id = file_id(in);
+    if (!id) continue;  // the document reader says what is missing
+    AXONN_CHECK_ARG(!(file_id(out) == id), "input '", in, "' is --output '", output,
+                    "' itself; write the shards to another directory");
+    for (const auto& dir : above)
+      AXONN_CHECK_ARG(!(dir == *id), "--output '", output, "' lies inside the input directory '", in,
+                      "', whose files prepare reads; choose an --output outside every input");
+    for (fs::path p = fs::weakly_canonical(fs::absolute(in, ec), ec);; p = p.parent_path()) {
+      const auto pid = file_id(p);
+      for (const auto& [r, name] : replaced)
+        AXONN_CHECK_ARG(!pid || !(*pid == r), "'", name, "' holds the input '", in,
+                        "', and prepare replaces it; choose an --output that holds none of the inputs");
+      if (p == p.parent_path()) break;
+    }
+  }
+}
+
+// Whether a directory beside the output (DIR.tmp, DIR.old, left by a run that was killed) may be
+// removed: it is absent, empty, or prepare made it; otherwise it is the user's, and the run stops.
+void check_ours(const fs::path& dir, const std::string& output) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return;
+  AXONN_CHECK_ARG(fs::is_directory(st) && (fs::is_empty(dir, ec) || made_by_prepare(dir)), "'", dir.string(),
+                  "' exists and axonn prepare did not make it (it has no prepare.json of prepare's), but it needs ",
+                  "that name beside --output '", output, "' (DIR.tmp holds the shards while they are written, DIR.old ",
+                  "the output that --overwrite replaces); move it away, or choose another --output");
+}
+
+// An exclusive flock on DIR.lock, beside the output, for the whole run: a second run into the same
+// output stops at once instead of meeting the first in DIR.tmp. The file is opened without following
+// a link (O_NOFOLLOW) or waiting on a FIFO (O_NONBLOCK), a file of someone else's is never taken
+// over, and the lock file is removed when the run ends (one left by a killed run is taken over: its
+// flock died with it).
+class OutputLock {
+ public:
+  OutputLock(const std::string& path, const std::string& output) : path_(path) {
+    for (int attempt = 0;; attempt++) {
+      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+      AXONN_CHECK_ARG(fd_ >= 0 || errno != ELOOP, "the lock file '", path, "' of --output '", output,
+                      "' is a symbolic link; move it away, or choose another --output");
+      AXONN_CHECK_IO(fd_ >= 0, "cannot create the lock file '", path, "': ", std::strerror(errno));
+      struct stat st;
+      const std::string holder = contents();
+      if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || !(holder.empty() || holder.starts_with(kTag))) {
+        ::close(fd_);
+        throw InvalidArgument("'" + path + "' is not a lock file of axonn prepare's, but prepare needs that name to " +
+                              "lock --output '" + output + "'; move it away, or choose another --output");
+      }
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        const std::string pid =
+            holder.empty() ? "" : " (pid " + holder.substr(kTag.size(), holder.find('\n') - kTag.size()) + ")";
+        throw InvalidArgument("another axonn prepare" + pid + " is writing --output '" + output +
+                              "': it holds the lock '" + path + "'; wait for it to finish, or choose another --output");
+      }
+      // the run that held it may have removed it between our open and our flock: lock the new one
+      struct stat now;
+      if (::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) break;
+      ::close(fd_);
+      AXONN_CHECK_IO(attempt < 100, "cannot take the lock '", path, "': it keeps being replaced");
+    }
+    const std::string mine = std::string(kTag) + std::to_string(::getpid()) + "\n";
+    const bool written = ::ftruncate(fd_, 0) == 0 &&
+                         ::pwrite(fd_, mine.data(), mine.size(), 0) == static_cast<ssize_t>(mine.size());
+    AXONN_CHECK_IO(written, "cannot write the lock file '", path_, "': ", std::strerror(errno));
+  }
+  ~OutputLock() {
+    ::unlink(path_.c_str());  // while still locked, so no other run holds a lock on a file about to go
+    ::close(fd_);
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  static constexpr std::string_view kTag = "axonn prepare, pid ";
+  std::string contents() const {
+    char buf[256];
+    const ssize_t n = ::pread(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  }
+  std::string path_;
+  int fd_ = -1;
 };
 
 void fsync_dir(const fs::path& dir) {
@@ -53,22 +190,22 @@ struct Equal128 {
   bool operator()(const XXH128_hash_t& a, const XXH128_hash_t& b) const { return XXH128_isEqual(a, b) != 0; }
 };
 
-// Encodes docs[i] into out[i] on `threads` threads (each takes the next document); the first error
+// Encodes pieces[i] into out[i] on `threads` threads (each takes the next piece); the first error
 // any thread meets is rethrown here, after all have stopped.
-void encode_batch(const text::Tokenizer& tok, const std::vector<text::Document>& docs,
+void encode_batch(const text::Tokenizer& tok, const std::vector<std::string_view>& pieces,
                   std::vector<std::vector<int>>& out, int threads) {
-  out.assign(docs.size(), {});
+  out.assign(pieces.size(), {});
   std::atomic<size_t> next{0};
   std::exception_ptr error;
   std::atomic<bool> failed{false};
   auto work = [&] {
     try {
-      for (size_t i; !failed && (i = next.fetch_add(1)) < docs.size();) out[i] = tok.encode_ordinary(docs[i].text);
+      for (size_t i; !failed && (i = next.fetch_add(1)) < pieces.size();) out[i] = tok.encode_ordinary(pieces[i]);
     } catch (...) {
       if (!failed.exchange(true)) error = std::current_exception();
     }
   };
-  const int n = std::min<int>(threads, static_cast<int>(docs.size()));
+  const int n = std::min<int>(threads, static_cast<int>(pieces.size()));
   std::vector<std::thread> pool;
   for (int t = 1; t < n; t++) pool.emplace_back(work);
   work();
@@ -114,28 +251,48 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   AXONN_CHECK_ARG(separator >= 0, tok.describe(), " has neither a BOS nor an end-of-text token to put between documents");
   PrepareResult r;
   r.token_bytes = token_bytes_for(tok, o.token_type);
+  r.piece_bytes = kPieceBytes;
   r.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   AXONN_CHECK_ARG(!o.output.empty(), "--output DIR is required");
   fs::path out = fs::path(o.output).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "data/" is "data"
+  std::vector<std::string> read = o.inputs;  // all that the run reads: the tokenizer too, when it is a path
   std::error_code ec;
-  if (fs::exists(out, ec)) {
-    AXONN_CHECK_ARG(fs::is_directory(out, ec), "--output '", o.output, "' exists and is not a directory");
-    AXONN_CHECK_ARG(o.overwrite || fs::is_empty(out, ec), "--output '", o.output,
-                    "' exists and is not empty; choose a new directory, or pass --overwrite to replace it");
-  }
+  if (fs::exists(o.tokenizer_name, ec)) read.push_back(o.tokenizer_name);
+  check_apart(read, out, o.output);
   text::DocumentReader reader(o.inputs, o.documents);  // every input exists and is readable
 
-  Staging staging{out.string() + ".tmp"};
-  fs::remove_all(staging.dir, ec);  // a stale one from a run that was killed
-  fs::create_directories(staging.dir, ec);
-  AXONN_CHECK_IO(!ec, "cannot create '", staging.dir, "': ", ec.message());
+  // From here on this run owns DIR, DIR.tmp and DIR.old, or stops before it touches them.
+  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  OutputLock lock(out.string() + ".lock", o.output);
+  const auto st = fs::symlink_status(out, ec);
+  if (fs::exists(st)) {
+    AXONN_CHECK_ARG(!fs::is_symlink(st), "--output '", o.output,
+                    "' is a symbolic link; name the directory itself (prepare replaces --output, never what a link "
+                    "points to)");
+    AXONN_CHECK_ARG(fs::is_directory(st), "--output '", o.output, "' exists and is not a directory");
+    const bool ours = made_by_prepare(out);
+    AXONN_CHECK_ARG(fs::is_empty(out, ec) || (o.overwrite && ours), "--output '", o.output,
+                    "' exists and is not empty; ",
+                    ours ? "choose a new directory, or pass --overwrite to replace it"
+                         : "axonn prepare did not make it (it has no prepare.json of prepare's), so even --overwrite "
+                           "will not replace it: choose a new directory, or empty this one yourself");
+  }
+  const std::string staging_dir = out.string() + ".tmp", old = out.string() + ".old";
+  check_ours(staging_dir, o.output);
+  check_ours(old, o.output);
+  fs::remove_all(staging_dir, ec);  // a stale one from a run that was killed
+  AXONN_CHECK_IO(fs::create_directory(staging_dir, ec), "cannot create '", staging_dir, "': ", ec.message());
+  Staging staging{staging_dir};
+  write_json(fs::path(staging_dir) / "prepare.json", {{"format", "axonn-prepare"}, {"complete", false}});
   ShardWriter train(staging.dir, "train", r.token_bytes, o.shard_tokens);
   ShardWriter val(staging.dir, "val", r.token_bytes, o.shard_tokens);
 
   std::unordered_set<XXH128_hash_t, Hash128, Equal128> seen;
   std::vector<text::Document> batch;
-  std::vector<std::vector<int>> ids;
+  std::vector<std::string_view> pieces;  // of the batch's documents: most are one piece
+  std::vector<size_t> piece_count;       // per document
+  std::vector<std::vector<int>> ids;     // per piece
   std::vector<uint32_t> tokens;
   for (bool more = true; more;) {
     batch.clear();
@@ -150,12 +307,21 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
       bytes += d.text.size();
       batch.push_back(std::move(d));
     }
-    encode_batch(tok, batch, ids, r.threads);
-    for (size_t k = 0; k < batch.size(); k++) {
+    pieces.clear();
+    piece_count.clear();
+    for (const auto& d : batch) {
+      const auto parts = text::split_for_encoding(tok, d.text, kPieceBytes);
+      pieces.insert(pieces.end(), parts.begin(), parts.end());
+      piece_count.push_back(parts.size());
+      r.documents_split += parts.size() > 1;
+    }
+    encode_batch(tok, pieces, ids, r.threads);
+    for (size_t k = 0, p = 0; k < batch.size(); k++) {
       const auto i = static_cast<double>(r.documents);
       const bool is_val = std::floor((i + 1) * o.val_fraction) > std::floor(i * o.val_fraction);
       tokens.assign(1, static_cast<uint32_t>(separator));
-      tokens.insert(tokens.end(), ids[k].begin(), ids[k].end());
+      for (const size_t end = p + piece_count[k]; p < end; p++)
+        tokens.insert(tokens.end(), ids[p].begin(), ids[p].end());
       (is_val ? val : train).append(tokens);
       r.documents++;
       r.val_documents += is_val;
@@ -198,15 +364,10 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
       meta[list == &r.train_shards ? "train_shards" : "val_shards"].push_back(name);
       p = (out / name).string();  // where it will be once committed
     }
-  {
-    std::ofstream f(fs::path(staging.dir) / "prepare.json");
-    f << meta.dump(2) << "\n";
-    AXONN_CHECK_IO(f.good(), "cannot write '", staging.dir, "/prepare.json'");
-  }
+  write_json(fs::path(staging.dir) / "prepare.json", meta);
   fsync_dir(staging.dir);
 
   // commit: the whole set appears at once
-  const std::string old = out.string() + ".old";
   if (fs::exists(out, ec)) {
     fs::remove_all(old, ec);
     fs::rename(out, old, ec);

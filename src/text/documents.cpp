@@ -30,11 +30,6 @@ bool is_jsonl(const std::string& path) {
   return ext == ".jsonl" || ext == ".ndjson";
 }
 
-std::string hex_byte(unsigned char b) {
-  const char* digits = "0123456789ABCDEF";
-  return std::string("0x") + digits[b >> 4] + digits[b & 15];
-}
-
 }  // namespace
 
 DocumentReader::DocumentReader(const std::vector<std::string>& inputs, DocumentOptions options)
@@ -114,11 +109,8 @@ void DocumentReader::check_utf8(std::string& text, uint64_t offset, uint64_t lin
     text = replace_invalid_utf8(text);
     return;
   }
-  const uint64_t at_line = line + static_cast<uint64_t>(std::count(text.begin(), text.begin() + static_cast<long>(*bad), '\n'));
-  throw IoError("input '" + files_[current_ - 1] + "' is not UTF-8: byte " +
-                hex_byte(static_cast<unsigned char>(text[*bad])) + " at offset " + std::to_string(offset + *bad) +
-                " (line " + std::to_string(at_line) +
-                "). Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or pass --invalid-utf8 replace to "
+  throw IoError("input '" + files_[current_ - 1] + "' is not UTF-8: " + where_invalid_utf8(text, *bad, offset, line) +
+                ". Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or pass --invalid-utf8 replace to "
                 "replace what is not UTF-8 by U+FFFD");
 }
 

@@ -54,6 +54,10 @@ void SentencePieceTokenizer::take_specials() {
   bos_ = sp_->bos_id();
   eos_ = sp_->eos_id();
   eot_ = eos_;
+  // The model's normalizer spec says whether it adds a dummy prefix, but Debian ships no header for
+  // the proto that holds it; the first piece of "x" tells: "▁x" (or "▁") with the prefix, "x" without.
+  std::vector<std::string> pieces;
+  dummy_prefix_ = sp_->Encode("x", &pieces).ok() && !pieces.empty() && pieces[0].starts_with("\xE2\x96\x81");
 }
 
 int SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }

@@ -1,5 +1,6 @@
 #include "axonn/text/tokenizer.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +66,27 @@ std::optional<std::string> find_gpt2_files() {
   for (const auto& d : gpt2_search_path())
     if (is_file(fs::path(d) / "encoder.json") && is_file(fs::path(d) / "vocab.bpe")) return d;
   return std::nullopt;
+}
+
+std::vector<std::string_view> split_for_encoding(const Tokenizer& tok, std::string_view text, size_t max_bytes) {
+  AXONN_CHECK(max_bytes >= 8, "split_for_encoding: max_bytes ", max_bytes, " is too small to hold a character");
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  std::vector<std::string_view> pieces;
+  while (text.size() > max_bytes) {
+    size_t cut = 0, skip = 0;
+    for (size_t i = std::min(max_bytes, text.size() - 2); i > max_bytes / 2 && !cut; i--)
+      if (text[i] == ' ' && !blank(text[i - 1]) && !blank(text[i + 1])) cut = i;
+    if (cut) {
+      skip = tok.implies_leading_space() ? 1 : 0;  // encode() puts its own "▁" where the space was
+    } else {  // no word boundary: the last character boundary (a byte that is not 10xxxxxx)
+      cut = max_bytes;
+      while (cut > max_bytes - 3 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) cut--;
+    }
+    pieces.push_back(text.substr(0, cut));
+    text.remove_prefix(cut + skip);
+  }
+  pieces.push_back(text);
+  return pieces;
 }
 
 std::vector<int> parse_ids(const std::string& s) {

@@ -1,5 +1,7 @@
 #include "axonn/text/utf8.hpp"
 
+#include <algorithm>
+
 namespace axonn::text {
 
 namespace {
@@ -57,6 +59,14 @@ std::optional<size_t> find_invalid_utf8(std::string_view s) {
     i += st.length;
   }
   return std::nullopt;
+}
+
+std::string where_invalid_utf8(std::string_view s, size_t bad, uint64_t offset, uint64_t line) {
+  const char* digits = "0123456789ABCDEF";
+  const auto b = static_cast<unsigned char>(s[bad]);
+  line += static_cast<uint64_t>(std::count(s.begin(), s.begin() + static_cast<long>(bad), '\n'));
+  return std::string("byte 0x") + digits[b >> 4] + digits[b & 15] + " at offset " + std::to_string(offset + bad) +
+         " (line " + std::to_string(line) + ")";
 }
 
 std::string replace_invalid_utf8(std::string_view s) {

@@ -110,6 +110,9 @@ void add_prepare_command(CLI::App& app, Action* action) {
                static_cast<long long>(r.documents), static_cast<long long>(r.val_documents), dropped.c_str(),
                mb(r.bytes), r.seconds, mb(r.bytes) / r.seconds, r.threads, r.threads > 1 ? "s" : "",
                mb(r.bytes) / r.seconds / r.threads);
+      if (r.documents_split)
+        log_info("prepare   %lld document%s longer than %.1f MB encoded in pieces cut at spaces (bounded memory)",
+                 static_cast<long long>(r.documents_split), r.documents_split > 1 ? "s" : "", mb(r.piece_bytes));
       log_info("train     %lld tokens in %zu shard%s (%s)", static_cast<long long>(r.train_tokens), r.train_shards.size(),
                r.train_shards.size() == 1 ? "" : "s", r.token_bytes == 2 ? "uint16" : "uint32");
       log_info("val       %lld tokens in %zu shard%s", static_cast<long long>(r.val_tokens), r.val_shards.size(),

@@ -20,6 +20,7 @@
 #include "axonn/text/documents.hpp"
 #include "axonn/text/sentencepiece.hpp"
 #include "axonn/text/tokenizer.hpp"
+#include "axonn/text/utf8.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -118,6 +119,10 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
   encode->add_option("TEXT", u->input, "the text")->required();
   encode->callback([u, action] {
     *action = [u] {
+      // refused as axonn prepare refuses a file that is not UTF-8, so encode shows only ids prepare could write
+      const auto bad = text::find_invalid_utf8(u->input);
+      AXONN_CHECK_ARG(!bad, "TEXT is not UTF-8: ", text::where_invalid_utf8(u->input, *bad),
+                      ". Give UTF-8 text (convert it, e.g. with iconv -f latin1 -t utf-8)");
       auto tok = text::load_tokenizer(u->tokenizer);
       const auto ids = u->ordinary ? tok->encode_ordinary(u->input) : tok->encode(u->input);
       std::string line;

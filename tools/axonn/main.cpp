@@ -65,10 +65,16 @@ int main(int argc, char** argv) {
   } catch (const axonn::IoError& e) {
     fail_once(mpi, e.what(), 1);
   } catch (const std::bad_alloc&) {
-    // one rank out of memory where no check foresaw it: say what to change, and bring the job down
-    axonn::log_error("out of memory (std::bad_alloc) on this rank: the run needs more memory than the machine gives "
-                     "it; use more ranks (--grid), a smaller --batch-size or --micro-batch-size, --recompute, or a "
-                     "smaller model");
+    // one rank out of memory where no check foresaw it: say what to change, and bring the job down;
+    // the hints are those of the command that ran (a model's sizes mean nothing to prepare)
+    const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
+    const char* hint = command == "prepare" ? "use fewer --threads (each holds the document, or the piece of one, "
+                                              "that it encodes), and give a huge file a --doc-separator"
+                       : command == "tokenizer" ? "use less text (tokenizer train: --max-sentences)"
+                                                : "use more ranks (--grid), a smaller --batch-size or "
+                                                  "--micro-batch-size, --recompute, or a smaller model";
+    axonn::log_error("out of memory (std::bad_alloc) on this rank: axonn %s needs more memory than the machine gives "
+                     "it; %s", command.c_str(), hint);
     Runtime::abort(1);
   } catch (const std::exception& e) {
     // anything else may have happened on this rank alone: print it here and bring the job down

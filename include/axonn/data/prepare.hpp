@@ -11,7 +11,15 @@
 // in document order, so the files are the same for any thread count.
 //
 // Nothing half-written: the shards go to DIR.tmp, renamed to DIR once complete; on any error the
-// staging directory is removed and DIR is untouched.
+// staging directory is removed and DIR is untouched. A document longer than 1 MiB is encoded in
+// pieces cut at spaces (text::split_for_encoding), which bounds the memory encoding takes.
+//
+// Only what it owns (docs/text.md): prepare writes DIR, DIR.tmp, DIR.old and DIR.lock, nothing else.
+// prepare.json ("format": "axonn-prepare") marks a directory prepare made; `overwrite` replaces only
+// such a DIR, and a DIR.tmp or DIR.old left by a killed run is removed only if marked or empty. An
+// input (or the tokenizer file) that is, lies inside or lies above DIR, DIR.tmp or DIR.old is refused
+// (same device and inode), and so is a DIR that is a link. An flock on DIR.lock (O_NOFOLLOW), held
+// for the whole run, stops a second run into the same DIR at once.
 //
 //   data::PrepareOptions o;  o.inputs = {"corpus/"};  o.output = "data/";
 //   data::PrepareResult r = data::prepare(*text::load_tokenizer("gpt2"), o, nullptr);
@@ -41,7 +49,7 @@ struct PrepareOptions {
   TokenType token_type = TokenType::kAuto;  // auto: uint16 for vocabularies up to 65,535 ids
   int threads = 0;                     // 0: the hardware's
   bool dedup = false;                  // drop documents whose text repeats an earlier one's exactly
-  bool overwrite = false;              // replace an existing, non-empty DIR
+  bool overwrite = false;              // replace an existing, non-empty DIR that prepare made
 };
 
 struct PrepareProgress {
@@ -52,6 +60,8 @@ struct PrepareProgress {
 
 struct PrepareResult {
   int64_t documents = 0, val_documents = 0, duplicates_skipped = 0;  // documents kept, of them validation
+  int64_t documents_split = 0;  // longer than piece_bytes, so encoded in pieces (text::split_for_encoding)
+  size_t piece_bytes = 0;
   int64_t train_tokens = 0, val_tokens = 0;
   uint64_t bytes = 0;  // of text encoded
   std::vector<std::string> train_shards, val_shards;
@@ -61,7 +71,8 @@ struct PrepareResult {
 
 // Runs the whole preparation. `progress`, if set, is called from this thread after each batch.
 // Throws InvalidArgument for bad options (a vocabulary that does not fit the token type, a
-// fraction outside [0, 1), an existing output) and IoError for bad input (non-UTF-8 text,
+// fraction outside [0, 1), an existing output, an output that is not prepare's to replace or that
+// another run holds) and IoError for bad input (non-UTF-8 text,
 // malformed JSON Lines, unreadable files), before anything appears under `output`.
 PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& options,
                       const std::function<void(const PrepareProgress&)>& progress);

@@ -34,11 +34,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<int> encode_ordinary(std::string_view text) const override { return encode(text); }
   std::string decode(std::span<const int> ids) const override;
   bool decodes_by_concatenation() const override { return false; }
+  bool implies_leading_space() const override { return dummy_prefix_; }
 
  private:
   SentencePieceTokenizer();
   void take_specials();
   std::string describe_;
+  bool dummy_prefix_ = false;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
 };
 

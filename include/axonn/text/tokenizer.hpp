@@ -46,6 +46,9 @@ class Tokenizer {
   virtual std::string decode(std::span<const int> ids) const = 0;
   // Whether decode(a + b) == decode(a) + decode(b) for every a, b (byte-level tokenizers).
   virtual bool decodes_by_concatenation() const { return true; }
+  // Whether encode() starts the text with a word boundary of its own, as if a space came first
+  // (SentencePiece's dummy prefix "▁"), so a text cut before a space continues without that space.
+  virtual bool implies_leading_space() const { return false; }
 
   // Special ids, -1 where the tokenizer has none. eot: end of text (GPT-2's <|endoftext|>, Llama 3's
   // <|end_of_text|>, SentencePiece's </s>).
@@ -69,6 +72,16 @@ class Tokenizer {
 //   FILE (magic 20240328)             llm.c's gpt2_tokenizer.bin (decode only)
 // Throws IoError naming the file and what is wrong with it, InvalidArgument for a name it does not know.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);
+
+// `text` cut into pieces of at most `max_bytes` bytes, for encoding one by one: encoding time and
+// memory grow with the text (SentencePiece takes ~100 bytes per byte of its input), so a huge
+// document is encoded piece by piece (axonn prepare). Each cut is made before a space between two
+// other characters, a word boundary for every pretokenizer here (byte-level BPE's " word",
+// SentencePiece's "▁word"; the space is left out of the next piece where implies_leading_space()),
+// so the pieces' ids, concatenated, are the whole text's. Where the last half of a piece holds no
+// such space, the cut falls at a UTF-8 character boundary and the ids next to it may differ.
+// A text of at most `max_bytes` is one piece.
+std::vector<std::string_view> split_for_encoding(const Tokenizer& tok, std::string_view text, size_t max_bytes);
 
 // Token ids written as "1,2,3" (the command line's --prompt-ids, `axonn tokenizer decode`); InvalidArgument
 // naming the first item that is not an integer.

@@ -31,6 +31,10 @@ Utf8Step utf8_step(std::string_view s, size_t i);
 // Byte offset of the first byte that is not part of valid UTF-8, or nullopt if `s` is valid.
 std::optional<size_t> find_invalid_utf8(std::string_view s);
 
+// Where s[bad], the first bad byte, is, for messages: "byte 0xE9 at offset 15 (line 3)", counted
+// from `offset` and `line`, those of s[0] in its file.
+std::string where_invalid_utf8(std::string_view s, size_t bad, uint64_t offset = 0, uint64_t line = 1);
+
 // `s` with each maximal ill-formed subpart replaced by U+FFFD (EF BF BD).
 std::string replace_invalid_utf8(std::string_view s);
 

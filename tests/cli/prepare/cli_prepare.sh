@@ -2,7 +2,8 @@
 # CLI tests of `axonn prepare` and `axonn tokenizer`: shards that decode back to the input documents
 # (checked by shards.py, an independent reader), the same files for any thread count, shard sizes,
 # JSON Lines, text that is not UTF-8, a vocabulary too wide for uint16, bad tokenizers and outputs:
-# clear errors and nothing half-written.
+# clear errors and nothing half-written; outputs that --overwrite may not replace (inputs, what prepare
+# did not make, links), two runs into one output, a huge document's memory.
 # Usage: cli_prepare.sh CASE AXONN_BIN MPIEXEC   (exit 77: skipped, the reason printed)
 case_name=$1 axonn=$2 mpiexec=${3:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -139,11 +140,15 @@ PY
 
   bad_output_and_input)
     mkdir -p "$tmp/full" && echo keep >"$tmp/full/mine.txt"
-    expect_error "exists and is not empty; choose a new directory, or pass --overwrite" \
+    expect_error "exists and is not empty; axonn prepare did not make it" \
       "$axonn" prepare --tokenizer "$tiny" --output "$tmp/full" "$tmp/a.txt"
     [ "$(cat "$tmp/full/mine.txt")" = keep ] || fail "the existing output was touched"
-    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/full" --overwrite --val-fraction 0 "$tmp/a.txt"
-    absent "$tmp/full/mine.txt" "$tmp/full.old" "$tmp/full.tmp"
+    # made by prepare: replaced under --overwrite only
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --val-fraction 0 "$tmp/b.txt"
+    expect_error "exists and is not empty; choose a new directory, or pass --overwrite" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" "$tmp/a.txt"
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --overwrite --val-fraction 0 "$tmp/a.txt"
+    absent "$tmp/made.old" "$tmp/made.tmp" "$tmp/made.lock"
     expect_error "cannot open input '$tmp/nothing.txt'" "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" "$tmp/nothing.txt"
     mkdir -p "$tmp/d" && echo x >"$tmp/d/skip.dat"
     expect_error "input directory '$tmp/d' has no files to read \(after --exclude\)" \
@@ -154,6 +159,114 @@ PY
     absent "$tmp/o" "$tmp/o.tmp"
     expect_once 2 "runs as one process" prepare --tokenizer "$tiny" --output "$tmp/o" "$tmp/b.txt"
     absent "$tmp/o" ;;
+
+  overwrite_owned)
+    # --overwrite replaces only what prepare made (its prepare.json), never an input, and no link is followed
+    mkdir -p "$tmp/corpus" && cp "$tmp/a.txt" "$tmp/b.txt" "$tmp/corpus/"
+    expect_exit 2 "$axonn" prepare --tokenizer "$tiny" --output "$tmp/corpus" --overwrite "$tmp/corpus"
+    expect_output "input '$tmp/corpus' is --output '$tmp/corpus' itself"
+    expect_error "input '$tmp/corpus/a.txt' is --output '$tmp/corpus/a.txt' itself" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/corpus/a.txt" --overwrite "$tmp/corpus/a.txt"
+    expect_error "'$tmp/corpus' holds the input '$tmp/corpus/a.txt', and prepare replaces it" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/corpus" --overwrite "$tmp/corpus/a.txt"
+    expect_error "--output '$tmp/corpus/shards' lies inside the input directory '$tmp/corpus'" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/corpus/shards" "$tmp/corpus"
+    ln -s corpus "$tmp/link"
+    expect_error "input '$tmp/link/a.txt' is --output '$tmp/corpus/a.txt' itself" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/corpus/a.txt" "$tmp/link/a.txt"
+    expect_error "--output '$tmp/link' is a symbolic link; name the directory itself" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/link" --overwrite "$tmp/a.txt"
+    # an output of prepare's that holds an input (or the tokenizer): not replaced
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --val-fraction 0 "$tmp/a.txt"
+    cp "$tmp/b.txt" "$tiny" "$tmp/made/"
+    expect_error "'$tmp/made' holds the input '$tmp/made/b.txt'" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --overwrite "$tmp/made/b.txt"
+    expect_error "'$tmp/made' holds the input '$tmp/made/tiny.json'" \
+      "$axonn" prepare --tokenizer "$tmp/made/tiny.json" --output "$tmp/made" --overwrite "$tmp/a.txt"
+    # DIR.tmp and DIR.old are removed only when prepare made them (a killed run's) or they are empty
+    mkdir "$tmp/made.tmp" && echo keep >"$tmp/made.tmp/mine.txt"
+    expect_error "'$tmp/made.tmp' exists and axonn prepare did not make it" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --overwrite "$tmp/a.txt"
+    [ "$(cat "$tmp/made.tmp/mine.txt")" = keep ] || fail "the user's made.tmp was touched"
+    rm -r "$tmp/made.tmp" && ln -s corpus "$tmp/made.old"
+    expect_error "'$tmp/made.old' exists and axonn prepare did not make it" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --overwrite "$tmp/a.txt"
+    rm "$tmp/made.old"
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/stale" --val-fraction 0 "$tmp/a.txt"
+    mv "$tmp/stale" "$tmp/made.tmp"  # what a killed run leaves: prepare's own
+    run "$axonn" prepare --tokenizer "$tiny" --output "$tmp/made" --overwrite --val-fraction 0 "$tmp/a.txt"
+    absent "$tmp/made.tmp" "$tmp/made.old" "$tmp/made.lock" "$tmp/made/b.txt"
+    for f in a.txt b.txt; do same "$tmp/$f" "$tmp/corpus/$f"; done ;;
+
+  output_lock)
+    # a second run into the same output stops at once, naming the first run's lock; the first finishes
+    head -c 12000000 /dev/urandom | base64 -w 76 >"$tmp/big.txt"
+    "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --val-fraction 0 --threads 1 --quiet "$tmp/big.txt" \
+      >"$tmp/first.log" 2>&1 &
+    first=$!
+    for _ in $(seq 1000); do
+      grep -q pid "$tmp/o.lock" 2>/dev/null && break
+      sleep 0.01
+    done
+    grep -q pid "$tmp/o.lock" 2>/dev/null || fail "the first run took no lock ('$tmp/o.lock')"
+    kill -STOP "$first"  # holding the lock, whatever this machine's speed
+    expect_error "another axonn prepare \(pid $first\) is writing --output '$tmp/o': it holds the lock '$tmp/o.lock'" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --val-fraction 0 "$tmp/a.txt"
+    kill -CONT "$first"
+    wait "$first" || fail "the first run failed: $(cat "$tmp/first.log")"
+    absent "$tmp/o.lock" "$tmp/o.tmp"
+    [ "$(python3 -c "import json; print(json.load(open('$tmp/o/prepare.json'))['text_bytes'])")" = "$(stat -c %s "$tmp/big.txt")" ] ||
+      fail "the first run's output is not the whole input"
+    # the lock file is never a link followed, nor someone else's file taken over
+    echo keep >"$tmp/victim"
+    ln -s victim "$tmp/p.lock"
+    expect_error "the lock file '$tmp/p.lock' of --output '$tmp/p' is a symbolic link" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/p" "$tmp/a.txt"
+    rm "$tmp/p.lock" && cp "$tmp/victim" "$tmp/p.lock"
+    expect_error "'$tmp/p.lock' is not a lock file of axonn prepare's" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/p" "$tmp/a.txt"
+    same "$tmp/victim" "$tmp/p.lock"
+    absent "$tmp/p" "$tmp/p.tmp" ;;
+
+  huge_document)
+    # one 4 MiB line (one document) through SentencePiece, which holds ~100 bytes per byte it encodes
+    # at once: encoded in 1 MiB pieces, said so, with the peak memory bounded
+    [ -x /usr/bin/time ] || skip "GNU time (/usr/bin/time) is not installed"
+    python3 - "$tmp" <<'PY'
+import random, sys
+r = random.Random(1)
+w = "the quick brown fox jumps over a lazy dog while seven wizards quietly hum jazz caf\u00e9 12345".split()
+open(sys.argv[1] + "/gen.txt", "w").write("\n".join(" ".join(r.choice(w) for _ in range(12)) for _ in range(3000)))
+doc, n = [], 0
+while n < 4 << 20:
+    doc.append(r.choice(w))
+    n += len(doc[-1].encode()) + 1
+open(sys.argv[1] + "/huge.txt", "w").write(" ".join(doc))
+PY
+    run "$axonn" tokenizer train --vocab-size 300 --output "$tmp/sp.model" "$tmp/gen.txt"
+    run /usr/bin/time -f "max-rss-kb %M" "$axonn" prepare --tokenizer "$tmp/sp.model" --output "$tmp/p" --val-fraction 0 \
+      --threads 1 "$tmp/huge.txt"
+    expect_output "^prepare   1 document longer than 1.0 MB encoded in pieces cut at spaces"
+    rss=$(sed -n 's/^max-rss-kb //p' "$tmp/out")
+    echo "peak memory: $rss kB for a $(stat -c %s "$tmp/huge.txt")-byte document"
+    [ "$rss" -lt 300000 ] || fail "prepare took $rss kB for one 4 MiB document (unbounded: ~450 MB; in pieces: ~170 MB)" ;;
+
+  out_of_memory_hint)
+    # prepare out of memory gets prepare's hints, not training's (--grid, --batch-size)
+    head -c 48000000 /dev/urandom | base64 -w 0 >"$tmp/big.txt"
+    expect_exit 1 bash -c "ulimit -v 250000 && OPENBLAS_NUM_THREADS=1 exec \"\$@\"" _ \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --threads 1 "$tmp/big.txt"
+    expect_output "out of memory \(std::bad_alloc\) .*axonn prepare needs more memory .*use fewer --threads"
+    expect_no_output "--grid|--batch-size"
+    absent "$tmp/o" "$tmp/o.tmp" "$tmp/o.lock" ;;
+
+  encode_invalid_utf8)
+    # refused as prepare refuses a file that is not UTF-8
+    expect_exit 2 "$axonn" tokenizer encode --tokenizer "$tiny" $'caf\xe9 au lait'
+    expect_output "TEXT is not UTF-8: byte 0xE9 at offset 3 \(line 1\)\. Give UTF-8 text"
+    expect_error "byte 0xC3 at offset 7 \(line 2\)" "$axonn" tokenizer encode --tokenizer "$tiny" --ordinary $'caf\xc3\xa9\nx\xc3'
+    run "$axonn" tokenizer encode --tokenizer "$tiny" $'caf\xc3\xa9'
+    expect_output "^99,97,102,195,169$" ;;
 
   sentencepiece)
     # a corpus of its own: fortunes where installed, else generated sentences

@@ -126,6 +126,36 @@ void expect_round_trips(const text::Tokenizer& t, uint32_t seed) {
 
 TEST(Bpe, RoundTripsArbitraryBytes) { expect_round_trips(text::BpeTokenizer(tiny_spec()), 1); }
 
+// Text cut for encoding: at spaces between words, into pieces that encode as the whole; without
+// such a space, at character boundaries.
+TEST(Bpe, SplitsLongTextAtWordBoundaries) {
+  const text::BpeTokenizer tok(tiny_spec());
+  std::string words;
+  for (int i = 0; words.size() < 5000; i++) words += i % 7 ? "hello world, " : "hello\n\n  world\t";
+  test::expect_pieces_encode_as_whole(tok, words, 300);
+  EXPECT_EQ(text::split_for_encoding(tok, words, words.size()).size(), 1u);
+  std::string chinese;  // no spaces: three-byte characters, each piece whole characters
+  while (chinese.size() < 1000) chinese += "\xE4\xB8\xAD\xE6\x96\x87";
+  std::string joined;
+  for (const auto p : text::split_for_encoding(tok, chinese, 100)) {
+    EXPECT_TRUE(p.size() <= 100 && p.size() % 3 == 0) << p.size();
+    joined += p;
+  }
+  EXPECT_EQ(joined, chinese);
+}
+
+TEST(Gpt2Bpe, EncodesLongTextInPiecesAsAWhole) {
+  AXONN_REQUIRE_GPT2(tok);
+  std::string text;
+  for (const auto& d : test::fortunes()) {
+    if (text.size() > 200000) break;
+    text += d + "\n";
+  }
+  if (text.empty()) text = "Hello world, it's   42 o'clock.\n\nNew paragraph: caf\xC3\xA9 and more words. ";
+  while (text.size() < 50000) text += text;
+  test::expect_pieces_encode_as_whole(*tok, text, 4096);
+}
+
 TEST(Gpt2Bpe, MatchesTheKnownVectors) {
   AXONN_REQUIRE_GPT2(tok);
   EXPECT_EQ(tok->vocab_size(), 50257);

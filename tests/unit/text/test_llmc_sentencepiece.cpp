@@ -154,6 +154,11 @@ TEST(SentencePiece, TrainedModelRoundTrips) {
   for (int id : ids) streamed += s.push(id);
   streamed += s.finish();
   EXPECT_EQ(streamed, texts.back());
+  // a long text in pieces (the space at each cut is the dummy prefix's "▁") encodes as the whole
+  EXPECT_TRUE(sp->implies_leading_space());
+  std::string joined;
+  for (const auto& l : lines) joined += l + (joined.size() % 5 ? " " : "\n");
+  test::expect_pieces_encode_as_whole(*sp, joined, 2000);
 }
 
 TEST(SentencePiece, RefusesBadModelsAndImpossibleVocabularies) {

@@ -81,4 +81,19 @@ inline std::string random_bytes(std::mt19937& rng, size_t n) {
   return s;
 }
 
+// A long text's pieces (split_for_encoding, as axonn prepare encodes a huge document), encoded one
+// by one and concatenated, are the whole text's ids, and decode back to it.
+inline void expect_pieces_encode_as_whole(const text::Tokenizer& tok, const std::string& text, size_t max_bytes) {
+  const auto pieces = text::split_for_encoding(tok, text, max_bytes);
+  ASSERT_GE(pieces.size(), text.size() / max_bytes);
+  std::vector<int> ids;
+  for (const auto p : pieces) {
+    ASSERT_LE(p.size(), max_bytes);
+    const std::vector<int> some = tok.encode_ordinary(p);
+    ids.insert(ids.end(), some.begin(), some.end());
+  }
+  ASSERT_EQ(ids, tok.encode_ordinary(text)) << pieces.size() << " pieces of at most " << max_bytes << " bytes";
+  EXPECT_EQ(tok.decode(ids), text);
+}
+
 }  // namespace axonn::test
