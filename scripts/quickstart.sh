@@ -22,7 +22,7 @@ mkdir -p "$RUN"
 "$AXONN" train --model gpt2-tiny --layers 4 --heads 4 --channels 256 --vocab 4096 --max-seq-len 128 \
     --data "$RUN/data" --val-data "$RUN/data" --val-every 40 --val-batches 8 --shuffle --data-seed 1 \
     --batch-size 16 --seq-len 128 --steps 240 --lr 3e-3 --warmup-steps 20 --min-lr-frac 0.1 --weight-decay 0.1 \
-    --run-dir "$RUN/train" --save "$RUN/model.bin" "$@"
+    --run-dir "$RUN/train" --save "$RUN/model.bin" --overwrite "$@"  # a rerun replaces its own run
 echo
 echo "samples from $RUN/model.bin (axonn generate):"
 for prompt in "Q: What" "The computer" "Love is"; do

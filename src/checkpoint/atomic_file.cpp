@@ -70,7 +70,11 @@ std::optional<uint64_t> hash_from_hex(std::string_view s) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp"), hash_(new HashState) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // the temporary is ours alone: one a crash left (or a planted link) is removed, never written
+  // through (unlink removes a link itself), and a new file made in its place
+  if (::unlink(tmp_.c_str()) != 0 && errno != ENOENT)
+    throw IoError("cannot remove the stale '" + tmp_ + "': " + std::strerror(errno));
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   AXONN_CHECK_IO(fd_ >= 0, "cannot create '", tmp_, "': ", std::strerror(errno));
 }
 

@@ -445,17 +445,38 @@ void prune_checkpoints(const std::string& root, int keep) {
   remove_leftovers(root);
 }
 
+int remove_all_checkpoints(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return 0;
+  std::vector<std::string> steps, pointers;
+  const std::string latest(kLatestName), latest_tmp = latest + std::string(kTmpSuffix);
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (parse_step_dir_name(name) && !e.is_symlink(ec) && e.is_directory(ec)) steps.push_back(name);
+    else if (leftover_suffix(name) || name == latest || name == latest_tmp) pointers.push_back(e.path().string());
+  }
+  // `latest` first: a crash mid-way leaves steps without a pointer, never a pointer to a removed step
+  for (const std::string& p : pointers) {
+    fs::remove_all(p, ec);  // a link is removed itself, never its target
+    AXONN_CHECK_IO(!ec, "cannot remove '", p, "': ", ec.message());
+  }
+  for (const std::string& name : steps) remove_step_dir(root, name);
+  return static_cast<int>(steps.size());
+}
+
 // --- the lock ------------------------------------------------------------------------------------
 
-DirectoryLock::DirectoryLock(const std::string& root) {
+DirectoryLock::DirectoryLock(const std::string& root, const std::string& what, const std::string& flag) {
   std::error_code ec;
   fs::create_directories(root, ec);
-  AXONN_CHECK_IO(!ec && fs::is_directory(root, ec), "cannot create checkpoint directory '", root,
+  AXONN_CHECK_IO(!ec && fs::is_directory(root, ec), "cannot create ", what, " '", root,
                  "': ", ec ? ec.message() : "a file of that name exists");
   const std::string path = join(root, kLockName);
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  AXONN_CHECK_IO(fd_ >= 0, "cannot create the lock '", path, "' of checkpoint directory '", root,
-                 "': ", std::strerror(errno), "; give --checkpoint-dir a directory you can write");
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  AXONN_CHECK_IO(fd_ >= 0 || errno != ELOOP, "the lock '", path, "' of ", what, " '", root, "' is a symbolic link: ",
+                 "axonn never writes through a link in its own directories. Remove the link");
+  AXONN_CHECK_IO(fd_ >= 0, "cannot create the lock '", path, "' of ", what, " '", root,
+                 "': ", std::strerror(errno), "; give ", flag, " a directory you can write");
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
@@ -468,9 +489,9 @@ DirectoryLock::DirectoryLock(const std::string& root) {
     ::close(fd_);
     fd_ = -1;
     throw IoError(err == EACCES || err == EAGAIN
-                      ? "checkpoint directory '" + root + "' is in use by another run (" + who +
-                            "): two runs saving into one directory would break each other's checkpoints. Wait "
-                            "for it to end, or give this run another --checkpoint-dir"
+                      ? what + " '" + root + "' is in use by another run (" + who +
+                            "): two runs writing into one directory would break each other's files. Wait "
+                            "for it to end, or give this run another " + flag
                       : "cannot lock '" + path + "': " + std::strerror(err));
   }
   char host[128] = {};

@@ -1,9 +1,16 @@
 #include "axonn/core/log.hpp"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 namespace axonn {
 namespace {
@@ -29,12 +36,36 @@ struct LogState {
   int rank = 0;
   int world = 1;
   bool info_to_stderr = false;
+  std::string pending[2];  // standard output's and error's lines not yet written (see write_some)
   std::mutex mu;
 };
+
+// At most this much of a blocked output is kept for later (about 2,000 progress lines).
+constexpr size_t kMaxPending = 256 * 1024;
 
 LogState& state() {
   static LogState s;
   return s;
+}
+
+// Writes what it can of `text` to `fd` and returns how much: all of it on a blocking descriptor
+// (through EINTR; an error drops the text); on a non-blocking one that is full, what fit. A stop
+// signal makes the outputs non-blocking (train/stop.cpp): Open MPI's mpirun stops reading its ranks'
+// output for seconds when it is signalled, and a rank blocked in a write would never reach its
+// checkpoint. The rest waits in LogState::pending for the next line or flush_log_output().
+size_t write_some(int fd, std::string_view text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w > 0) {
+      done += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return done;
+    return text.size();  // closed or failed: nothing more can go there
+  }
+  return done;
 }
 
 }  // namespace
@@ -53,16 +84,55 @@ void log_message(LogLevel level, const char* fmt, ...) {
   // Errors come from every rank (the failing one may not be rank 0); the rest from rank 0 only.
   if (level != LogLevel::kError && s.rank != 0 && !s.all_ranks) return;
   FILE* out = level <= LogLevel::kWarn || s.info_to_stderr ? stderr : stdout;
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.world > 1) std::fprintf(out, "[rank %d/%d] ", s.rank, s.world);
-  if (level == LogLevel::kError) std::fputs("error: ", out);
-  if (level == LogLevel::kWarn) std::fputs("warning: ", out);
+  // the whole line in one write: under mpirun the ranks' lines never interleave mid-line
+  std::string line;
+  if (s.world > 1) line = "[rank " + std::to_string(s.rank) + "/" + std::to_string(s.world) + "] ";
+  if (level == LogLevel::kError) line += "error: ";
+  if (level == LogLevel::kWarn) line += "warning: ";
   va_list ap;
   va_start(ap, fmt);
-  std::vfprintf(out, fmt, ap);
+  va_list again;
+  va_copy(again, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
   va_end(ap);
-  std::fputc('\n', out);
-  std::fflush(out);
+  if (n > 0) {
+    const size_t at = line.size();
+    line.resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(line.data() + at, static_cast<size_t>(n) + 1, fmt, again);
+    line.resize(at + static_cast<size_t>(n));
+  }
+  va_end(again);
+  line += '\n';
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::fflush(out);  // what the program printed through stdio before this line goes first
+  int fd = fileno(out);
+  // standard output full after a stop (lines wait in pending): the rest goes to standard error, which
+  // under Open MPI is another channel (a pipe beside stdout's pty) with room for a stopped run's last
+  // lines: its checkpoint and its verdict
+  if (fd == STDOUT_FILENO && !s.pending[0].empty()) fd = STDERR_FILENO;
+  std::string& pending = s.pending[fd == STDERR_FILENO ? 1 : 0];
+  pending += line;
+  pending.erase(0, write_some(fd, pending));
+  if (pending.size() > kMaxPending) pending.erase(0, pending.size() - kMaxPending);  // the newest lines stay
+}
+
+void flush_log_output(int wait_ms) {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  constexpr int kPollMs = 50;
+  for (int waited = 0;; waited += kPollMs) {
+    bool left = false;
+    for (int i = 0; i < 2; i++) {
+      std::string& pending = s.pending[i];
+      pending.erase(0, write_some(i == 0 ? STDOUT_FILENO : STDERR_FILENO, pending));
+      left = left || !pending.empty();
+    }
+    if (!left || waited >= wait_ms) break;
+    pollfd fds[2] = {{STDOUT_FILENO, POLLOUT, 0}, {STDERR_FILENO, POLLOUT, 0}};
+    (void)::poll(fds, 2, kPollMs);
+  }
+  s.pending[0].clear();  // what could not be written by now never will be
+  s.pending[1].clear();
 }
 
 }  // namespace axonn

@@ -30,6 +30,11 @@ void validate_checkpoint_flags(const TrainConfig& c) {
                   "--checkpoint-every, --keep and --resume need --checkpoint-dir DIR");
   AXONN_CHECK_ARG(!(c.resume && !c.resume_from.empty()),
                   "give either --resume (the latest checkpoint in --checkpoint-dir) or --resume-from DIR, not both");
+  // a branch's checkpoints never go into the directory it branches from, which belongs to that run
+  AXONN_CHECK_ARG(c.resume_from.empty() || !c.checkpoint_dir.empty(), "--resume-from '", c.resume_from,
+                  "' starts a new run from that checkpoint: give it its own --checkpoint-dir NEW or --run-dir NEW "
+                  "(outputs never come from the checkpoint). To continue the recorded run in its own directory: "
+                  "--checkpoint-dir ROOT --resume");
 }
 
 StartPlan plan_start(const TrainConfig& c) {

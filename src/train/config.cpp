@@ -85,6 +85,15 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", c.warmup_steps);
   AXONN_CHECK_ARG(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1], got ", c.min_lr_frac);
   AXONN_CHECK_ARG(c.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off), got ", c.grad_clip);
+  AXONN_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, "--beta1 must be in [0, 1) (AdamW's first-moment decay), got ", c.beta1);
+  AXONN_CHECK_ARG(c.beta2 >= 0 && c.beta2 < 1, "--beta2 must be in [0, 1) (AdamW's second-moment decay), got ", c.beta2);
+  AXONN_CHECK_ARG(c.eps > 0 && std::isfinite(c.eps), "--eps must be a finite value > 0 (AdamW's denominator term), got ",
+                  c.eps);
+  AXONN_CHECK_ARG(c.weight_decay >= 0 && std::isfinite(c.weight_decay), "--weight-decay must be a finite value >= 0, "
+                  "got ", c.weight_decay);
+  // an empty --data would silently mean the built-in corpus: a path that expanded to nothing
+  AXONN_CHECK_ARG(!c.data.empty() || !c.given || !c.given->count("--data"), "--data is empty (an unset variable?): "
+                  "give token shards (a file, a glob or a directory), or leave --data out for the built-in corpus");
   AXONN_CHECK_ARG(c.layers >= 0 && c.heads >= 0 && c.channels >= 0 && c.vocab >= 0 && c.max_seq_len >= 0,
                   "--layers, --heads, --channels, --vocab and --max-seq-len must be positive");
   AXONN_CHECK_ARG(c.peak_gflops >= 0, "--peak-gflops must be >= 0 (0 = measure), got ", c.peak_gflops);

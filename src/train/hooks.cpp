@@ -39,10 +39,17 @@ constexpr double kKillWaitSeconds = 30;
 constexpr double kAssumedDiskMiBs = 200;
 
 
-// Rank 0 opens the trace file now, so that an unwritable path fails every rank at the start.
+// Rank 0 probes the trace file's directory now, so that an unwritable path fails every rank at the
+// start; the file itself is written only when its window ends (an existing one is never emptied).
 void check_trace_writable(const std::string& path, comm::Communicator& world) {
   int32_t bad = 0;
-  if (world.rank() == 0) bad = std::ofstream(path, std::ios::trunc).good() ? 0 : 1;
+  if (world.rank() == 0) {
+    try {
+      probe_writable(path + ".probe-" + std::to_string(::getpid()), "--trace", path);
+    } catch (const IoError&) {
+      bad = 1;
+    }
+  }
   world.all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
   AXONN_CHECK_IO(!bad, "cannot write trace file '", path, "'");
 }
@@ -120,7 +127,8 @@ TraceHook::TraceHook(Session& s, Trace* trace)
     : trace_(trace), window_(parse_trace_steps(s.config().trace_steps, s.config().steps)) {
   check_trace_writable(s.config().trace, s.world());
   s.gpt().set_trace(trace_);
-  if (window_.second <= s.first_step())
+  const bool window_given = !s.config().given || s.config().given->count("--trace-steps") > 0;
+  if (window_.second <= s.first_step() && window_given)
     log_warn("--trace-steps %d:%d lie before the resumed step %d: no trace is written", window_.first, window_.second,
              s.first_step() + 1);
 }
@@ -243,8 +251,7 @@ CheckpointHook::CheckpointHook(Session& s)
   // the hooks is agreed on: a failure here fails every rank)
   const TrainConfig& c = s.config();
   if (s.world().rank() != 0) return;
-  if (!c.checkpoint_dir.empty()) {
-    lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
+  if (!c.checkpoint_dir.empty()) {  // (its lock is the session's: outputs.hpp)
     probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
   }
   if (!c.save.empty()) {
@@ -320,8 +327,8 @@ StopHook::StopHook(Session& s) : signals_(parse_stop_signal(s.config().stop_sign
                "ask for the signal earlier (sbatch --signal=USR1@%d) or raise KillWait",
                seconds, kKillWaitSeconds, static_cast<int>(2 * seconds) + 60);
   }
-  log_info("stop      %s: every rank stops after the current step, %s; a second signal stops at once%s%s",
-           signals_.names().c_str(), cost.c_str(),
+  log_info("stop      %s: every rank stops after the current step%s, %s; a second signal stops at once%s%s",
+           signals_.names().c_str(), s.has_validation() ? " (a validation pass at its next batch)" : "", cost.c_str(),
            c.exit_after_steps ? (", or after " + std::to_string(c.exit_after_steps) + " steps").c_str() : "",
            c.exit_after_minutes > 0 ? ::axonn::detail::concat(", or after ", c.exit_after_minutes, " minutes").c_str()
                                     : "");

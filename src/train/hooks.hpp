@@ -63,7 +63,6 @@ class CheckpointHook final : public LoopHook {
  private:
   void save(Session& s, int done);
   Checkpointer checkpointer_;
-  std::unique_ptr<checkpoint::DirectoryLock> lock_;  // rank 0's, on --checkpoint-dir
   std::string last_written_;
   double last_step_s_ = 0;  // for the stop-time check
   bool warned_ = false;

@@ -18,7 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-enum class Change { kSafe, kTrajectory };
+// kOutput: where the run writes. Recorded for information only, never restored or compared: outputs
+// come from the command line or the run directory (train/outputs.hpp), so that a copied, renamed or
+// branched run, or a crafted manifest, never writes into another run's files.
+enum class Change { kSafe, kTrajectory, kOutput };
 
 // One recorded setting: its key in the manifest, the flags that set it, whether a new value is safe,
 // and its text (what the manifest holds) from and into a config.
@@ -100,7 +103,7 @@ Setting path_setting(const char* key, const char* flag, Change change, std::stri
 
 // Every recorded setting, in the order messages list them.
 const std::vector<Setting>& settings() {
-  constexpr Change kSafe = Change::kSafe, kTrajectory = Change::kTrajectory;
+  constexpr Change kSafe = Change::kSafe, kTrajectory = Change::kTrajectory, kOutput = Change::kOutput;
   static const std::vector<Setting> all = {
       // the data: a token shard, or the built-in corpus of that many tokens
       Setting{"data", {"--data", "--synthetic-tokens"}, kTrajectory,
@@ -155,12 +158,12 @@ const std::vector<Setting>& settings() {
       int_setting("reduce_scatter_slots", "--reduce-scatter-slots", kSafe, &TrainConfig::reduce_scatter_slots, 1),
       int_setting("lm_head_chunk", "--lm-head-chunk", kSafe, &TrainConfig::lm_head_chunk, 0),
       // where its outputs go
-      path_setting("checkpoint_dir", "--checkpoint-dir", kSafe, &TrainConfig::checkpoint_dir),
+      path_setting("checkpoint_dir", "--checkpoint-dir", kOutput, &TrainConfig::checkpoint_dir),
       int_setting("checkpoint_every", "--checkpoint-every", kSafe, &TrainConfig::checkpoint_every, 0),
       int_setting("keep", "--keep", kSafe, &TrainConfig::keep, 0),
       bool_setting("continue_on_save_error", "--continue-on-save-error", kSafe, &TrainConfig::continue_on_save_error),
-      path_setting("metrics", "--metrics", kSafe, &TrainConfig::metrics),
-      path_setting("save", "--save", kSafe, &TrainConfig::save),
+      path_setting("metrics", "--metrics", kOutput, &TrainConfig::metrics),
+      path_setting("save", "--save", kOutput, &TrainConfig::save),
       path_setting("val_data", "--val-data", kSafe, &TrainConfig::val_data),
       int_setting("val_every", "--val-every", kSafe, &TrainConfig::val_every, 0),
       int_setting("val_batches", "--val-batches", kSafe, &TrainConfig::val_batches, 1),
@@ -204,9 +207,15 @@ std::map<std::string, std::string> run_settings(const TrainConfig& c) {
 TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, const std::string& dir,
                            int world_size) {
   TrainConfig r = c;
-  std::string restored, safe, refused, missing;
+  std::string restored, safe, refused, missing, not_taken;
   for (const Setting& s : settings()) {
     const std::string now = s.get(c);
+    if (s.change == Change::kOutput) {
+      auto it = m.extra.find(s.key);
+      if (it != m.extra.end() && !it->second.empty() && it->second != now)
+        not_taken += ::axonn::detail::concat(" ", s.flags.front(), " ", it->second);
+      continue;
+    }
     auto it = m.extra.find(s.key);
     if (it == m.extra.end()) {
       if (!is_given(c, s.flags)) missing += std::string(missing.empty() ? "" : ", ") + s.flags.front();
@@ -256,6 +265,9 @@ TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, 
             ": resharded)";
   }
   if (!restored.empty()) log_info("resume    the checkpoint's settings:%s", restored.c_str());
+  if (!not_taken.empty())
+    log_info("resume    the checkpoint's run wrote to%s; this run writes only where its own flags and --run-dir "
+             "say", not_taken.c_str());
   if (!safe.empty()) log_info("resume    changed: %s", safe.c_str());
   if (!missing.empty())
     log_warn("resume    the checkpoint does not record %s (written by an older axonn): the flags' values are used",

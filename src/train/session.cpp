@@ -2,6 +2,8 @@
 // its starting state (include/axonn/train/session.hpp).
 #include "axonn/train/session.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +20,9 @@
 #include "axonn/parallel/overlap.hpp"
 #include "axonn/planner/planner.hpp"
 #include "checkpointing.hpp"
+#include "hooks.hpp"
+#include "outputs.hpp"
+#include "stop.hpp"
 #include "resume.hpp"
 
 namespace axonn::train {
@@ -203,6 +208,9 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
     c_ = detail::restore_config(c_, *start_->resume_manifest, start_->resume_dir, world_->size());
     validate_config(c_);
   }
+  // the outputs, claimed before anything is written (outputs.hpp): refused on every rank alike
+  outputs_ = std::make_unique<detail::RunOutputs>(c_, *start_, *world_);
+  c_.trace = outputs_->trace();
   const TrainConfig& c = c_;
   shape_ = resolve_grid(c, world_->size());
   launch_ = detect_launch(*world_);
@@ -212,7 +220,14 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   kernels::gemm_tuner().clear();  // each run tunes afresh (and reports only its own choices)
   if (!c.gemm_tuning_report.empty()) {  // fail now, on every rank, rather than after training
     int32_t bad = 0;
-    if (world_->rank() == 0) bad = std::ofstream(c.gemm_tuning_report, std::ios::trunc).good() ? 0 : 1;
+    if (world_->rank() == 0) {  // a probe beside it: the file is written at the end, not emptied now
+      try {
+        detail::probe_writable(c.gemm_tuning_report + ".probe-" + std::to_string(::getpid()), "--gemm-tuning-report",
+                               c.gemm_tuning_report);
+      } catch (const IoError&) {
+        bad = 1;
+      }
+    }
     world_->all_reduce(&bad, 1, DType::kI32, comm::ReduceOp::kMax);  // over world
     AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
   }
@@ -355,11 +370,18 @@ LocalBatch Session::next_batch() {
   return local_part();
 }
 
-float Session::validate() {
+std::optional<float> Session::validate() {
   AXONN_CHECK(val_loader_ != nullptr, "validate() without --val-data");
   val_loader_->set_position(0);  // the same batches every time
   double sum = 0.0;
   for (int i = 0; i < c_.val_batches; i++) {
+    int32_t stop = detail::stop_signal_received();
+    world_->all_reduce(&stop, 1, DType::kI32, comm::ReduceOp::kMax);  // over world: every rank ends the pass here
+    if (stop) {
+      log_info("validate  stopped after %d of %d batches by %s: no val_loss for this step", i, c_.val_batches,
+               detail::signal_name(stop).c_str());
+      return std::nullopt;
+    }
     val_loader_->next(inputs_.data(), targets_.data());
     sum += evaluate(*gpt_, local_part());
   }

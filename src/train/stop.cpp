@@ -1,6 +1,7 @@
 // train/stop.cpp — the stop signals' handlers (stop.hpp).
 #include "stop.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <memory>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
 
 namespace axonn::train::detail {
 
@@ -34,12 +36,32 @@ std::unique_ptr<char[]> g_alt_stack;
 stack_t g_previous_stack{};
 bool g_stack_installed = false;
 
+// The status flags of standard output and error before the first signal made them non-blocking.
+int g_output_flags[3] = {-1, -1, -1};
+
+void set_outputs_nonblocking() {
+  for (int fd = 1; fd <= 2; fd++)
+    if (g_output_flags[fd] >= 0) (void)fcntl(fd, F_SETFL, g_output_flags[fd] | O_NONBLOCK);
+}
+
+void restore_outputs() {
+  for (int fd = 1; fd <= 2; fd++)
+    if (g_output_flags[fd] >= 0) (void)fcntl(fd, F_SETFL, g_output_flags[fd]);
+}
+
 void on_stop_signal(int sig) {
   if (g_count.fetch_add(1) == 0) {
     g_first.store(sig);
+    // From now on no write to the outputs blocks: mpirun stops reading its ranks' output for seconds
+    // when it is signalled, and a rank blocked writing a line would never reach the stop (and its
+    // checkpoint). A write blocked at this moment restarts (SA_RESTART) and sees the flag: EAGAIN.
+    // log_message keeps what it could not write for flush_log_output(), after the checkpoint.
+    // (fcntl is async-signal-safe.)
+    set_outputs_nonblocking();
     return;
   }
   // the second: the signal's default action (terminate), now
+  restore_outputs();
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -85,6 +107,7 @@ StopSignals::StopSignals(int extra) : extra_(extra) {
   sigemptyset(&sa.sa_mask);
   // SA_RESTART: a blocked write or read goes on, the loop looks after the step; SA_ONSTACK: above
   sa.sa_flags = SA_RESTART | SA_ONSTACK;
+  for (int fd = 1; fd <= 2; fd++) g_output_flags[fd] = fcntl(fd, F_GETFL);
   for (int i = 0; i < 2; i++) sigaction(kBase[i], &sa, &g_previous[i]);
   if (extra_) sigaction(extra_, &sa, &g_previous[2]);
 }
@@ -92,6 +115,10 @@ StopSignals::StopSignals(int extra) : extra_(extra) {
 StopSignals::~StopSignals() {
   for (int i = 0; i < 2; i++) sigaction(kBase[i], &g_previous[i], nullptr);
   if (extra_) sigaction(extra_, &g_previous[2], nullptr);
+  // the lines a stop held back, the checkpoint safe: a moment for them (mpirun may not read at all
+  // until the ranks end, and then SIGKILLs them: never wait longer than its default second)
+  flush_log_output(500);
+  restore_outputs();  // a terminal shared with the shell must not stay non-blocking
   if (g_stack_installed) {
     // the stack in use cannot be replaced: no handler of ours runs any more here
     sigaltstack(&g_previous_stack, nullptr);
@@ -102,6 +129,8 @@ StopSignals::~StopSignals() {
 }
 
 int StopSignals::received() const { return g_first.load(); }
+
+int stop_signal_received() { return g_installed.load() ? g_first.load() : 0; }
 
 std::string StopSignals::names() const {
   return "SIGTERM, SIGINT" + (extra_ ? ", " + signal_name(extra_) : std::string());

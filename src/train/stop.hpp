@@ -18,6 +18,10 @@ int parse_stop_signal(const std::string& name);
 // "SIGTERM" for SIGTERM, ...
 std::string signal_name(int sig);
 
+// The first stop signal received while a StopSignals lives (0: none): for long work inside a step
+// (validation) that must end early on a stop.
+int stop_signal_received();
+
 class StopSignals {
  public:
   // Installs the handlers for SIGTERM, SIGINT and `extra` (0: none). One at a time per process.

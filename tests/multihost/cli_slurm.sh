@@ -36,7 +36,7 @@ stop_and_resume() {
   [ "$sig" = TERM ] || send=(--signal "$sig")
   export AXONN=$axonn
   run sbatch -N 2 --ntasks-per-node 2 --output "$tmp/job.out" "$src/scripts/axonn.sbatch" \
-    "${run_args[@]}" --steps 300 --quiet --metrics "$tmp/slurm.jsonl" --checkpoint-dir "$tmp/ck"
+    "${run_args[@]}" --steps 300 --metrics "$tmp/slurm.jsonl" --checkpoint-dir "$tmp/ck"
   job=$(grep -Eo "Submitted batch job [0-9]+" "$tmp/out" | grep -Eo "[0-9]+")
   for _ in $(seq 400); do
     [ "$(cat "$tmp/slurm.jsonl" 2>/dev/null | wc -l)" -ge 20 ] && break
@@ -53,7 +53,7 @@ stop_and_resume() {
   [ "$at" -lt 300 ] || fail "the job was not stopped early"
   [ "$(wc -l <"$tmp/slurm.jsonl")" -eq "$at" ] || fail "the metrics hold $(wc -l <"$tmp/slurm.jsonl") steps, not $at"
   # a new job step continues from the checkpoint, on the same 2 nodes, for 5 steps
-  run srun -N 2 -n 4 "$axonn" train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5
+  run srun -N 2 -n 4 "$axonn" train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5 --metrics "$tmp/slurm.jsonl"
   expect_output "stopped   by --exit-after-steps 5 after step $((at + 5)) of 300"
   # what the uninterrupted run gives (constant learning rate: --steps does not change the trajectory)
   run "$mpiexec" -n 4 --oversubscribe "$axonn" train "${run_args[@]}" --steps $((at + 5)) --metrics "$tmp/mpirun.jsonl"

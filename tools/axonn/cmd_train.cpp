@@ -47,6 +47,10 @@ void add_train_command(CLI::App& app, Action* action) {
             });
         },
         o.field);
+  // not a setting of the run (config.toml never records it): an ask of this command line
+  sub->add_flag("--overwrite", flags->overwrite, "let this run replace another run's outputs: the checkpoints of "
+                "its --checkpoint-dir, its run directory's record and traces, an existing --metrics or --save file "
+                "(refused otherwise; docs/resilience.md)")->group("[checkpoint]");
   sub->callback([flags, config_file, print_config, action, sub] {
     // the flags on the command line: they override the file, and resuming restores the checkpoint's
     // settings for all others
@@ -54,7 +58,8 @@ void add_train_command(CLI::App& app, Action* action) {
     for (const CLI::Option* o : sub->get_options())
       if (o->count() > 0) given.insert(o->get_name());
     *action = [flags, config_file, print_config, given] {
-      const train::TrainConfig c = train::effective_config(*config_file, *flags, given);
+      train::TrainConfig c = train::effective_config(*config_file, *flags, given);
+      c.overwrite = flags->overwrite;
       comm::CommOptions options;
       options.timeout_s = c.comm_timeout;
       auto world = comm::world(options);

@@ -138,15 +138,24 @@ std::string commit_checkpoint(const std::string& root, const Manifest& manifest,
 // leaves a half-deleted directory under a step name.
 void prune_checkpoints(const std::string& root, int keep);
 
+// Removes every step of ROOT (committed or left by an interrupted save), `latest` and its temporary:
+// what `axonn train --overwrite` deletes of another run's checkpoint directory, and nothing else
+// (the lock, and files that are not checkpoints, stay). Returns how many steps it removed.
+int remove_all_checkpoints(const std::string& root);
+
 // The run that writes into a checkpoint root holds its lock (ROOT/lock, an fcntl write lock, which
 // also works on NFS): two runs saving into one root at once would race (one could report a
 // checkpoint saved that the other's pruning or replacement broke). The lock file says who holds it;
-// the lock ends with the holder (its process, even if killed). One rank per job takes it.
+// the lock ends with the holder (its process, even if killed). One rank per job takes it. A run
+// directory is locked the same way (train/run_dir.hpp). The lock file is never a link followed out
+// of ROOT (O_NOFOLLOW: a planted link is refused, its target untouched).
 class DirectoryLock {
  public:
   // Creates ROOT if needed and takes the lock; IoError naming the holder ("pid P on host H since T")
-  // if another process has it, or if ROOT cannot be created.
-  explicit DirectoryLock(const std::string& root);
+  // if another process has it, or if ROOT cannot be created. `what` names ROOT in messages with the
+  // flag that gave it ("checkpoint directory", "--run-dir").
+  explicit DirectoryLock(const std::string& root, const std::string& what = "checkpoint directory",
+                         const std::string& flag = "--checkpoint-dir");
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;

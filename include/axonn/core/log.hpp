@@ -24,6 +24,9 @@ int log_rank();
 void set_log_info_to_stderr(bool to_stderr);
 
 void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// Writes the lines log_message could not write yet (an output made non-blocking by a stop signal,
+// and full: train/stop.cpp), waiting up to `wait_ms` for room; then forgets any it still cannot write.
+void flush_log_output(int wait_ms);
 #define AXONN_LOG_FN(name, level)                                                  \
   template <typename... Args>                                                      \
   void name(const char* fmt, Args... args) {                                       \

@@ -88,6 +88,9 @@ struct TrainConfig {
   // --batch-size, ...) is refused unless allow_config_change; safe ones (--steps, --grid, ...) are reported.
   std::optional<std::set<std::string>> given;
   bool allow_config_change = false;  // --allow-config-change
+  // --overwrite: this run may replace what another run wrote into its outputs (train/outputs.hpp).
+  // An ask of one command line, never written into config.toml.
+  bool overwrite = false;
   bool quiet = false;               // no per-step progress lines
   // stopping early (docs/resilience.md): on SIGTERM, SIGINT or --stop-signal every rank stops after the
   // current step and checkpoints; a second signal stops at once. Also after N steps of this run or M

@@ -36,6 +36,7 @@ namespace axonn::train {
 
 namespace detail {
 struct StartPlan;
+class RunOutputs;
 }
 
 class Session {
@@ -69,7 +70,9 @@ class Session {
   bool has_validation() const { return val_loader_ != nullptr; }
   // The mean loss of the first --val-batches batches of --val-data with the current weights (forwards
   // only; training is not changed by it). Collective over the grid.
-  float validate();
+  // nullopt when a stop signal arrived during the pass: it ends between two batches, every rank
+  // agreeing, so that a stop never waits for a whole validation (docs/resilience.md).
+  std::optional<float> validate();
 
   // The numerical guard (its outlier windows are training state: checkpointed, restored) and the
   // steps it skipped since the run began (a resumed run counts on).
@@ -108,6 +111,7 @@ class Session {
   std::shared_ptr<comm::Communicator> world_;
   parallel::GridShape shape_;
   std::unique_ptr<detail::StartPlan> start_;
+  std::unique_ptr<detail::RunOutputs> outputs_;  // rank 0 holds the output directories' locks
   model::GptConfig mc_;
   std::unique_ptr<data::TokenCorpus> corpus_;
   std::unique_ptr<data::BatchLoader> loader_;

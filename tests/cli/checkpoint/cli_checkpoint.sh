@@ -25,7 +25,7 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
     two_rank_checkpoints
     truncate -s -1000 "$tmp/ck/step-00000004/tp-x0-y0-z0.safetensors"
     expect_once 2 "file 'tp-x0-y0-z0.safetensors' is [0-9]+ bytes, the manifest says [0-9]+: the file is truncated" \
-      train "${flags[@]}" --grid 1,1,2,1 --steps 6 --resume-from "$tmp/ck" ;;
+      train "${flags[@]}" --grid 1,1,2,1 --steps 6 --resume-from "$tmp/ck" --checkpoint-dir "$tmp/branch" ;;
   refuse_mismatched)
     run_np 2 train --channels 32 --steps 2 --quiet --peak-gflops 100 --checkpoint-dir "$tmp/ck"
     expect_once 2 "checkpoint '.*step-00000002' is for the model L=2 NH=4 C=32 .*, not L=2 NH=4 C=64" \
@@ -36,13 +36,13 @@ open(p, 'wb').write(b)" "$tmp/ck/step-00000004/tp-x1-y0-z0.safetensors"
     cp -r "$tmp/ck/step-00000004" "$tmp/ck/step-00000006.tmp"
     rm "$tmp/ck/step-00000004/manifest.json"
     expect_once 2 "checkpoint '.*step-00000004' has no manifest.json: the save did not complete" \
-      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000004"
+      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000004" --checkpoint-dir "$tmp/branch"
     expect_once 2 "is an unfinished save" \
-      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000006.tmp"
+      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000006.tmp" --checkpoint-dir "$tmp/branch"
     # a file gone
     rm "$tmp/ck/step-00000002/tp-x1-y0-z0.safetensors"
     expect_once 2 "file 'tp-x1-y0-z0.safetensors' is missing" \
-      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000002" ;;
+      train "${flags[@]}" --grid 2,1,1,1 --steps 6 --resume-from "$tmp/ck/step-00000002" --checkpoint-dir "$tmp/branch" ;;
   kill9_during_save)
     # The uninterrupted run, then the same run saving every step, SIGKILLed (one rank) while a save is
     # in progress; the checkpoint left behind must verify, and resuming from it must give the
@@ -135,6 +135,6 @@ PY
     expect_error "need --checkpoint-dir DIR" "$axonn" train --checkpoint-every 5
     expect_error "not both" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --resume-from "$tmp/ck"
     expect_error "--keep must be >= 0" "$axonn" train --checkpoint-dir "$tmp/ck" --keep -1
-    expect_error "checkpoint '$tmp/none' does not exist" "$axonn" train --resume-from "$tmp/none" ;;
+    expect_error "checkpoint '$tmp/none' does not exist" "$axonn" train --resume-from "$tmp/none" --checkpoint-dir "$tmp/branch" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

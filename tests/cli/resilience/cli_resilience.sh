@@ -92,21 +92,22 @@ stop_and_resume() {
   [ "$at" -lt 300 ] || fail "the run was not stopped early"
   [ -f "$tmp/ck/$(printf 'step-%08d' "$at")/manifest.json" ] || fail "no checkpoint of step $at"
   [ "$(wc -l <"$tmp/m.jsonl")" -eq "$at" ] || fail "the metrics hold $(wc -l <"$tmp/m.jsonl") steps, not $at"
-  run "${launch[@]}" "$axonn" train --checkpoint-dir "$tmp/ck" --resume
+  run "${launch[@]}" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --metrics "$tmp/m.jsonl"
   losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl"
 }
 
 case $case_name in
   resume_restores_config)
     # the uninterrupted run, then the same run cut back to its step-10 checkpoint and resumed with
-    # --checkpoint-dir and --resume alone: the recorded data, optimizer, batch, schedule, checkpoint
-    # cadence and metrics file come back, and the metrics hold each step once
+    # --checkpoint-dir, --resume and its metrics file: the recorded data, optimizer, batch, schedule and
+    # checkpoint cadence come back (outputs never do: the recorded metrics file is named, not taken),
+    # and the metrics hold each step once
     run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps 24 --metrics "$tmp/ref.jsonl"
     run_np 2 train "${flags[@]}" --grid 1,1,2,1 --steps 24 --checkpoint-dir "$tmp/ck" --checkpoint-every 10 \
       --metrics "$tmp/m.jsonl"
     back_to 10 "$tmp/ck"
-    run_np 2 train --checkpoint-dir "$tmp/ck" --resume
-    expect_output "resume    the checkpoint's settings: --data .*tokens.bin --seed 7 --batch-size 8 --seq-len 16 --steps 24 --lr 0.002 --warmup-steps 3 --min-lr-frac 0.1 --weight-decay 0.05 --grad-clip 0.8 --checkpoint-every 10 --metrics .*m.jsonl"
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --metrics "$tmp/m.jsonl"
+    expect_output "resume    the checkpoint's settings: --data .*tokens.bin --seed 7 --batch-size 8 --seq-len 16 --steps 24 --lr 0.002 --warmup-steps 3 --min-lr-frac 0.1 --weight-decay 0.05 --grad-clip 0.8 --checkpoint-every 10\$"
     expect_output "metrics   .*m.jsonl continues after step 10: 10 lines kept, 14 dropped"
     expect_output "checkpoint .*step-00000020"
     losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
@@ -141,11 +142,16 @@ case $case_name in
     run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 3 --init "$model" --quiet
     expect_output "--init .*model.bin is not used: the run continues from the checkpoint's weights" ;;
   resume_from_keeps_checkpointing)
-    # --resume-from without --checkpoint-dir saves where the recorded run saved, keeping as many
+    # a branch (--resume-from) is a new run: without its own --checkpoint-dir it is refused (it once
+    # saved into, and pruned, the run it branched from); with one it saves there, keeping as many as
+    # the recorded run, and the source stays as it was
     run_np 1 train "${flags[@]}" --steps 4 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 --keep 2 --quiet
-    back_to 3 "$tmp/ck"
-    run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
-    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000004 step-00000005 " ] || fail "left $(ls "$tmp/ck")" ;;
+    before=$(ls "$tmp/ck" | tr '\n' ' ')
+    expect_error "--resume-from '.*step-00000003' starts a new run from that checkpoint: give it its own --checkpoint-dir NEW or --run-dir NEW" \
+      "$axonn" train --resume-from "$tmp/ck/step-00000003" --steps 5 --quiet
+    run_np 1 train --resume-from "$tmp/ck/step-00000003" --steps 6 --quiet --checkpoint-dir "$tmp/branch"
+    [ "$(ls "$tmp/branch" | tr '\n' ' ')" = "latest lock step-00000005 step-00000006 " ] || fail "left $(ls "$tmp/branch")"
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "$before" ] || fail "the source changed: $before -> $(ls "$tmp/ck")" ;;
   watchdog_sigstop)
     # a rank stopped mid-run (SIGSTOP): the others' watchdogs report the collective they wait in and
     # the rank that does not answer, and the job ends within 40 s
@@ -240,8 +246,8 @@ PY
     start_bg "$tmp/a.out" "$axonn" train "${flags[@]}" --steps 100000 --checkpoint-dir "$tmp/ck" --checkpoint-every 50 \
       --metrics "$tmp/m.jsonl" --quiet
     wait_lines "$tmp/m.jsonl" 5
-    expect_once 2 "checkpoint directory '$tmp/ck' is in use by another run \(pid $bg on host .*\): two runs saving" \
-      train "${flags[@]}" --grid 1,1,1,2 --steps 10 --checkpoint-dir "$tmp/ck"
+    expect_once 2 "checkpoint directory '$tmp/ck' is in use by another run \(pid $bg on host .*\): two runs writing" \
+      train "${flags[@]}" --grid 1,1,1,2 --steps 10 --checkpoint-dir "$tmp/ck" --resume
     kill -TERM "$bg"
     wait_rc "$bg"
     [ "$rc" -eq 0 ] || fail "the first run exited $rc"
@@ -337,7 +343,9 @@ PY
     # odls_base_sigkill_timeout seconds (default 1), SIGKILL as long again after that, and exits 1
     # (docs/resilience.md). With the timeout raised, the ranks' SIGTERM stop has time to checkpoint.
     # Constant lr: the trajectory does not depend on --steps, so a long run is compared with a short one.
-    long=(--lr-schedule constant --grid 1,1,2,1 --steps 100000 --quiet)
+    # Not --quiet: mpirun stops reading the ranks' output when signalled, and rank 0 writing its
+    # progress lines must not block the stop (train/stop.cpp makes the outputs non-blocking).
+    long=(--lr-schedule constant --grid 1,1,2,1 --steps 100000)
     start_bg "$tmp/run.out" env OMPI_MCA_odls_base_sigkill_timeout=5 "$mpiexec" -n 2 --oversubscribe "$axonn" train \
       "${flags[@]}" "${long[@]}" --metrics "$tmp/m.jsonl" --checkpoint-dir "$tmp/ck"
     wait_lines "$tmp/m.jsonl" 20
@@ -347,7 +355,7 @@ PY
     expect_output "stopped   by SIGTERM after step [0-9]+ of 100000; checkpoint"
     echo "ok: mpirun exited $rc after the ranks' graceful stop"
     at=$(grep -Eo "after step [0-9]+ of" "$tmp/out" | grep -Eo "[0-9]+" | head -1)
-    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5 --metrics "$tmp/m.jsonl"
     expect_output "stopped   by --exit-after-steps 5 after step $((at + 5)) of 100000"
     run_np 2 train "${flags[@]}" --lr-schedule constant --grid 1,1,2,1 --steps $((at + 5)) --quiet --metrics "$tmp/ref.jsonl"
     losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
@@ -376,9 +384,9 @@ PY
     run_np 2 train "${flags[@]}" --grid 1,1,1,2 --steps 30 --quiet --metrics "$tmp/m.jsonl" --checkpoint-dir "$tmp/ck" \
       --exit-after-steps 12
     expect_output "stopped   by --exit-after-steps 12 after step 12 of 30; checkpoint .*step-00000012"
-    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12 --metrics "$tmp/m.jsonl"
     expect_output "stopped   by --exit-after-steps 12 after step 24 of 30"
-    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12
+    run_np 2 train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 12 --metrics "$tmp/m.jsonl"
     expect_no_output "stopped   by"
     losses_equal "$tmp/ref.jsonl" "$tmp/m.jsonl" ;;
   exit_after_minutes)
@@ -395,5 +403,139 @@ PY
     [ "$rc" -eq 0 ] || fail "exit code $rc after SIGUSR2"
     expect_output "stop      SIGTERM, SIGINT, SIGUSR2: every rank stops after the current step"
     expect_output "stopped   by SIGUSR2" ;;
+  # --- a run writes only to its own outputs (issue 32; docs/resilience.md, "What a command writes")
+  own_trace_on_resume)
+    # resuming in a run directory keeps the trace it has, and says nothing of a --trace-steps never given
+    run_np 1 train "${flags[@]}" --steps 10 --run-dir "$tmp/rr"
+    before=$(md5sum <"$tmp/rr/trace.json")
+    run_np 1 train "${flags[@]}" --steps 20 --run-dir "$tmp/rr" --resume
+    [ "$(md5sum <"$tmp/rr/trace.json")" = "$before" ] || fail "the resumed run changed trace.json"
+    expect_no_output "trace-steps"
+    run "$axonn" report "$tmp/rr"
+    # a window after the resumed step goes to a file beside the first trace
+    run_np 1 train --steps 30 --run-dir "$tmp/rr" --resume --trace-steps 22:23
+    [ "$(md5sum <"$tmp/rr/trace.json")" = "$before" ] || fail "the second resume changed trace.json"
+    check "no trace beside it" test -s "$tmp/rr/trace-from-step-21.json"
+    run "$axonn" report "$tmp/rr" ;;
+  own_copied_run)
+    # a copied or renamed run resumes into its own directory; a branch writes only under its own outputs
+    run_np 1 train "${flags[@]}" --steps 10 --run-dir "$tmp/c1" --save "$tmp/final.bin" --quiet
+    cp -a "$tmp/c1" "$tmp/c2"
+    sums() { (cd "$1" && find . -type f ! -name lock -exec md5sum {} + | sort); }
+    before=$(sums "$tmp/c1"; md5sum "$tmp/final.bin")
+    run_np 1 train --steps 20 --run-dir "$tmp/c2" --resume --quiet
+    expect_output "resume    the checkpoint's run wrote to .*c1/checkpoints.*this run writes only where its own flags"
+    check "c2 was not continued" test -d "$tmp/c2/checkpoints/step-00000020"
+    [ "$(wc -l <"$tmp/c2/metrics.jsonl")" -eq 20 ] || fail "c2's metrics hold $(wc -l <"$tmp/c2/metrics.jsonl") lines"
+    mv "$tmp/c2" "$tmp/renamed"
+    run_np 1 train --steps 24 --run-dir "$tmp/renamed" --resume --quiet
+    check "the renamed run was not continued" test -d "$tmp/renamed/checkpoints/step-00000024"
+    run_np 1 train --resume-from "$tmp/c1/checkpoints/step-00000010" --run-dir "$tmp/b" --steps 14 --lr 5e-2 \
+      --allow-config-change --quiet
+    check "the branch did not save" test -d "$tmp/b/checkpoints/step-00000014"
+    [ "$(sums "$tmp/c1"; md5sum "$tmp/final.bin")" = "$before" ] || fail "c1 or its --save changed" ;;
+  own_crafted_manifest)
+    # a checkpoint whose manifest names other files as its run's outputs (checksum repaired) writes none of them
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/evil" --quiet
+    echo precious1 >"$tmp/victim1"
+    echo precious2 >"$tmp/victim2"
+    man=$tmp/evil/step-00000002/manifest.json
+    python3 - "$man" "$tmp/victim1" "$tmp/victim2" <<'PY'
+import json, sys
+p, v1, v2 = sys.argv[1:]
+j = json.load(open(p))
+j["extra"]["metrics"], j["extra"]["save"], j["extra"]["checkpoint_dir"] = v1, v2, v1 + ".d"
+open(p, "w").write(json.dumps(j, indent=2) + "\n")
+PY
+    expect_error "fails its own checksum" "$axonn" train --resume-from "$tmp/evil" --checkpoint-dir "$tmp/mine" --steps 4
+    actual=$(grep -Eo "xxh3_64 [0-9a-f]{16}" "$tmp/out" | head -1 | cut -d' ' -f2)
+    python3 - "$man" "$actual" <<'PY'
+import json, sys
+p, h = sys.argv[1:]
+j = json.load(open(p))
+j["manifest_xxh3"] = h
+open(p, "w").write(json.dumps(j, indent=2) + "\n")
+PY
+    run_np 1 train --resume-from "$tmp/evil" --checkpoint-dir "$tmp/mine" --steps 4 --quiet
+    check "the run did not save into its own --checkpoint-dir" test -d "$tmp/mine/step-00000004"
+    [ "$(cat "$tmp/victim1") $(cat "$tmp/victim2")" = "precious1 precious2" ] || fail "a victim file was written"
+    absent "$tmp/victim1.d" ;;
+  own_fresh_into_other_checkpoints)
+    run_np 1 train "${flags[@]}" --steps 30 --checkpoint-dir "$tmp/ck" --checkpoint-every 10 --quiet
+    expect_error "--checkpoint-dir '$tmp/ck' holds 3 checkpoints of a run \(steps 10 to 30\): this run would replace what another run wrote" \
+      "$axonn" train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck"
+    [ "$(cat "$tmp/ck/latest")" = step-00000030 ] || fail "latest moved to $(cat "$tmp/ck/latest")"
+    run_np 1 train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck" --overwrite --quiet
+    expect_output "overwrite .*3 checkpoints and 0 trace files removed"
+    [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000010 " ] || fail "left $(ls "$tmp/ck")"
+    # --overwrite never deletes what the run reads
+    expect_error "--overwrite would delete the checkpoints of --checkpoint-dir '$tmp/ck', and --resume-from" \
+      "$axonn" train --resume-from "$tmp/ck/step-00000010" --checkpoint-dir "$tmp/ck" --overwrite --steps 12
+    check "the source went" test -d "$tmp/ck/step-00000010" ;;
+  own_config_rerun)
+    # the run directory's config.toml rerun under another --run-dir never replaces the first run's --save
+    run_np 1 train "${flags[@]}" --steps 3 --run-dir "$tmp/r1" --save "$tmp/final.bin" --quiet
+    before=$(md5sum <"$tmp/final.bin")
+    expect_error "--save '$tmp/final.bin' exists: this run would replace what another run wrote" \
+      "$axonn" train --config "$tmp/r1/config.toml" --run-dir "$tmp/r2"
+    [ "$(md5sum <"$tmp/final.bin")" = "$before" ] || fail "final.bin changed"
+    run_np 1 train --config "$tmp/r1/config.toml" --run-dir "$tmp/r2" --save "$tmp/final2.bin" --quiet
+    check "no final2.bin" test -s "$tmp/final2.bin" ;;
+  own_output_is_input)
+    cp "$tokens" "$tmp/tok.bin"
+    cp "$model" "$tmp/m.bin"
+    expect_error "--metrics 'tok.bin' is the file --data '.*tok.bin' reads: writing it would destroy the input" \
+      bash -c "cd '$tmp' && '$axonn' train --data '$tmp/tok.bin' --metrics tok.bin --steps 2"
+    expect_error "--metrics '$tmp/m.bin' is the file --init '$tmp/m.bin' reads" \
+      "$axonn" train --init "$tmp/m.bin" --metrics "$tmp/m.bin" --steps 2
+    expect_error "--save '$tmp/m.bin' is the file --init" "$axonn" train --init "$tmp/m.bin" --save "$tmp/m.bin" --steps 2
+    expect_error "--trace '$tmp/x' and --metrics '$tmp/x' are the same file" \
+      "$axonn" train --metrics "$tmp/x" --trace "$tmp/x" --steps 2
+    cmp -s "$tokens" "$tmp/tok.bin" || fail "the shard changed"
+    cmp -s "$model" "$tmp/m.bin" || fail "the model changed" ;;
+  own_run_dir_locked)
+    # two runs in one run directory, each with its own checkpoints: the second is refused at once
+    start_bg "$tmp/a.out" "$axonn" train "${flags[@]}" --steps 100000 --run-dir "$tmp/rr" --checkpoint-dir "$tmp/ck1" \
+      --quiet
+    wait_lines "$tmp/rr/metrics.jsonl" 5
+    expect_once 2 "run directory '$tmp/rr' is in use by another run \(pid $bg on host .*\): two runs writing" \
+      train "${flags[@]}" --steps 10 --run-dir "$tmp/rr" --checkpoint-dir "$tmp/ck2" --resume
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    [ "$rc" -eq 0 ] || fail "the first run exited $rc"
+    python3 -c "import json, sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/rr/metrics.jsonl" ||
+      fail "the metrics are not whole lines" ;;
+  own_links_not_followed)
+    mkdir -p "$tmp/ck" "$tmp/rr"
+    echo precious >"$tmp/victim"
+    ln -s "$tmp/victim" "$tmp/ck/lock"
+    expect_error "the lock '$tmp/ck/lock' of checkpoint directory '$tmp/ck' is a symbolic link" \
+      "$axonn" train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck"
+    rm "$tmp/ck/lock"
+    ln -s "$tmp/victim" "$tmp/ck/latest.tmp"
+    run_np 1 train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/ck" --quiet
+    ln -s "$tmp/victim" "$tmp/rr/metrics.jsonl"
+    expect_error "--metrics '$tmp/rr/metrics.jsonl' is a symbolic link: axonn never writes through a link" \
+      "$axonn" train "${flags[@]}" --steps 2 --run-dir "$tmp/rr"
+    [ "$(cat "$tmp/victim")" = precious ] || fail "the link's target was written" ;;
+  stop_during_validation)
+    # a stop during a long validation pass ends it at the next batch, and the run checkpoints
+    start_bg "$tmp/out" "$axonn" train "${flags[@]}" --steps 100 --val-data "$tokens" --val-every 2 --val-batches 100000 \
+      --checkpoint-dir "$tmp/ck"
+    for i in $(seq 300); do grep -q "step     1/100" "$tmp/out" && break; sleep 0.1; done
+    sleep 1  # inside the pass after step 2 (100,000 batches: minutes)
+    start=$(date +%s%N)
+    kill -TERM "$bg"
+    wait_rc "$bg"
+    took_ms=$((($(date +%s%N) - start) / 1000000))
+    [ "$rc" -eq 0 ] || fail "exit code $rc"
+    expect_output "validate  stopped after [0-9]+ of 100000 batches by SIGTERM"
+    expect_output "stopped   by SIGTERM after step [0-9] of 100; checkpoint"
+    [ "$took_ms" -lt 10000 ] || fail "the stop took $took_ms ms"
+    echo "ok: stopped in $took_ms ms" ;;
+  data_flag_empty)
+    expect_error "--data is empty \(an unset variable\?\)" "$axonn" train --data '' --steps 2
+    expect_error "--beta1 must be in \[0, 1\)" "$axonn" train --beta1 1.5 --print-config
+    expect_error "--eps must be a finite value > 0" "$axonn" train --eps -1 --print-config ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -1,0 +1,224 @@
+// train/outputs.cpp — claiming a run's outputs before it writes (outputs.hpp states the rule).
+#include "outputs.hpp"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "axonn/checkpoint/sharded.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/data/token_dataset.hpp"
+#include "axonn/train/run_dir.hpp"
+
+namespace axonn::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A path and the flag that named it (or the run directory that gave it).
+struct Named {
+  std::string flag;
+  std::string path;
+};
+
+std::optional<struct stat> lstat_of(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return st;
+}
+
+std::optional<struct stat> stat_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return st;
+}
+
+// The same file or directory (device and inode), whatever the paths' spelling or links.
+bool same(const std::string& a, const std::string& b) {
+  const auto sa = stat_of(a), sb = stat_of(b);
+  return sa && sb && sa->st_dev == sb->st_dev && sa->st_ino == sb->st_ino;
+}
+
+// `path` (existing or not) lies inside the directory `dir` (by device and inode of its parents).
+bool inside(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec).lexically_normal();
+  if (ec) return false;
+  for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (same(p.string(), dir)) return true;
+    if (p == p.root_path()) break;
+  }
+  return false;
+}
+
+bool is_directory(const std::string& path) {
+  const auto st = stat_of(path);
+  return st && S_ISDIR(st->st_mode);
+}
+
+// What the run reads. Shards that cannot be found are left to the session to report.
+std::vector<Named> inputs_of(const TrainConfig& c, const StartPlan& start) {
+  std::vector<Named> in;
+  const auto shards = [&](const char* flag, const std::string& spec, data::ShardSplit split) {
+    if (spec.empty()) return;
+    try {
+      for (const std::string& s : data::find_shards(spec, split)) in.push_back({flag, s});
+    } catch (const Error&) {
+    }
+  };
+  shards("--data", c.data, data::ShardSplit::kTrain);
+  shards("--val-data", c.val_data, data::ShardSplit::kVal);
+  if (!c.init.empty()) in.push_back({"--init", c.init});
+  if (!c.goldfish_table.empty()) in.push_back({"--goldfish-table", c.goldfish_table});
+  if (!start.resume_dir.empty()) in.push_back({c.resume ? "--resume" : "--resume-from", start.resume_dir});
+  return in;
+}
+
+// The files the run writes (not its checkpoints' files, which live in the checkpoint directory).
+std::vector<Named> file_outputs(const TrainConfig& c) {
+  std::vector<Named> out;
+  const auto add = [&](const char* flag, const std::string& path) {
+    if (!path.empty()) out.push_back({flag, path});
+  };
+  add("--metrics", c.metrics);
+  add("--trace", c.trace);
+  add("--save", c.save);
+  add("--gemm-tuning-report", c.gemm_tuning_report);
+  return out;
+}
+
+std::string quoted(const Named& n) { return n.flag + " '" + n.path + "'"; }
+
+// Refuses an output that is an input, lies inside an input directory, or is another output; and an
+// output file that is a symbolic link.
+void check_against_inputs(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+  for (size_t i = 0; i < outputs.size(); i++) {
+    const Named& o = outputs[i];
+    const auto st = lstat_of(o.path);
+    AXONN_CHECK_ARG(!st || !S_ISLNK(st->st_mode), quoted(o), " is a symbolic link: axonn never writes through a "
+                    "link (it could point at any file). Give the real path, or remove the link");
+    for (const Named& in : inputs) {
+      AXONN_CHECK_ARG(!same(o.path, in.path), quoted(o), " is the file ", quoted(in), " reads: writing it would "
+                      "destroy the input. Give ", o.flag, " another path");
+      AXONN_CHECK_ARG(!is_directory(in.path) || !inside(o.path, in.path), quoted(o), " lies inside ", quoted(in),
+                      ", which this run reads: an output never goes into an input. Give ", o.flag, " another path");
+    }
+    for (size_t j = 0; j < i; j++) {
+      const Named& other = outputs[j];
+      std::error_code ec;
+      const bool same_name = fs::absolute(o.path, ec).lexically_normal() == fs::absolute(other.path, ec).lexically_normal();
+      AXONN_CHECK_ARG(!same_name && !same(o.path, other.path), quoted(o), " and ", quoted(other),
+                      " are the same file: give each output its own path");
+    }
+  }
+}
+
+bool non_empty_file(const std::string& path) {
+  const auto st = lstat_of(path);
+  return st && S_ISREG(st->st_mode) && st->st_size > 0;
+}
+
+// What a run directory holds of a run: its record, its metrics, its traces.
+std::vector<std::string> run_record(const std::string& dir) {
+  std::vector<std::string> found;
+  const RunDir rd(dir);
+  for (const char* name : {kConfigFile, kRunInfoFile, kMetricsFile, kTraceFile})
+    if (non_empty_file(rd.path(name))) found.push_back(name);
+  return found;
+}
+
+// The trace files of a run directory (trace*.json, as the report reads them).
+std::vector<std::string> trace_files(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(kTracePrefix, 0) == 0 && e.path().extension() == ".json" && e.is_regular_file(ec) &&
+        !e.is_symlink(ec))
+      found.push_back(e.path().string());
+  }
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+// "runs/a/trace.json" -> "runs/a/trace-from-step-11.json"
+std::string trace_beside(const std::string& trace, int first_step) {
+  const fs::path p(trace);
+  return (p.parent_path() / (p.stem().string() + "-from-step-" + std::to_string(first_step + 1) +
+                             p.extension().string()))
+      .string();
+}
+
+}  // namespace
+
+RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Communicator& world) : trace_(c.trace) {
+  const int first_step = start.resume_manifest ? static_cast<int>(start.resume_manifest->step) : 0;
+  // a run that resumes in place keeps the trace it wrote: its new window goes to a file beside it
+  if (c.resume && first_step > 0 && !trace_.empty() && non_empty_file(trace_)) trace_ = trace_beside(trace_, first_step);
+  std::exception_ptr error;
+  if (world.rank() == 0) {
+    try {
+      TrainConfig claimed = c;
+      claimed.trace = trace_;
+      const std::vector<Named> inputs = inputs_of(claimed, start);
+      check_against_inputs(file_outputs(claimed), inputs);
+      if (!c.run_dir.empty()) run_dir_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.run_dir, "run directory",
+                                                                                         "--run-dir");
+      // another run's work: refused unless this run continues it (--resume) or --overwrite
+      std::vector<std::string> others;
+      const std::vector<Named> files = file_outputs(claimed);
+      if (!c.resume) {
+        bool run_dir_taken = false;  // then its files are not listed again one by one
+        if (!c.run_dir.empty()) {
+          const std::vector<std::string> record = run_record(c.run_dir);
+          run_dir_taken = !record.empty();
+          if (run_dir_taken) others.push_back("--run-dir '" + c.run_dir + "' holds a run (" + joined(record) + ")");
+        }
+        const std::vector<int64_t> steps = checkpoint::list_checkpoints(c.checkpoint_dir);
+        if (!c.checkpoint_dir.empty() && !steps.empty())
+          others.push_back("--checkpoint-dir '" + c.checkpoint_dir + "' holds " + std::to_string(steps.size()) +
+                           " checkpoint" + (steps.size() > 1 ? "s" : "") + " of a run (steps " +
+                           std::to_string(steps.front()) + " to " + std::to_string(steps.back()) + ")");
+        for (const Named& f : files)
+          if (non_empty_file(f.path) && !(run_dir_taken && inside(f.path, c.run_dir)))
+            others.push_back(quoted(f) + " exists");
+      }
+      if (!others.empty()) {
+        AXONN_CHECK_ARG(c.overwrite, joined(others), ": this run would replace what another run wrote. ",
+                        c.resume_from.empty()
+                            ? "Continue that run with --resume, give this run its own outputs, or add --overwrite "
+                              "to replace them"
+                            : "A run started with --resume-from is a new run beside the one it branches from: give "
+                              "it its own --run-dir or --checkpoint-dir (and --save, --metrics), or add "
+                              "--overwrite to replace them");
+        for (const Named& in : inputs)
+          AXONN_CHECK_ARG(c.checkpoint_dir.empty() || (!same(in.path, c.checkpoint_dir) && !inside(in.path, c.checkpoint_dir)),
+                          "--overwrite would delete the checkpoints of --checkpoint-dir '", c.checkpoint_dir,
+                          "', and ", quoted(in), " reads from there. Give this run another --checkpoint-dir");
+      }
+      if (!c.checkpoint_dir.empty()) checkpoint_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
+      if (!others.empty()) {  // --overwrite: another run's checkpoints and traces go, nothing else
+        const int removed = checkpoint::remove_all_checkpoints(c.checkpoint_dir);
+        std::vector<std::string> traces = c.run_dir.empty() ? std::vector<std::string>{} : trace_files(c.run_dir);
+        for (const std::string& t : traces) fs::remove(t);
+        log_warn("overwrite %s: replaced by this run (%d checkpoint%s and %zu trace file%s removed)", joined(others).c_str(),
+                 removed, removed == 1 ? "" : "s", traces.size(), traces.size() == 1 ? "" : "s");
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  checkpoint::agree_on_errors(world, error);
+}
+
+RunOutputs::~RunOutputs() = default;
+
+}  // namespace axonn::train::detail
