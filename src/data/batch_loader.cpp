@@ -1,7 +1,12 @@
 #include <glob.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <csetjmp>
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/random.hpp"
@@ -100,6 +105,50 @@ std::vector<int64_t> TokenCorpus::document_starts(int separator) const {
   return starts;
 }
 
+std::string TokenCorpus::fingerprint() const {
+  std::string text;
+  char hash[17];
+  for (const auto& shard : shards_) {
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(shard->content_hash()));
+    text += fs::path(shard->path()).filename().string() + " " + std::to_string(shard->bytes()) + " " + hash + "\n";
+  }
+  return text;
+}
+
+namespace {
+
+struct ShardPrint {
+  std::string name, bytes, hash;
+};
+
+std::vector<ShardPrint> parse_fingerprint(const std::string& text) {
+  std::vector<ShardPrint> shards;
+  std::istringstream in(text);
+  ShardPrint p;
+  while (in >> p.name >> p.bytes >> p.hash) shards.push_back(p);
+  return shards;
+}
+
+}  // namespace
+
+std::string fingerprint_difference(const std::string& recorded, const std::string& now) {
+  const std::vector<ShardPrint> was = parse_fingerprint(recorded), is = parse_fingerprint(now);
+  std::string diff;
+  const auto say = [&diff](const std::string& what) { diff += (diff.empty() ? "" : "; ") + what; };
+  if (was.size() != is.size())
+    say(std::to_string(is.size()) + " shard" + (is.size() == 1 ? "" : "s") + ", was " + std::to_string(was.size()));
+  for (size_t i = 0; i < std::min(was.size(), is.size()); i++) {
+    const ShardPrint &a = was[i], &b = is[i];
+    if (a.name != b.name)
+      say("shard " + std::to_string(i + 1) + " is '" + b.name + "', was '" + a.name + "'");
+    else if (a.bytes != b.bytes)
+      say("shard '" + b.name + "' is " + b.bytes + " bytes, was " + a.bytes);
+    else if (a.hash != b.hash)
+      say("shard '" + b.name + "' holds other tokens (same size)");
+  }
+  return diff;
+}
+
 std::string TokenCorpus::describe() const {
   if (shards_.size() == 1) return shards_[0]->path();
   return std::to_string(shards_.size()) + " shards, " + shards_.front()->path() + " .. " + shards_.back()->path();
@@ -160,9 +209,53 @@ int64_t BatchLoader::sequence_start(int64_t n) const {
   return shard_token_starts_[w.shard] + w.offset;
 }
 
+namespace {
+
+// A shard is memory-mapped: when its file shrinks while the run reads it (rewritten, truncated), a
+// read past the new end raises SIGBUS. Around the loader's reads that signal returns here (the jump
+// armed by this thread) and becomes a clear error; anywhere else it keeps its default action.
+thread_local sigjmp_buf* t_bus_jump = nullptr;
+
+void on_sigbus(int sig) {
+  if (t_bus_jump) siglongjmp(*t_bus_jump, 1);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void catch_sigbus_once() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    return ::sigaction(SIGBUS, &sa, nullptr) == 0;
+  }();
+  (void)installed;
+}
+
+// "1048576 bytes when it was opened, 4096 now" (or "is gone now").
+std::string size_change(const TokenShard& shard) {
+  struct stat st {};
+  const std::string now = ::stat(shard.path().c_str(), &st) == 0 ? std::to_string(st.st_size) + " now" : "gone now";
+  return std::to_string(shard.bytes()) + " bytes when the run opened it, " + now;
+}
+
+}  // namespace
+
 void BatchLoader::next(int* inputs, int* targets) {
+  catch_sigbus_once();
+  sigjmp_buf jump;
+  volatile size_t reading = 0;  // the shard being read, for the message (survives the jump)
+  if (sigsetjmp(jump, 1) != 0) {
+    t_bus_jump = nullptr;
+    const TokenShard& shard = *shards_[reading];
+    throw IoError("token shard '" + shard.path() + "' changed while the run read it (" + size_change(shard) +
+                  "): the data of a run must not change under it. Nothing of this step was trained; resume from the "
+                  "last checkpoint once the shard is whole again (or with the new data and --allow-data-change)");
+  }
+  t_bus_jump = &jump;
   for (int b = 0; b < B_; b++) {
     const Where w = locate(position_ + b);
+    reading = w.shard;
     const TokenShard& shard = *shards_[w.shard];
     int* in = inputs + static_cast<int64_t>(b) * T_;
     int* tg = targets + static_cast<int64_t>(b) * T_;
@@ -172,6 +265,7 @@ void BatchLoader::next(int* inputs, int* targets) {
     }
     last_starts_[static_cast<size_t>(b)] = shard_token_starts_[w.shard] + w.offset;
   }
+  t_bus_jump = nullptr;
   position_ += B_;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
@@ -97,6 +98,23 @@ std::vector<uint32_t> synthetic_markov_tokens(int vocab, int64_t n, uint64_t see
     t = (r % 10 < 9) ? succ[t * 4 + (r >> 8) % 4] : (r >> 8) % V;
   }
   return tokens;
+}
+
+uint64_t TokenShard::content_hash() const {
+  const auto* bytes = static_cast<const unsigned char*>(map_ ? map_ : static_cast<const void*>(owned_.data()));
+  const size_t n = map_ ? map_bytes_ : owned_.size() * sizeof(uint32_t);
+  constexpr size_t kWhole = 16u << 20, kSample = 64u << 10, kSamples = 16;
+  if (n <= kWhole) return XXH3_64bits(bytes, n);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, bytes, kHeaderBytes);
+  for (size_t i = 0; i < kSamples; i++) {
+    const size_t at = kHeaderBytes + (n - kHeaderBytes - kSample) / (kSamples - 1) * i;
+    XXH3_64bits_update(state, bytes + at, kSample);
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
 }
 
 TokenShard::~TokenShard() {

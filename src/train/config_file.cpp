@@ -157,6 +157,9 @@ const std::vector<ConfigOption>& config_options() {
       {"checkpoint", "--allow-config-change", &C::allow_config_change,
        "with --resume: continue with flags that change the recorded run (--data, --lr, --batch-size, ...), which "
        "are refused otherwise"},
+      {"checkpoint", "--allow-data-change", &C::allow_data_change,
+       "with --resume: continue although the data's shards changed since the checkpoint (re-prepared, edited, "
+       "added or removed), which is refused otherwise"},
       {"checkpoint", "--continue-on-save-error", &C::continue_on_save_error,
        "a periodic checkpoint that cannot be written (full disk) is reported and the run trains on, instead of "
        "stopping; the previous checkpoint stays the latest, and the final save must still succeed"},

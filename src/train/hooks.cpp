@@ -276,7 +276,7 @@ void CheckpointHook::after_step(Session& s, StepMetrics& m) {
 }
 
 void CheckpointHook::save(Session& s, int done) {
-  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt(), s.guard_record());
+  const checkpoint::SaveResult r = checkpointer_.save(done, s.loader(), s.gpt(), s.opt(), s.manifest_record());
   last_written_ = r.dir;
   // a signal stops after a step and a save: both must fit in the scheduler's grace period
   if (!warned_ && last_step_s_ + r.seconds > kKillWaitSeconds) {

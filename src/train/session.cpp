@@ -29,6 +29,9 @@ namespace axonn::train {
 
 namespace {
 
+// The manifest key of the data's fingerprint (data::TokenCorpus::fingerprint).
+constexpr const char* kDataFingerprintKey = "data_fingerprint";
+
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 // "11.2 GiB"
 std::string gib(double bytes) {
@@ -263,6 +266,8 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   run.precision = c.dtype == "bf16" ? DType::kBF16 : DType::kF32;
 
   open_data();
+  if (!c.data.empty()) data_fingerprint_ = corpus_->fingerprint();
+  if (start_->resume_manifest) check_data_unchanged(*start_->resume_manifest);
 
   // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
   compute_ = setup_compute(c.kernels, c.comm, world_);
@@ -307,10 +312,27 @@ void Session::raise_deferred_error() {
   checkpoint::agree_on_errors(*world_, e);
 }
 
-std::map<std::string, std::string> Session::guard_record() const {
-  return {{"skipped_steps", std::to_string(skipped_steps_)},
-          {"guard_losses", guard_.losses().to_text()},
-          {"guard_norms", guard_.norms().to_text()}};
+std::map<std::string, std::string> Session::manifest_record() const {
+  std::map<std::string, std::string> r = {{"skipped_steps", std::to_string(skipped_steps_)},
+                                          {"guard_losses", guard_.losses().to_text()},
+                                          {"guard_norms", guard_.norms().to_text()}};
+  if (!data_fingerprint_.empty()) r[kDataFingerprintKey] = data_fingerprint_;
+  return r;
+}
+
+void Session::check_data_unchanged(const checkpoint::Manifest& m) const {
+  auto it = m.extra.find(kDataFingerprintKey);
+  if (it == m.extra.end() || data_fingerprint_.empty()) return;  // an older checkpoint, or the built-in corpus
+  // another --data path than the recorded one was refused or allowed by restore_config already
+  auto path = m.extra.find("data");
+  if (path != m.extra.end() && path->second != detail::run_settings(c_).at("data")) return;
+  const std::string diff = data::fingerprint_difference(it->second, data_fingerprint_);
+  if (diff.empty()) return;
+  AXONN_CHECK_ARG(c_.allow_data_change, "the data changed since checkpoint '", start_->resume_dir, "' was written: ",
+                  diff, ". Resuming would continue at the recorded position in other tokens. Restore the data, or "
+                  "add --allow-data-change to continue on it as it is now");
+  log_warn("resume    the data changed since the checkpoint (%s): --allow-data-change, so the run continues on it",
+           diff.c_str());
 }
 
 void Session::restore_guard(const checkpoint::Manifest& m) {

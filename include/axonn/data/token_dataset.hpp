@@ -32,6 +32,9 @@ class TokenShard {
 
   const std::string& path() const { return path_; }
   int64_t size() const { return num_tokens_; }
+  uint64_t bytes() const { return map_bytes_; }  // the file's size when it was opened (0: in memory)
+  // xxh3 of the file (header and tokens) or of samples of it: TokenCorpus::fingerprint.
+  uint64_t content_hash() const;
   int token(int64_t i) const {
     return token_bytes_ == 2 ? static_cast<const uint16_t*>(tokens_)[i] : static_cast<int>(static_cast<const uint32_t*>(tokens_)[i]);
   }
@@ -45,6 +48,11 @@ class TokenShard {
   int token_bytes_ = 2;
   std::vector<uint32_t> owned_;
 };
+
+// What differs between two fingerprints (TokenCorpus::fingerprint), said for a person: "shard
+// 'train_000001.bin' is 1048576 bytes, was 2097152; shard 'train_000002.bin' is missing"; empty when
+// they are the same.
+std::string fingerprint_difference(const std::string& recorded, const std::string& now);
 
 // A corpus the project makes itself: a sparse random Markov chain over `vocab` ids, each with four
 // likely successors (90%) and a uniformly random token otherwise, so a model can learn it and its
@@ -78,6 +86,11 @@ class TokenCorpus {
   std::vector<int64_t> document_starts(int separator) const;
   // "data/train_000000.bin" or "3 shards, data/train_000000.bin .. data/train_000002.bin".
   std::string describe() const;
+  // What a checkpoint records of its data, to tell on resume whether the data changed: per shard, its
+  // file name, size and a hash (xxh3) of its header and tokens (the whole shard up to 16 MiB, else
+  // its header and 16 evenly spaced samples of 64 KiB: a shard re-prepared, edited or replaced
+  // differs). One line per shard, "NAME BYTES HASH".
+  std::string fingerprint() const;
 
  private:
   std::vector<std::unique_ptr<TokenShard>> shards_;

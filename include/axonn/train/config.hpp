@@ -88,6 +88,9 @@ struct TrainConfig {
   // --batch-size, ...) is refused unless allow_config_change; safe ones (--steps, --grid, ...) are reported.
   std::optional<std::set<std::string>> given;
   bool allow_config_change = false;  // --allow-config-change
+  // --allow-data-change: resume although the data's files changed since the checkpoint (its
+  // fingerprint: data::TokenCorpus::fingerprint); refused otherwise, naming what changed
+  bool allow_data_change = false;
   // --overwrite: this run may replace what another run wrote into its outputs (train/outputs.hpp).
   // An ask of one command line, never written into config.toml.
   bool overwrite = false;

@@ -81,8 +81,9 @@ class Session {
   const model::GoldfishMask* goldfish() const { return goldfish_ ? &*goldfish_ : nullptr; }
   int64_t skipped_steps() const { return skipped_steps_; }
   void count_skipped() { skipped_steps_++; }
-  // What a checkpoint records of that state (manifest extra).
-  std::map<std::string, std::string> guard_record() const;
+  // What a checkpoint records of that state and of the data (manifest extra): the guard's windows and
+  // skipped steps, the data's fingerprint.
+  std::map<std::string, std::string> manifest_record() const;
 
   // An error one rank met where the others cannot know (rank 0 writing the metrics or the trace): kept
   // until the ranks agree to raise it together (raise_deferred_error, collective), so that every rank
@@ -103,6 +104,9 @@ class Session {
 
  private:
   void open_data();  // the training data (--data, or the built-in corpus), --val-data, their loaders
+  // Refuses to resume on data whose fingerprint differs from the checkpoint's (--allow-data-change).
+  void check_data_unchanged(const checkpoint::Manifest& m) const;
+  std::string data_fingerprint_;  // of --data's shards; empty for the built-in corpus
   LocalBatch local_part();  // this rank's part of the batch in inputs_/targets_
   void log_setup() const;
   void restore_guard(const checkpoint::Manifest& m);

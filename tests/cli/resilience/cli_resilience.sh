@@ -537,5 +537,33 @@ PY
     expect_error "--data is empty \(an unset variable\?\)" "$axonn" train --data '' --steps 2
     expect_error "--beta1 must be in \[0, 1\)" "$axonn" train --beta1 1.5 --print-config
     expect_error "--eps must be a finite value > 0" "$axonn" train --eps -1 --print-config ;;
+  data_changed_refused)
+    # a checkpoint knows its data: re-prepared, edited, shrunk or removed shards are refused on resume
+    mkdir -p "$tmp/data"
+    cp "$tokens" "$tmp/data/train_000000.bin"
+    cp "$tokens" "$tmp/data/train_000001.bin"
+    run_np 1 train "${flags[@]/#$tokens/$tmp/data}" --steps 4 --checkpoint-dir "$tmp/ck" --quiet
+    python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[5000] ^= 1; open(p, 'wb').write(b)" \
+      "$tmp/data/train_000001.bin"
+    expect_error "the data changed since checkpoint '.*step-00000004' was written: shard 'train_000001.bin' holds other tokens \(same size\)" \
+      "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 8
+    rm "$tmp/data/train_000001.bin"
+    expect_error "the data changed .*: 1 shard, was 2" "$axonn" train --checkpoint-dir "$tmp/ck" --resume --steps 8
+    absent "$tmp/ck/step-00000008"
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 8 --allow-data-change --quiet
+    expect_output "the data changed since the checkpoint \(1 shard, was 2\): --allow-data-change, so the run continues"
+    check "no step 8" test -d "$tmp/ck/step-00000008" ;;
+  shard_truncated_while_training)
+    # a shard cut short under a running job: a clear error (not SIGBUS), and the last checkpoint stays
+    cp "$tokens" "$tmp/t.bin"
+    start_bg "$tmp/out" "$axonn" train "${flags[@]/#$tokens/$tmp/t.bin}" --steps 100000 --checkpoint-dir "$tmp/ck" \
+      --checkpoint-every 20 --metrics "$tmp/m.jsonl" --quiet
+    wait_lines "$tmp/m.jsonl" 30
+    truncate -s 2048 "$tmp/t.bin"
+    wait_rc "$bg"
+    [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] || fail "exit code $rc (want a clear error, 1)"
+    expect_output "token shard '$tmp/t.bin' changed while the run read it \(41024 bytes when the run opened it, 2048 now\)"
+    expect_no_output "Bus error|SIGBUS|backtrace"
+    run "$axonn" inspect "$tmp/ck" ;;
   *) fail "unknown case $case_name" ;;
 esac
