@@ -112,8 +112,7 @@ int main(int argc, char** argv) {
     // the kernels, the GPU (node-local rank) and the communicator the grid splits
     const train::Compute compute = train::setup_compute(kernels_name, comm_name, world);
     const bool gpu = compute.backend == kernels::Backend::kCuda;
-    if (dtype != "fp32" && dtype != "bf16") throw InvalidArgument("--dtype " + dtype + ": use fp32 or bf16");
-    const DType precision = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    const DType precision = parse_precision(dtype);
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     const bool bf16 = precision == DType::kBF16;

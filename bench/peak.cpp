@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   bool bf16 = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--dtype")) bf16 = !std::strcmp(argv[i + 1], "bf16");
+    else if (!std::strcmp(argv[i], "--dtype")) bf16 = parse_precision(argv[i + 1]) == DType::kBF16;
     else {
       std::fprintf(stderr, "usage: bench_peak [--rounds R] [--dtype fp32|bf16]\n");
       return 2;

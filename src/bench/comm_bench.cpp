@@ -195,12 +195,11 @@ int run_comm_bench(const CommBenchOptions& o) {
   parallel::GridShape shape = parallel::parse_grid(o.grid, world->size());
   if (!o.grid_order.empty()) shape.order = parallel::parse_grid_order(o.grid_order);
   const bool flags_ok = o.min_bytes > 0 && o.max_bytes >= o.min_bytes && o.step_factor >= 2 &&
-                        o.iters >= 1 && o.rounds >= 1 && o.warmup >= 0 &&
-                        (o.dtype == "f32" || o.dtype == "bf16");
+                        o.iters >= 1 && o.rounds >= 1 && o.warmup >= 0;
   if (!flags_ok)
     throw InvalidArgument("bench comm: need 0 < --min-bytes <= --max-bytes, --step-factor >= 2, "
-                          "--iters >= 1, --rounds >= 1, --warmup >= 0, --dtype f32|bf16");
-  const DType dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+                          "--iters >= 1, --rounds >= 1, --warmup >= 0");
+  const DType dtype = parse_precision(o.dtype);
   parallel::Grid grid(shape, world);
   const train::Launch launch = train::detect_launch(*world);  // which hosts the ranks are on
   if (world->rank() == 0) {

@@ -124,6 +124,7 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
                   "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);
   (void)parallel::parse_overlap(c.overlap);
+  (void)parse_precision(c.dtype);
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
                   c.micro_batch_size);
   AXONN_CHECK_ARG(c.reduce_scatter_slots >= 1, "--reduce-scatter-slots must be >= 1, got ", c.reduce_scatter_slots);

@@ -235,7 +235,6 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
     AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
   }
   const bool gpu = backend == kernels::Backend::kCuda;
-  AXONN_CHECK_ARG(c.dtype == "fp32" || c.dtype == "bf16", "unknown --dtype '", c.dtype, "'; use fp32 or bf16");
   (void)optim::parse_lr_schedule(c.lr_schedule);
   mc_ = resolve_model(c, *start_);
   AXONN_CHECK_ARG(c.seq_len <= mc_.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
@@ -263,7 +262,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   run.lm_head_chunk = c.lm_head_chunk;
   // bf16: mixed precision (docs/precision.md): bf16 weight copies and activations, fp32 master weights,
   // gradients and optimizer state
-  run.precision = c.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  run.precision = parse_precision(c.dtype);
 
   open_data();
   if (!c.data.empty()) data_fingerprint_ = corpus_->fingerprint();

@@ -23,7 +23,7 @@ void add_bench_command(CLI::App& app, Action* action) {
   c->add_option("--min-bytes", co->min_bytes, "smallest size in bytes")->capture_default_str();
   c->add_option("--max-bytes", co->max_bytes, "largest size in bytes")->capture_default_str();
   c->add_option("--step-factor", co->step_factor, "size multiplier between rows")->capture_default_str();
-  c->add_option("--dtype", co->dtype, "f32 or bf16")->capture_default_str();
+  c->add_option("--dtype", co->dtype, "fp32 or bf16")->capture_default_str();
   c->add_option("--warmup", co->warmup, "untimed calls per size")->capture_default_str();
   c->add_option("--iters", co->iters, "timed calls per size and round")->capture_default_str();
   c->add_option("--rounds", co->rounds, "timed rounds per size; the fastest is reported")

@@ -142,11 +142,10 @@ int run_convert(const ConvertOptions& o) {
   int world = comm::Runtime::process_world_size();
   AXONN_CHECK_ARG(world == 1, "axonn convert runs in one process (the job has ", world, "); run it without mpirun -n");
   const std::string format = output_format(o);
-  AXONN_CHECK_ARG(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16, got '", o.dtype, "'");
-  AXONN_CHECK_ARG((o.dtype == "fp32" && o.shard_size == "0") || format == "safetensors-hf",
+  const DType hf_dtype = parse_precision(o.dtype);
+  AXONN_CHECK_ARG((hf_dtype == DType::kF32 && o.shard_size == "0") || format == "safetensors-hf",
                   "--dtype and --shard-size apply to Hugging Face output (--format safetensors-hf) only");
   const uint64_t shard_bytes = parse_size(o.shard_size);
-  const DType hf_dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   Loaded m = load_any(o);
 
   std::string written = o.to;

@@ -22,7 +22,7 @@ struct CommBenchOptions {
   int64_t min_bytes = 4096;
   int64_t max_bytes = 32 << 20;
   int step_factor = 2;
-  std::string dtype = "f32";
+  std::string dtype = "fp32";  // parse_precision: fp32 (f32) or bf16
   int warmup = 3;
   int iters = 10;
   int rounds = 1;

@@ -49,6 +49,13 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// A precision as every command spells it: "fp32" (also "f32", "float32") or "bf16" (also "bfloat16").
+// InvalidArgument naming `flag` otherwise. The one parser of --dtype (train, convert, bench comm, the
+// benchmarks).
+DType parse_precision(std::string_view text, std::string_view flag = "--dtype");
+// "fp32" or "bf16": a precision as --dtype writes it.
+std::string_view precision_name(DType t);
+
 enum class Device : uint8_t { kCpu, kCuda };
 
 }  // namespace axonn
