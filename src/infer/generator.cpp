@@ -64,6 +64,12 @@ Generator::Generator(const model::GptConfig& config, const parallel::Grid& grid,
 
 Generator::~Generator() = default;
 
+model::GptMemory Generator::memory_need(const model::GptConfig& config, const parallel::GridShape& shape,
+                                        const parallel::GridCoords& coords, int sequences, int context,
+                                        kernels::Backend backend) {
+  return model::Gpt::memory_need(config, shape, coords, sequences, context, backend, inference_run(), true);
+}
+
 std::vector<std::vector<int>> Generator::generate(const std::vector<int>& prompt, const GenerateOptions& options,
                                                   const OnToken& on_token) {
   return generate(std::vector<std::vector<int>>(static_cast<size_t>(sequences()), prompt), options, on_token);

@@ -41,6 +41,15 @@ inline void reserve_slot(Arena& arena, size_t slot, const char* name, Shape shap
   AXONN_CHECK(arena.reserve(name, shape, dtype) == slot, arena.name(), ": slots out of order at ", name);
 }
 
+// What a block's arenas are sized by: PassContext's numbers without its communicators, so that
+// Gpt::memory_need sizes them, through the blocks' own reserve(), before any grid exists.
+struct BlockShape {
+  const ModelSpec* spec;
+  int gy, B, T, Cx;
+  int64_t N;
+  bool recompute, bf16;
+};
+
 // What the passes of the model and of its blocks share, owned by the model.
 struct PassContext {
   const ModelSpec& spec;
@@ -60,6 +69,8 @@ struct PassContext {
   int64_t N = 0;                       // B * T rows
   int Cx = 0;                          // the residual stream's channels on this rank: C / Gx
   bool recompute = false;
+
+  BlockShape block_shape() const { return {&spec, grid.shape().gy, B, T, Cx, N, recompute, ops_bf16 != nullptr}; }
 
   // The kernels of precision E.
   template <class E>
@@ -180,9 +191,7 @@ class KvCache {
       const auto& k = ctx_.kernels<E>();
       const int B = ctx_.B, T = ctx_.T;
       if (!cache_.allocated()) {
-        const int64_t L = ctx_.spec.config.num_layers, width = static_cast<int64_t>(NKV_) * HS_;
-        cache_.reserve("keys", {L, B, T, width});
-        cache_.reserve("values", {L, B, T, width});
+        reserve(cache_, ctx_.spec.config.num_layers, B, T, static_cast<int64_t>(NKV_) * HS_);
         cache_.allocate();
       }
       float* keys = cache_.tensor(0)[l].f32();
@@ -192,6 +201,11 @@ class KvCache {
     }
   }
   size_t bytes() const { return cache_.bytes(); }
+  // The keys and values of L layers, B sequences of T positions, `width` (this rank's NKV*HS) each.
+  static void reserve(Arena& cache, int64_t L, int64_t B, int64_t T, int64_t width) {
+    cache.reserve("keys", {L, B, T, width});
+    cache.reserve("values", {L, B, T, width});
+  }
 
  private:
   const PassContext& ctx_;
@@ -223,6 +237,10 @@ class Gpt2Block {
   void backward(int l, const E* in, E* dresidual, bool last);
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes() + cache_.bytes(); }
   void zero_scratch() { scratch_.zero(); }
+  // The activations and the backward's scratch the block of this shape holds (reserved, not
+  // allocated); its KV cache's width (this rank's KV heads times the head size).
+  static void reserve(const BlockShape& s, Arena& acts, Arena& scratch);
+  static int64_t kv_width(const BlockShape& s);
 
  private:
   const PassContext& ctx_;
@@ -243,6 +261,9 @@ class LlamaBlock {
   void backward(int l, const E* in, E* dresidual, bool last);
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes() + rope_.bytes() + cache_.bytes(); }
   void zero_scratch() { scratch_.zero(); }
+  // As Gpt2Block::reserve, and RoPE's cos and sin.
+  static void reserve(const BlockShape& s, Arena& acts, Arena& scratch, Arena& rope);
+  static int64_t kv_width(const BlockShape& s);
 
  private:
   const PassContext& ctx_;

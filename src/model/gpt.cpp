@@ -3,6 +3,7 @@
 // gradient sums src/model/grad_sync.cpp. Everything about the tensors comes from model/spec.hpp.
 #include "axonn/model/gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -58,6 +59,73 @@ void copy_columns(const MemoryOps& mem, E* out, const E* in, int64_t rows, int f
   mem.copy_2d(out, w, in + c0, sizeof(E) * static_cast<size_t>(full_width), w, static_cast<size_t>(rows));
 }
 
+// Rows of the LM head at a time (GptRunOptions::lm_head_chunk; all: the N rows).
+int64_t head_rows(int64_t N, const GptRunOptions& run) {
+  AXONN_CHECK_ARG(run.lm_head_chunk >= 0, "the LM head's chunk must be >= 0 rows (0: all at once), got ",
+                  run.lm_head_chunk);
+  return run.lm_head_chunk > 0 ? std::min<int64_t>(N, run.lm_head_chunk) : N;
+}
+
+// The model's own arenas (the blocks reserve theirs), reserved, not allocated: the constructor allocates
+// them, Gpt::memory_need counts them. N = B*T rows; device: the arenas are in device memory.
+void reserve_model(const ModelSpec& spec, const ShardMap& shards, const parallel::GridShape& g, int64_t N,
+                   const GptRunOptions& run, bool device, Arena& params, Arena& grads, Arena& params_bf16,
+                   Arena& acts, Arena& scratch) {
+  // parameters: this rank's shards (ShardMap's shapes), one slot per tensor of the spec
+  for (int i = 0; i < static_cast<int>(spec.params.size()); i++) {
+    size_t slot = params.reserve(spec.params[static_cast<size_t>(i)].name, shards.shard_shape(i));
+    AXONN_CHECK(slot == static_cast<size_t>(i), "parameter slots out of order");
+  }
+  grads = params.clone_layout("gradients");
+  if (run.precision == DType::kBF16)
+    params_bf16 = params.clone_layout("parameters (bf16 copies)", params.device(), DType::kBF16);
+
+  // the model's activations, of its precision (`act`); row statistics and losses fp32
+  const int C = spec.config.channels, Cx = C / g.gx, gxy = g.gx * g.gy;
+  const int64_t L = spec.config.num_layers, rows = head_rows(N, run);
+  const DType act = run.precision, f32 = DType::kF32;
+  const bool layernorm = spec.norm == Norm::kLayerNorm;
+  auto add = [&](Act a, const char* name, Shape s, DType dt) { detail::reserve_slot(acts, a, name, s, dt); };
+  add(kEncoded, "encoded", {N, Cx}, act);
+  add(kStream, "residual3", {L, N, Cx}, act);
+  add(kLnf, "lnf", {N, Cx}, act);
+  add(kLnfMean, "lnf_mean", {layernorm ? N : 0}, f32);
+  add(kLnfRstd, "lnf_rstd", {N}, f32);
+  add(kLnfFull, "lnf_full", {g.gx > 1 ? N : 0, C}, act);  // the LM head's input, all channels
+  add(kLogits, "logits", {rows, shards.vocab_rows()}, act);  // one chunk of rows' (all rows without chunks)
+  add(kLosses, "losses", {N}, f32);
+  add(kInputs, "inputs", {N}, DType::kI32);
+  add(kTargets, "targets", {N}, DType::kI32);
+  add(kScalars, "scalars", {device ? kNumScalars : 0}, f32);
+  add(kLossWeights, "loss_weights", {N}, f32);
+  add(kDLnfFull, "dlnf_full", {N, C}, act);
+  add(kHeadRowValues, "head_row_values", {3 * rows}, f32);
+
+  auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) { detail::reserve_slot(scratch, s, name, shape, dt); };
+  sadd(kDResidual, "dresidual", {N, Cx}, act);
+  sadd(kDLn, "dln", {gxy > 1 ? N : 0, Cx}, act);  // d lnf, this rank's X channels (X*Y = 1: kDLnfFull)
+  const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
+  sadd(kFullA, "full_a", {sharded_channels ? N : 0, C}, act);
+  sadd(kFullB, "full_b", {sharded_channels ? N : 0, C}, act);
+  // the final norm's backward row sums over X: LayerNorm's sum(dnorm) | sum(dnorm * xhat), RMSNorm's dot
+  sadd(kNormSums, "norm_row_sums", {layernorm ? 2 * N : N}, f32);
+}
+
+// The communication buffers at their largest: the weight blocks gathered over Z (WeightGather) and the
+// reduce-scatter pool, a block and this rank's piece per slot, when Gz > 1.
+size_t comm_buffer_need(const ModelSpec& spec, const ShardMap& shards, const parallel::GridShape& g,
+                        const GptRunOptions& run) {
+  std::vector<int64_t> blocks;
+  for (int k = 0; k < static_cast<int>(spec.linears.size()); k++) blocks.push_back(shards.linear_layout(k).block_size);
+  const int64_t largest = blocks.empty() ? 0 : *std::max_element(blocks.begin(), blocks.end());
+  const size_t pool = g.gz > 1 ? sizeof(float) * static_cast<size_t>(largest + largest / 2 + 1) *
+                                     static_cast<size_t>(run.overlap.ors ? std::max(1, run.reduce_scatter_slots) : 1)
+                               : 0;
+  return parallel::WeightGather::bytes_for(blocks, spec.config.num_layers, g.gz, run.cache_gathered_weights,
+                                           run.precision) +
+         pool;
+}
+
 }  // namespace
 
 // Each kernel call is timed (and traced) under its op name (block.hpp's AXONN_OP: `tl`, `k`).
@@ -106,59 +174,20 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   AXONN_CHECK_ARG(T <= c.max_seq_len, "sequence length ", T, " exceeds the model's max_seq_len ", c.max_seq_len,
                   "; use --seq-len <= ", c.max_seq_len);
   Cx_ = C / g.gx;
-  const int gxy = g.gx * g.gy;
   vocab_begin_ = shards_->vocab_begin();
   vocab_rows_ = shards_->vocab_rows();
   vocab_valid_ = std::max(0, std::min(c.vocab_size - vocab_begin_, vocab_rows_));
 
-  // parameters: this rank's shards (ShardMap's shapes), one slot per tensor of the spec
-  for (int i = 0; i < static_cast<int>(spec_.params.size()); i++) {
-    size_t slot = params_.reserve(spec_.params[static_cast<size_t>(i)].name, shards_->shard_shape(i));
-    AXONN_CHECK(slot == static_cast<size_t>(i), "parameter slots out of order");
-  }
-  grads_ = params_.clone_layout("gradients");
+  const int64_t N = static_cast<int64_t>(B) * T;
+  head_rows_ = head_rows(N, run_);
+  reserve_model(spec_, *shards_, g, N, run_, on_device(), params_, grads_, params_bf16_, acts_, scratch_);
   params_.allocate();
   grads_.allocate();
   const bool bf16 = run_.precision == DType::kBF16;
-  if (bf16) {
-    params_bf16_ = params_.clone_layout("parameters (bf16 copies)", mem_->device, DType::kBF16);
-    params_bf16_.allocate();
-  }
-
-  // the model's activations, of its precision (`act`); row statistics and losses fp32
-  const int64_t N = static_cast<int64_t>(B) * T, L64 = L;
-  const DType act = run_.precision, f32 = DType::kF32;
-  const bool layernorm = spec_.norm == Norm::kLayerNorm;
-  auto add = [&](Act a, const char* name, Shape s, DType dt) { detail::reserve_slot(acts_, a, name, s, dt); };
-  add(kEncoded, "encoded", {N, Cx_}, act);
-  add(kStream, "residual3", {L64, N, Cx_}, act);
-  add(kLnf, "lnf", {N, Cx_}, act);
-  add(kLnfMean, "lnf_mean", {layernorm ? N : 0}, f32);
-  add(kLnfRstd, "lnf_rstd", {N}, f32);
-  add(kLnfFull, "lnf_full", {g.gx > 1 ? N : 0, C}, act);  // the LM head's input, all channels
-  AXONN_CHECK_ARG(run_.lm_head_chunk >= 0, "the LM head's chunk must be >= 0 rows (0: all at once), got ",
-                  run_.lm_head_chunk);
-  head_rows_ = run_.lm_head_chunk > 0 ? std::min<int64_t>(N, run_.lm_head_chunk) : N;
-  add(kLogits, "logits", {head_rows_, vocab_rows_}, act);  // one chunk of rows' (all rows without chunks)
-  add(kLosses, "losses", {N}, f32);
-  add(kInputs, "inputs", {N}, DType::kI32);
-  add(kTargets, "targets", {N}, DType::kI32);
-  add(kScalars, "scalars", {on_device() ? kNumScalars : 0}, f32);
-  add(kLossWeights, "loss_weights", {N}, f32);
-  add(kDLnfFull, "dlnf_full", {N, C}, act);
-  add(kHeadRowValues, "head_row_values", {3 * head_rows_}, f32);
+  if (bf16) params_bf16_.allocate();
   acts_.allocate();
-  if (on_device()) host_losses_.resize(static_cast<size_t>(N));
-
-  auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) { detail::reserve_slot(scratch_, s, name, shape, dt); };
-  sadd(kDResidual, "dresidual", {N, Cx_}, act);
-  sadd(kDLn, "dln", {gxy > 1 ? N : 0, Cx_}, act);  // d lnf, this rank's X channels (X*Y = 1: kDLnfFull)
-  const bool sharded_channels = gxy > 1;  // embeddings and the head work on all C channels
-  sadd(kFullA, "full_a", {sharded_channels ? N : 0, C}, act);
-  sadd(kFullB, "full_b", {sharded_channels ? N : 0, C}, act);
-  // the final norm's backward row sums over X: LayerNorm's sum(dnorm) | sum(dnorm * xhat), RMSNorm's dot
-  sadd(kNormSums, "norm_row_sums", {layernorm ? 2 * N : N}, f32);
   scratch_.allocate();
+  if (on_device()) host_losses_.resize(static_cast<size_t>(N));
 
   // what the blocks share, and the blocks of the model's kind
   ctx_ = std::make_unique<detail::PassContext>(detail::PassContext{
@@ -184,7 +213,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
          lay.block_size});
   }
   gather_ = std::make_unique<parallel::WeightGather>(tl_, grid.z2(), std::move(kinds), L, run_.overlap.oag,
-                                                     run_.cache_gathered_weights, *mem_, act);
+                                                     run_.cache_gathered_weights, *mem_, run_.precision);
   ctx_->gather = gather_.get();
 }
 
@@ -200,16 +229,37 @@ size_t Gpt::activation_bytes() const {
   return acts_.bytes() + scratch_.bytes() + (gpt2_ ? gpt2_->activation_bytes() : llama_->activation_bytes());
 }
 
-size_t Gpt::comm_buffer_bytes() const {
-  int64_t largest = 0;
-  for (int k = 0; k < static_cast<int>(spec_.linears.size()); k++)
-    largest = std::max(largest, shards_->linear_layout(k).block_size);
-  // the reduce-scatter pool: a block and this rank's piece per slot, when Gz > 1
-  const size_t pool = grid_.shape().gz > 1
-                          ? sizeof(float) * static_cast<size_t>(largest + largest / 2 + 1) *
-                                static_cast<size_t>(run_.overlap.ors ? std::max(1, run_.reduce_scatter_slots) : 1)
-                          : 0;
-  return gather_->bytes() + pool;
+size_t Gpt::comm_buffer_bytes() const { return comm_buffer_need(spec_, *shards_, grid_.shape(), run_); }
+
+GptMemory Gpt::memory_need(const GptConfig& config, const parallel::GridShape& shape,
+                           const parallel::GridCoords& coords, int B_local, int T, kernels::Backend backend,
+                           const GptRunOptions& run, bool kv_cache) {
+  const ModelSpec spec = model_spec(config);
+  const ShardMap shards(spec, shape, coords);
+  const Device device = kernels::backend_device(backend);
+  Arena params("parameters", device), grads("gradients", device), params_bf16("parameters (bf16 copies)", device);
+  Arena acts("activations", device), scratch("backward scratch", device);
+  Arena block_acts("block activations", device), block_scratch("block scratch", device), rope("RoPE", device),
+      cache("KV cache", device);
+  const int64_t N = static_cast<int64_t>(B_local) * T;
+  reserve_model(spec, shards, shape, N, run, device != Device::kCpu, params, grads, params_bf16, acts, scratch);
+  const detail::BlockShape block{&spec, shape.gy, B_local, T, config.channels / shape.gx, N, run.recompute,
+                                 run.precision == DType::kBF16};
+  const bool llama = config.family == Family::kLlama;
+  if (llama)
+    detail::LlamaBlock::reserve(block, block_acts, block_scratch, rope);
+  else
+    detail::Gpt2Block::reserve(block, block_acts, block_scratch);
+  if (kv_cache)
+    detail::KvCache::reserve(cache, config.num_layers, B_local, T,
+                             llama ? detail::LlamaBlock::kv_width(block) : detail::Gpt2Block::kv_width(block));
+  GptMemory m;
+  m.params = params.bytes() + params_bf16.bytes();
+  m.grads = grads.bytes();
+  m.activations = acts.bytes() + scratch.bytes() + block_acts.bytes() + block_scratch.bytes() + rope.bytes() +
+                  cache.bytes();
+  m.comm_buffers = comm_buffer_need(spec, shards, shape, run);
+  return m;
 }
 
 int64_t Gpt::full_layer_numel(int t) const { return shards_->full_layer_numel(t); }

@@ -31,43 +31,49 @@ Gpt2Block::Gpt2Block(const PassContext& ctx)
       fcproj_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinFcproj]), "fcproj"),
       acts_("activations (GPT-2 blocks)", ctx.mem.device), scratch_("backward scratch (GPT-2 block)", ctx.mem.device),
       cache_(ctx, NHy_, NHy_, ctx.spec.config.head_size()) {
+  reserve(ctx.block_shape(), acts_, scratch_);
+  acts_.allocate();
+  scratch_.allocate();
+}
+
+int64_t Gpt2Block::kv_width(const BlockShape& s) { return s.spec->config.channels / s.gy; }
+
+void Gpt2Block::reserve(const BlockShape& s, Arena& acts, Arena& scratch) {
   // every block's activations, or under recompute one block's; of the model's precision (`act`),
   // but the row statistics and the attention's probabilities (fp32) or log-sum-exp (bf16, flash-style)
-  const bool bf16 = ctx.ops_bf16 != nullptr;
+  const bool bf16 = s.bf16;
   const DType act = bf16 ? DType::kBF16 : DType::kF32, f32 = DType::kF32;
-  const int64_t N = ctx.N, Lk = ctx.recompute ? 1 : ctx.spec.config.num_layers, Cx = ctx.Cx;
-  const int B = ctx.B, T = ctx.T;
-  auto add = [&](Act a, const char* name, Shape s, DType dt) { reserve_slot(acts_, a, name, s, dt); };
+  const int64_t N = s.N, Lk = s.recompute ? 1 : s.spec->config.num_layers, Cx = s.Cx;
+  const int B = s.B, T = s.T, Cy = s.spec->config.channels / s.gy, NHy = s.spec->config.num_heads / s.gy;
+  auto add = [&](Act a, const char* name, Shape shape, DType dt) { reserve_slot(acts, a, name, shape, dt); };
   add(kLn1, "ln1", {Lk, N, Cx}, act);
   add(kLn1Mean, "ln1_mean", {Lk, N}, f32);
   add(kLn1Rstd, "ln1_rstd", {Lk, N}, f32);
-  add(kQkv, "qkv", {Lk, N, 3 * Cy_}, act);
-  add(kAtty, "atty", {Lk, N, Cy_}, act);
+  add(kQkv, "qkv", {Lk, N, 3 * Cy}, act);
+  add(kAtty, "atty", {Lk, N, Cy}, act);
   if (bf16)
-    add(kAtt, "att_lse", {Lk, B, NHy_, T}, f32);
+    add(kAtt, "att_lse", {Lk, B, NHy, T}, f32);
   else
-    add(kAtt, "att", {Lk, B, NHy_, T, T}, f32);
+    add(kAtt, "att", {Lk, B, NHy, T, T}, f32);
   add(kAttproj, "attproj", {Lk, N, Cx}, act);
   add(kResidual2, "residual2", {Lk, N, Cx}, act);
   add(kLn2, "ln2", {Lk, N, Cx}, act);
   add(kLn2Mean, "ln2_mean", {Lk, N}, f32);
   add(kLn2Rstd, "ln2_rstd", {Lk, N}, f32);
-  add(kFch, "fch", {Lk, N, 4 * Cy_}, act);
-  add(kFchGelu, "fch_gelu", {Lk, N, 4 * Cy_}, act);
+  add(kFch, "fch", {Lk, N, 4 * Cy}, act);
+  add(kFchGelu, "fch_gelu", {Lk, N, 4 * Cy}, act);
   add(kFcproj, "fcproj", {Lk, N, Cx}, act);
-  acts_.allocate();
-  auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) { reserve_slot(scratch_, s, name, shape, dt); };
+  auto sadd = [&](Scratch c, const char* name, Shape shape, DType dt) { reserve_slot(scratch, c, name, shape, dt); };
   sadd(kDLn, "dln", {N, Cx}, act);
-  sadd(kDAtty, "datty", {N, Cy_}, act);
-  sadd(kDQkv, "dqkv", {N, 3 * Cy_}, act);
-  sadd(kDFch, "dfch", {N, 4 * Cy_}, act);
-  sadd(kDFchGelu, "dfch_gelu", {N, 4 * Cy_}, act);
+  sadd(kDAtty, "datty", {N, Cy}, act);
+  sadd(kDQkv, "dqkv", {N, 3 * Cy}, act);
+  sadd(kDFch, "dfch", {N, 4 * Cy}, act);
+  sadd(kDFchGelu, "dfch_gelu", {N, 4 * Cy}, act);
   if (bf16)
-    sadd(kDAtt, "attention_d", {B, NHy_, T}, f32);  // the flash backward's rowsum(dout * out)
+    sadd(kDAtt, "attention_d", {B, NHy, T}, f32);  // the flash backward's rowsum(dout * out)
   else
-    sadd(kDAtt, "datt", {B, NHy_, T, T}, f32);
+    sadd(kDAtt, "datt", {B, NHy, T, T}, f32);
   sadd(kLnSums, "layernorm_sums", {2, N}, f32);  // sum(dnorm) | sum(dnorm * xhat) per row, all-reduced over X
-  scratch_.allocate();
 }
 
 // Forward: from the block's input to its output; the intermediate activations go to slot(l). Run by

@@ -57,48 +57,12 @@ LlamaBlock::LlamaBlock(const PassContext& ctx)
       down_(ctx.grid, tp_linear_spec(ctx.spec.linears[kLinDown]), "down"),
       acts_("activations (Llama blocks)", ctx.mem.device), scratch_("backward scratch (Llama block)", ctx.mem.device),
       rope_("RoPE cos/sin", ctx.mem.device), cache_(ctx, NHy_, KVy_, HS_) {
-  const bool bf16 = ctx.ops_bf16 != nullptr;
-  const DType act = bf16 ? DType::kBF16 : DType::kF32, f32 = DType::kF32;
-  const int64_t N = ctx.N, Lk = ctx.recompute ? 1 : ctx.spec.config.num_layers, Cx = ctx.Cx;
-  const int B = ctx.B, T = ctx.T;
-  const int64_t qkv_width = Ay_ + 2 * KVWy_, rep_width = grouped_ ? 3 * Ay_ : 0;
-  auto add = [&](Act a, const char* name, Shape s, DType dt) { reserve_slot(acts_, a, name, s, dt); };
-  add(kLn1, "ln1", {Lk, N, Cx}, act);
-  add(kLn1Rstd, "ln1_rstd", {Lk, N}, f32);
-  add(kQkv, "qkv", {Lk, N, qkv_width}, act);           // q|k|v of this rank's heads, q and k rotated
-  add(kQkvRep, "qkv_repeated", {Lk, N, rep_width}, act);  // with each KV head repeated for its queries
-  add(kAtty, "atty", {Lk, N, Ay_}, act);
-  if (bf16)
-    add(kAtt, "att_lse", {Lk, B, NHy_, T}, f32);
-  else
-    add(kAtt, "att", {Lk, B, NHy_, T, T}, f32);
-  add(kAttproj, "o_proj", {Lk, N, Cx}, act);
-  add(kResidual2, "residual2", {Lk, N, Cx}, act);
-  add(kLn2, "ln2", {Lk, N, Cx}, act);
-  add(kLn2Rstd, "ln2_rstd", {Lk, N}, f32);
-  add(kFch, "gate_up", {Lk, N, 2 * Fy_}, act);
-  add(kFchAct, "swiglu", {Lk, N, Fy_}, act);
-  add(kFcproj, "down", {Lk, N, Cx}, act);
+  reserve(ctx.block_shape(), acts_, scratch_, rope_);
   acts_.allocate();
-  auto sadd = [&](Scratch s, const char* name, Shape shape, DType dt) { reserve_slot(scratch_, s, name, shape, dt); };
-  sadd(kDLn, "dln", {N, Cx}, act);
-  sadd(kDAtty, "datty", {N, Ay_}, act);
-  sadd(kDQkv, "dqkv", {N, qkv_width}, act);
-  sadd(kDQkvRep, "dqkv_repeated", {N, rep_width}, act);
-  sadd(kDFch, "dgate_up", {N, 2 * Fy_}, act);
-  sadd(kDFchAct, "dswiglu", {N, Fy_}, act);
-  if (bf16)
-    sadd(kDAtt, "attention_d", {B, NHy_, T}, f32);
-  else
-    sadd(kDAtt, "datt", {B, NHy_, T, T}, f32);
-  sadd(kDot, "rmsnorm_dot", {N}, f32);
   scratch_.allocate();
-
-  // the rotation of each position t < T: cos and sin of t f_i, computed in double, kept in fp32
-  const int half = HS_ / 2;
-  rope_.reserve("cos", {T, half});
-  rope_.reserve("sin", {T, half});
   rope_.allocate();
+  // the rotation of each position t < T: cos and sin of t f_i, computed in double, kept in fp32
+  const int T = ctx.T, half = HS_ / 2;
   const std::vector<double> f = rope_frequencies(ctx.spec.config);
   std::vector<float> cos(static_cast<size_t>(T) * half), sin(cos.size());
   for (int t = 0; t < T; t++)
@@ -109,6 +73,55 @@ LlamaBlock::LlamaBlock(const PassContext& ctx)
     }
   ctx.mem.upload(rope_.tensor(kCos).data(), cos.data(), sizeof(float) * cos.size());
   ctx.mem.upload(rope_.tensor(kSin).data(), sin.data(), sizeof(float) * sin.size());
+}
+
+int64_t LlamaBlock::kv_width(const BlockShape& s) {
+  return static_cast<int64_t>(s.spec->config.kv_heads() / s.gy) * s.spec->config.head_size();
+}
+
+void LlamaBlock::reserve(const BlockShape& s, Arena& acts, Arena& scratch, Arena& rope) {
+  const bool bf16 = s.bf16;
+  const DType act = bf16 ? DType::kBF16 : DType::kF32, f32 = DType::kF32;
+  const GptConfig& c = s.spec->config;
+  const int64_t N = s.N, Lk = s.recompute ? 1 : c.num_layers, Cx = s.Cx;
+  const int B = s.B, T = s.T, HS = c.head_size(), NHy = c.num_heads / s.gy, Ay = NHy * HS, Fy = c.mlp_hidden() / s.gy;
+  const int64_t KVWy = kv_width(s);
+  const bool grouped = KVWy != Ay;
+  const int64_t qkv_width = Ay + 2 * KVWy, rep_width = grouped ? 3 * Ay : 0;
+  auto add = [&](Act a, const char* name, Shape shape, DType dt) { reserve_slot(acts, a, name, shape, dt); };
+  add(kLn1, "ln1", {Lk, N, Cx}, act);
+  add(kLn1Rstd, "ln1_rstd", {Lk, N}, f32);
+  add(kQkv, "qkv", {Lk, N, qkv_width}, act);           // q|k|v of this rank's heads, q and k rotated
+  add(kQkvRep, "qkv_repeated", {Lk, N, rep_width}, act);  // with each KV head repeated for its queries
+  add(kAtty, "atty", {Lk, N, Ay}, act);
+  if (bf16)
+    add(kAtt, "att_lse", {Lk, B, NHy, T}, f32);
+  else
+    add(kAtt, "att", {Lk, B, NHy, T, T}, f32);
+  add(kAttproj, "o_proj", {Lk, N, Cx}, act);
+  add(kResidual2, "residual2", {Lk, N, Cx}, act);
+  add(kLn2, "ln2", {Lk, N, Cx}, act);
+  add(kLn2Rstd, "ln2_rstd", {Lk, N}, f32);
+  add(kFch, "gate_up", {Lk, N, 2 * Fy}, act);
+  add(kFchAct, "swiglu", {Lk, N, Fy}, act);
+  add(kFcproj, "down", {Lk, N, Cx}, act);
+  auto sadd = [&](Scratch x, const char* name, Shape shape, DType dt) { reserve_slot(scratch, x, name, shape, dt); };
+  sadd(kDLn, "dln", {N, Cx}, act);
+  sadd(kDAtty, "datty", {N, Ay}, act);
+  sadd(kDQkv, "dqkv", {N, qkv_width}, act);
+  sadd(kDQkvRep, "dqkv_repeated", {N, rep_width}, act);
+  sadd(kDFch, "dgate_up", {N, 2 * Fy}, act);
+  sadd(kDFchAct, "dswiglu", {N, Fy}, act);
+  if (bf16)
+    sadd(kDAtt, "attention_d", {B, NHy, T}, f32);
+  else
+    sadd(kDAtt, "datt", {B, NHy, T, T}, f32);
+  sadd(kDot, "rmsnorm_dot", {N}, f32);
+
+  // the rotation of each position t < T: cos and sin of t f_i
+  const int half = HS / 2;
+  rope.reserve("cos", {T, half});
+  rope.reserve("sin", {T, half});
 }
 
 // Forward: from the block's input to its output; the intermediate activations go to slot(l). Run by

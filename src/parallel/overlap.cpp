@@ -235,14 +235,20 @@ void WeightGather::invalidate() {
 }
 
 size_t WeightGather::bytes() const {
-  // what the buffers will hold once every weight has been gathered
-  if (z2_.size() == 1) return 0;
+  std::vector<int64_t> sizes;
+  for (const Kind& k : kinds_) sizes.push_back(k.block_size);
+  return bytes_for(sizes, layers_, z2_.size(), cache_, dtype_);
+}
+
+size_t WeightGather::bytes_for(const std::vector<int64_t>& block_sizes, int layers, int gz, bool cache, DType dtype) {
+  if (gz == 1) return 0;  // the shard is the block: no buffer
   int64_t largest = 0, all = 0;
-  for (const Kind& k : kinds_) {
-    largest = std::max(largest, k.block_size);
-    all += k.block_size * layers_;
+  for (int64_t b : block_sizes) {
+    largest = std::max(largest, b);
+    all += b * layers;
   }
-  return dtype_size(dtype_) * static_cast<size_t>(cache_ ? all : 2 * largest);
+  // one buffer per (kind, layer) when caching, else two of the largest block
+  return dtype_size(dtype) * static_cast<size_t>(cache ? all : 2 * largest);
 }
 
 // --- GradAllReduce ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/train/memory_check.hpp"
 #include "checkpointing.hpp"
 #include "hooks.hpp"
 #include "outputs.hpp"
@@ -33,12 +34,6 @@ namespace {
 constexpr const char* kDataFingerprintKey = "data_fingerprint";
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-// "11.2 GiB"
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
 
 // The memory this rank may take: what the node (or its control group) has left, shared by the ranks
 // on the node. nullopt when unknown.
@@ -48,21 +43,33 @@ std::optional<double> memory_per_rank() {
   return static_cast<double>(*node) / std::max(1, comm::local_size());
 }
 
-// Refuses, before anything is allocated, what cannot fit: the model's parameters, gradients and AdamW
-// moments alone (16 bytes per parameter, split over the model-parallel ranks; activations come on
-// top), and a pool of reduce-scatter slots larger than a step can ever use.
-void check_memory(const TrainConfig& c, const model::GptConfig& mc, const parallel::GridShape& g) {
+// Refuses, before anything is allocated, what cannot fit: what every rank allocates (the model's parts,
+// as model::Gpt::memory_need counts them for this rank's micro-batch, the AdamW moments and the batch's
+// tokens), summed over the node's ranks, against the node's free memory; and a pool of reduce-scatter
+// slots larger than a step can ever use. Collective over world.
+void check_memory(const TrainConfig& c, const model::GptConfig& mc, const parallel::GridShape& g, int micro,
+                  kernels::Backend backend, const model::GptRunOptions& run, comm::Communicator& world) {
   const int linears = 4 * mc.num_layers;  // a step's weight-gradient blocks: 4 per layer
   AXONN_CHECK_ARG(c.reduce_scatter_slots <= linears, "--reduce-scatter-slots ", c.reduce_scatter_slots,
                   " is more than the ", linears, " weight-gradient blocks a step of this model has in flight at most "
                   "(4 per layer); use at most ", linears);
-  const std::optional<double> room = memory_per_rank();
-  if (!room) return;
-  const double state = 16.0 * static_cast<double>(mc.num_parameters()) / (g.gx * g.gy * g.gz);
-  AXONN_CHECK_ARG(state <= *room, "the model ", mc.str(), " needs at least ", gib(state), " per rank (parameters, "
-                  "gradients and AdamW moments, 16 bytes per parameter over Gx*Gy*Gz = ", g.gx * g.gy * g.gz,
-                  " ranks), more than the ", gib(*room), " this machine has free per rank: use a smaller model "
-                  "(--model, --layers, --channels, --vocab) or a grid with more model-parallel ranks (--grid)");
+  // the model's arenas are device memory with the CUDA kernels: not the host memory this check knows
+  if (kernels::backend_device(backend) != Device::kCpu) return;
+  const model::GptMemory m = model::Gpt::memory_need(mc, g, parallel::grid_coords(g, world.rank()), micro,
+                                                     c.seq_len, backend, run);
+  // AdamW's two moments mirror the fp32 parameters, as the gradients do; every rank holds the whole
+  // batch's inputs and targets (Session::inputs_, targets_). (The synthetic corpus has its own check,
+  // open_data's, with its own flag to name.)
+  const uint64_t data = 2 * sizeof(int) * static_cast<uint64_t>(c.batch_size) * static_cast<uint64_t>(c.seq_len);
+  const std::vector<MemoryPart> parts = {{"params", m.params},           {"grads", m.grads},
+                                         {"optimizer", 2 * m.grads},     {"activations", m.activations},
+                                         {"comm buffers", m.comm_buffers}, {"data", data}};
+  check_node_memory(world, parts, "the model " + mc.str() + " with " + std::to_string(micro) + " sequence" +
+                                      (micro > 1 ? "s" : "") + " of " + std::to_string(c.seq_len) +
+                                      " tokens per micro-batch",
+                    "use a smaller model, a smaller --batch-size or --micro-batch-size or --recompute (activations grow "
+                    "with the micro-batch; --recompute keeps one block's), more model-parallel ranks (--grid: the state "
+                    "is split over them), or fewer ranks per node");
 }
 
 // Overlap, micro-batching and caching checks that need the grid.
@@ -250,7 +257,6 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
                   "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
   B_local_ = c.batch_size / token_groups;
   validate_on_grid(c, shape_, B_local_);
-  check_memory(c, mc_, shape_);
   if (c.goldfish_k) goldfish_.emplace(goldfish_config(c));  // loads --goldfish-table on every rank
   micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
   micro_batches_ = B_local_ / micro_;
@@ -263,6 +269,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   // bf16: mixed precision (docs/precision.md): bf16 weight copies and activations, fp32 master weights,
   // gradients and optimizer state
   run.precision = parse_precision(c.dtype);
+  check_memory(c, mc_, shape_, micro_, backend, run, *world_);
 
   open_data();
   if (!c.data.empty()) data_fingerprint_ = corpus_->fingerprint();
@@ -280,7 +287,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
     gpt_ = std::make_unique<model::Gpt>(mc_, *grid_, micro_, c.seq_len, backend, run);
     opt_ = std::make_unique<optim::AdamW>(gpt_->params(), optim::AdamWConfig{c.beta1, c.beta2, c.eps, c.weight_decay},
                                           gpt_->decay_mask(c.decay_all), kernels::ops_for(backend));
-  } catch (const std::bad_alloc&) {  // (check_memory counts the state, not the activations)
+  } catch (const std::bad_alloc&) {  // what check_memory could not foresee (memory taken since, fragmentation)
     throw InvalidArgument(::axonn::detail::concat(
         "out of memory building the model ", mc_.str(), " with ", B_local_, " sequences of ", c.seq_len,
         " tokens per rank: use a smaller --batch-size or --micro-batch-size, --recompute, a grid with more "
@@ -357,8 +364,8 @@ void Session::open_data() {
   if (c.data.empty()) {
     const double bytes = 4.0 * static_cast<double>(c.synthetic_tokens);
     const std::optional<double> room = memory_per_rank();
-    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", gib(bytes),
-                    " of memory on every rank, more than half the ", room ? gib(*room) : "?",
+    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", format_bytes(bytes),
+                    " of memory on every rank, more than half the ", room ? format_bytes(*room) : "?",
                     " free per rank: use a smaller --synthetic-tokens, or --data FILE");
   }
   corpus_ = c.data.empty() ? std::make_unique<data::TokenCorpus>(std::make_unique<data::TokenShard>(

@@ -12,6 +12,7 @@
 #include "axonn/infer/generator.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
+#include "axonn/train/memory_check.hpp"
 #include "axonn/train/model_source.hpp"
 #include "commands.hpp"
 
@@ -46,6 +47,12 @@ int run_generate(const GenerateFlags& f) {
     tok = infer::model_tokenizer(source, f.tokenizer);
     AXONN_CHECK_ARG(tok != nullptr, "no tokenizer is known for ", f.init, ": give --tokenizer PATH (or use ",
                     "--prompt-ids and --print-ids)");
+    // now, not mid-sample when the model samples an id the tokenizer cannot decode (a tokenizer with more
+    // ids than the model is met by the prompt's check below, id by id)
+    AXONN_CHECK_ARG(tok->vocab_size() >= mc.vocab_size, "the model ", f.init, " has a vocabulary of ", mc.vocab_size,
+                    " tokens but the tokenizer ", tok->describe(), " only ", tok->vocab_size(),
+                    ": it cannot decode every id the model samples; give --tokenizer the model's own tokenizer "
+                    "(or use --print-ids)");
   }
   const std::vector<int> prompt = f.have_prompt ? tok->encode(f.prompt) : text::parse_ids(f.prompt_ids);
   AXONN_CHECK_ARG(!prompt.empty(), "the prompt has no tokens");
@@ -58,7 +65,23 @@ int run_generate(const GenerateFlags& f) {
   const int context = std::min<int>(mc.max_seq_len, static_cast<int>(prompt.size()) + f.max_new_tokens);
 
   auto world = comm::world();
-  const parallel::Grid grid(parallel::parse_grid(f.grid, world->size()), world);
+  const parallel::GridShape shape = parallel::parse_grid(f.grid, world->size());
+  parallel::check_grid(shape, world->size());
+  const model::GptMemory need =
+      infer::Generator::memory_need(mc, shape, parallel::grid_coords(shape, world->rank()), f.num_samples, context,
+                                    backend);
+  // the logits of every sample's last position, all V of them on every rank, twice (the model's padded
+  // rows summed over X*Y, and the sampler's)
+  const uint64_t logits = sizeof(float) * static_cast<uint64_t>(f.num_samples) *
+                          static_cast<uint64_t>(mc.vocab_size + mc.padded_vocab_size);
+  train::check_node_memory(*world, {{"params", need.params}, {"grads", need.grads},
+                                    {"activations and KV cache", need.activations}, {"comm buffers", need.comm_buffers},
+                                    {"logits", logits}},
+                           "axonn generate with " + std::to_string(f.num_samples) + " sample" +
+                               (f.num_samples > 1 ? "s" : "") + " of " + std::to_string(context) + " positions",
+                           "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with "
+                           "the samples and their length), more model-parallel ranks (--grid), or fewer ranks per node");
+  const parallel::Grid grid(shape, world);
   infer::Generator gen(mc, grid, f.num_samples, context, backend);
   const std::string loaded = train::load_weights(source, grid, gen.model());
   log_info("generate  %s: %s, grid %s, %d sample%s of up to %d tokens after a prompt of %zu", loaded.c_str(),

@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
     const char* hint = command == "prepare" ? "use fewer --threads (each holds the document, or the piece of one, "
                                               "that it encodes), and give a huge file a --doc-separator"
                        : command == "tokenizer" ? "use less text (tokenizer train: --max-sentences)"
+                       : command == "generate"  ? "use a smaller --num-samples or --max-new-tokens, or more "
+                                                  "model-parallel ranks (--grid)"
                                                 : "use more ranks (--grid), a smaller --batch-size or "
                                                   "--micro-batch-size, --recompute, or a smaller model";
     axonn::log_error("out of memory (std::bad_alloc) on this rank: axonn %s needs more memory than the machine gives "

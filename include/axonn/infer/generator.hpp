@@ -61,6 +61,11 @@ class Generator {
   Generator(const model::GptConfig& config, const parallel::Grid& grid, int sequences, int context,
             kernels::Backend backend);
   ~Generator();
+  // What the Generator of these arguments allocates on the rank at `coords` of a grid of `shape`
+  // (model::Gpt::memory_need with the KV cache), before it is built.
+  static model::GptMemory memory_need(const model::GptConfig& config, const parallel::GridShape& shape,
+                                      const parallel::GridCoords& coords, int sequences, int context,
+                                      kernels::Backend backend);
   model::Gpt& model() { return *gpt_; }
   int sequences() const { return gpt_->batch_size(); }
   int context() const { return gpt_->seq_len(); }

@@ -112,6 +112,12 @@ struct GptRunOptions {
   int lm_head_chunk = 0;
 };
 
+// What one rank's Gpt allocates, in bytes: the parts that param_bytes(), grad_bytes(), activation_bytes() and
+// comm_buffer_bytes() report once it is built.
+struct GptMemory {
+  size_t params = 0, grads = 0, activations = 0, comm_buffers = 0;
+};
+
 // The last forward's loss over the global batch (every rank's tokens; the same on every rank).
 struct LossParts {
   double kept_sum = 0.0;  // the sum of the counted targets' losses (every target's without a mask)
@@ -147,6 +153,12 @@ class Gpt {
       const GptRunOptions& run = {});
   ~Gpt();
   const GptRunOptions& run_options() const { return run_; }
+  // The bytes that Gpt(config, a grid of `shape`, B_local, T, backend, run) allocates on the rank at `coords`,
+  // from the reservations the constructor makes, without allocating or communicating: a memory check
+  // before the model is built. kv_cache: with the KV cache that forward_cached() adds.
+  static GptMemory memory_need(const GptConfig& config, const parallel::GridShape& shape,
+                               const parallel::GridCoords& coords, int B_local, int T, kernels::Backend backend,
+                               const GptRunOptions& run = {}, bool kv_cache = false);
 
   const GptConfig& config() const { return spec_.config; }
   // The model's tensors (slot t of params() and grads() is spec().params[t]).

@@ -141,6 +141,9 @@ class WeightGather {
   // The shards changed (optimizer step, loading): forget every gathered block.
   void invalidate();
   size_t bytes() const;
+  // What the buffers of a WeightGather over `gz` ranks hold once every weight has been gathered: kinds of
+  // these block sizes (elements of dtype), `layers` of each (bytes() of the one built so; here before it is).
+  static size_t bytes_for(const std::vector<int64_t>& block_sizes, int layers, int gz, bool cache, DType dtype);
 
  private:
   struct Buffer {

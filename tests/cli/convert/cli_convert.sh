@@ -174,5 +174,12 @@ PY
     expect_error "runs in one process" "$mpiexec" -n 2 "$axonn" convert --from "$model" --to "$tmp/x.safetensors"
     n=$(count "runs in one process")
     [ "$n" -eq 1 ] || fail "error printed $n times" ;;
+  # a truncated model file: an input that failed, exit 1 (docs/cli.md)
+  corrupt_model_exit_1)
+    head -c 5000 "$model" >"$tmp/m.bin"
+    expect_exit 1 "$axonn" convert --from "$tmp/m.bin" --to "$tmp/out.safetensors"
+    expect_output "checkpoint '$tmp/m.bin' is 5000 bytes.*truncated"
+    absent "$tmp/out.safetensors"
+    echo "ok: exit 1" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

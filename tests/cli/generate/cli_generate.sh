@@ -183,6 +183,28 @@ case "$case_name" in
     expect_once 2 "prompt token id 500 is outside" generate --init "$model" --prompt-ids 500 --grid 2,1,1,1
     expect_once 2 "no prompt" generate --init "$model" --grid 1,1,1,2 ;;
 
+  # what generate allocates (KV cache, activations, logits: per sample) is checked before allocating, and
+  # the refusal names generate's own flags (issue 32, item 17)
+  memory_refused)
+    start=$(date +%s%N)
+    expect_exit 2 "$axonn" generate --init "$model" --prompt-ids 1,2 --print-ids --num-samples 1000000
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    expect_output "needs .* per rank \\(.*activations and KV cache [0-9.]+ GiB.*--num-samples or --max-new-tokens"
+    expect_no_output "--batch-size|--recompute"
+    [ "$ms" -lt 5000 ] || fail "refused after $ms ms, not at once"
+    echo "ok: refused in $ms ms" ;;
+  # a model with more ids than its tokenizer is refused before generating, not mid-sample (item 18)
+  vocab_mismatch)
+    run "$axonn" train --model gpt2-tiny --vocab 60000 --steps 1 --synthetic-tokens 10000 --save "$tmp/big.bin"
+    expect_exit 2 "$axonn" generate --init "$tmp/big.bin" --prompt hi --max-new-tokens 3 --tokenizer gpt2
+    expect_output "vocabulary of 60000 tokens but the tokenizer .* only 50257.*--tokenizer"
+    echo "ok: $(grep -Eo 'vocabulary of 60000 .* only 50257' "$tmp/out")" ;;
+  # a truncated model file: an input that failed, exit 1 on every rank (docs/cli.md)
+  corrupt_model_exit_1)
+    head -c 5000 "$model" >"$tmp/m.bin"
+    expect_exit 1 "$mpiexec" -n 2 --oversubscribe "$axonn" generate --init "$tmp/m.bin" --prompt-ids 1,2
+    expect_output "checkpoint '$tmp/m.bin' is 5000 bytes.*truncated"
+    echo "ok: exit 1" ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "PASS: $case_name"

@@ -295,5 +295,36 @@ print("ok: tuned vs untuned losses within %.3g; %d GEMM shapes tuned: %s" % (
     d, len(recs), ", ".join("%s %dx%dx%d %s" % (r["site"], r["m"], r["n"], r["k"], r["chosen"]) for r in recs)))
 PY
     ;;
+  # the memory check counts every part a rank allocates (issue 32, item 17): gpt2-124m's activations for 64
+  # sequences of 1024 tokens (95 GiB) are refused in well under a second, before anything is allocated
+  memory_refused_before_allocating)
+    start=$(date +%s%N)
+    expect_exit 2 "$axonn" train --model gpt2-124m --batch-size 64 --seq-len 1024 --steps 1
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    expect_output "needs .* per rank \(params .*, grads .*, optimizer .*, activations [0-9.]+ GiB, comm buffers"
+    expect_output "the node has free: use a smaller model, a smaller --batch-size or --micro-batch-size or --recompute.*--grid.*fewer ranks per node"
+    [ "$ms" -lt 5000 ] || fail "refused after $ms ms, not at once"
+    echo "ok: refused in $ms ms: $(grep -Eo 'needs [0-9.]+ GiB per rank' "$tmp/out")"
+    # the same model with a micro-batch that fits still runs, and prints what the check counted
+    run "$axonn" train --model gpt2-124m --batch-size 2 --seq-len 64 --steps 1 --synthetic-tokens 100000
+    expect_output "memory    per rank: params 474.8 MiB, grads 474.8 MiB, optimizer 949.7 MiB, activations" ;;
+  # two ranks on one node: each fits alone (13.7 GiB of gpt2-124m with 8 sequences of 1024 tokens), the
+  # node's sum (27.5 GiB) does not. Skipped where the node's free memory does not lie between the two.
+  memory_node_sum)
+    avail=$(awk '/^MemAvailable:/ {print int($2 / 1024 / 1024)}' /proc/meminfo)
+    if [ "$avail" -lt 14 ] || [ "$avail" -ge 27 ]; then echo "skip: $avail GiB free, not within 14..27"; exit 77; fi
+    expect_exit 2 "$mpiexec" -n 2 --oversubscribe "$axonn" train --model gpt2-124m --batch-size 16 --seq-len 1024 --steps 1
+    expect_output "needs at least 13.7 GiB per rank .* and 27.5 GiB for the 2 ranks on this node"
+    echo "ok: $(grep -Eo 'needs at least 13.7 GiB per rank .* this node' "$tmp/out" | head -1)" ;;
+  # corrupt inputs are an input that failed: exit 1 (docs/cli.md), on every rank, at once, with the file named
+  corrupt_inputs_exit_1)
+    head -c 5000 "$model" >"$tmp/m.bin"
+    shard "$tmp/t.bin" 20240520 1 1000 1 2 3
+    for args in "--data $model" "--data $tmp/t.bin" "--init $tmp/m.bin"; do
+      # shellcheck disable=SC2086
+      expect_exit 1 "$mpiexec" -n 2 --oversubscribe "$axonn" train $args --steps 1
+      expect_output "token shard '$model' has magic|header says 1000 tokens|checkpoint '$tmp/m.bin' is 5000 bytes.*truncated"
+      echo "ok: exit 1 for train $args"
+    done ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

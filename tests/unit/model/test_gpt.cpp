@@ -90,6 +90,43 @@ TEST(GptConfig, RejectsBadShapes) {
   EXPECT_THROW(Gpt(odd_config(), one.grid, 0, 4, kernels::Backend::kCpu), InvalidArgument);
 }
 
+// The memory check's estimate (Gpt::memory_need, before any model exists) is what the model then holds,
+// for every option that changes an arena: precision, recompute, the head's chunks, the block kind, the
+// KV cache (after a forward_cached has filled it).
+TEST(Gpt, MemoryNeedIsWhatTheModelAllocates) {
+  OneRank r;
+  struct Case {
+    const char* preset;
+    DType precision;
+    bool recompute;
+    int lm_head_chunk;
+  };
+  for (const Case& k : {Case{"gpt2-tiny", DType::kF32, false, 0}, Case{"gpt2-tiny", DType::kBF16, true, 16},
+                        Case{"llama-tiny", DType::kF32, true, 0}, Case{"llama-tiny", DType::kBF16, false, 7}}) {
+    model::GptRunOptions run;
+    run.precision = k.precision;
+    run.recompute = k.recompute;
+    run.lm_head_chunk = k.lm_head_chunk;
+    const GptConfig c = model::gpt_preset(k.preset);
+    const model::GptMemory need = model::Gpt::memory_need(c, r.grid.shape(), r.grid.coords(), 3, 16,
+                                                          kernels::Backend::kCpu, run);
+    model::Gpt gpt(c, r.grid, 3, 16, kernels::Backend::kCpu, run);
+    SCOPED_TRACE(k.preset);
+    EXPECT_EQ(need.params, gpt.param_bytes());
+    EXPECT_EQ(need.grads, gpt.grad_bytes());
+    EXPECT_EQ(need.activations, gpt.activation_bytes());
+    EXPECT_EQ(need.comm_buffers, gpt.comm_buffer_bytes());
+    if (k.precision != DType::kF32) continue;  // the KV cache is fp32 only
+    gpt.init_random(1);
+    std::vector<int> tokens(3 * 2, 1);
+    std::vector<float> logits(static_cast<size_t>(3 * c.vocab_size));
+    gpt.forward_cached(tokens.data(), 0, 2, logits.data());
+    EXPECT_EQ(model::Gpt::memory_need(c, r.grid.shape(), r.grid.coords(), 3, 16, kernels::Backend::kCpu, run, true)
+                  .activations,
+              gpt.activation_bytes());
+  }
+}
+
 TEST(Gpt, RejectsTokensOutsideVocabulary) {
   OneRank one;
   Gpt g(odd_config(), one.grid, 1, 4, kernels::Backend::kCpu);
