@@ -526,7 +526,7 @@ TEST(Resume, ReshardedAcrossGridsKeepsTheLosses) {
   train::TrainConfig d = c;  // steps 8-11 on one rank (each rank on its own)
   d.grid = "1,1,1,1";
   d.resume_from = tmp / "b/step-00000008";
-  d.checkpoint_dir = tmp / "d";  // a branch writes its own checkpoints
+  d.checkpoint_dir = tmp / ("d" + std::to_string(world->rank()));  // a branch writes its own checkpoints (one per rank: each runs alone)
   std::vector<float> ld = losses_of(train::train(d, self_comm()));
   got.insert(got.end(), ld.begin(), ld.end());
   ASSERT_EQ(got.size(), ref.size());
