@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -159,7 +160,19 @@ void warn_about_padding(const std::string& path, const model::ModelSpec& spec, c
   }
 }
 
-void set_metadata(SafetensorsWriter& w, const model::GptConfig& c) {
+// The shortest decimal that reads back as the same float: 1e-05 for the float nearest 1e-5, as
+// upstream config.json files write it (not the float's double, 9.999999747378752e-06).
+double shortest_decimal(float v) {
+  char buf[40];
+  for (int precision = 1; precision <= 9; precision++) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
+// The metadata of every safetensors file written (its config in the stored dtype).
+void set_metadata(SafetensorsWriter& w, const model::GptConfig& c, DType dtype) {
   w.set_metadata("format", "pt");
   if (c.family == model::Family::kGpt2) {
     w.set_metadata("n_layer", std::to_string(c.num_layers));
@@ -168,7 +181,7 @@ void set_metadata(SafetensorsWriter& w, const model::GptConfig& c) {
     w.set_metadata("vocab_size", std::to_string(c.vocab_size));
     w.set_metadata("n_positions", std::to_string(c.max_seq_len));
   } else {
-    w.set_metadata("config", hf_config_json(c));
+    w.set_metadata("config", hf_config_json(c, dtype));
   }
   w.set_metadata("padded_vocab_size", std::to_string(c.padded_vocab_size));
   w.set_metadata("producer", library_version());
@@ -342,7 +355,7 @@ std::string hf_config_json(const model::GptConfig& c, DType dtype) {
   j["head_dim"] = c.head_size();
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.max_seq_len;
-  j["rms_norm_eps"] = static_cast<double>(c.norm_eps);
+  j["rms_norm_eps"] = shortest_decimal(c.norm_eps);
   j["rope_theta"] = c.rope_theta;
   if (c.rope_scaling.enabled())
     j["rope_scaling"] = {{"rope_type", "llama3"},
@@ -396,7 +409,7 @@ FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& 
   std::deque<std::vector<uint8_t>> buffers;
   SafetensorsWriter w;
   add_pieces(w, pieces, 0, pieces.size(), spec, params, dtype, buffers);
-  set_metadata(w, c);
+  set_metadata(w, c, dtype);
   return w.write(path, progress);
 }
 
@@ -435,7 +448,7 @@ void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena&
     std::deque<std::vector<uint8_t>> buffers;
     SafetensorsWriter w;
     add_pieces(w, pieces, cuts[s], cuts[s + 1], spec, params, dtype, buffers);
-    set_metadata(w, c);
+    set_metadata(w, c, dtype);
     w.write((fs::path(dir) / name).string(), progress);
     for (size_t i = cuts[s]; i < cuts[s + 1]; i++) weight_map[pieces[i].name] = name;
   }
@@ -448,6 +461,18 @@ void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena&
     fs::remove(fs::path(dir) / kHfIndexName, ec);  // a stale index would name shards that are gone
   }
   write_file_atomic((fs::path(dir) / kHfConfigName).string(), hf_config_json(c, dtype));
+  write_file_atomic((fs::path(dir) / kHfGenerationConfigName).string(), hf_generation_config_json(c));
+}
+
+std::string hf_generation_config_json(const model::GptConfig& c) {
+  // transformers' GenerationConfig: the special ids generation stops at; the sampling defaults are the
+  // library's (greedy), as for a config derived from the model's ("_from_model_config")
+  nlohmann::ordered_json j;
+  j["_from_model_config"] = true;
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  return j.dump(2) + "\n";
 }
 
 // --- reading -----------------------------------------------------------------------------------------

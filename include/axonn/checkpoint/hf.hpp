@@ -36,6 +36,7 @@ namespace axonn::checkpoint {
 constexpr std::string_view kHfConfigName = "config.json";
 constexpr std::string_view kHfWeightsName = "model.safetensors";
 constexpr std::string_view kHfIndexName = "model.safetensors.index.json";
+constexpr std::string_view kHfGenerationConfigName = "generation_config.json";
 
 // Writes the model's full tensors (model::reserve_params layout for `config`) as one HF safetensors
 // file, atomically, in `dtype` (F32, or BF16 rounded to nearest even). __metadata__: "format": "pt"
@@ -46,7 +47,8 @@ constexpr std::string_view kHfIndexName = "model.safetensors.index.json";
 FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& config, const Arena& params,
                                DType dtype = DType::kF32, Progress* progress = nullptr);
 
-// Writes an HF model directory (created if needed): config.json and model.safetensors, or, when
+// Writes an HF model directory (created if needed): config.json, generation_config.json and
+// model.safetensors, or, when
 // max_shard_bytes > 0 and the weights are larger, shards of at most that size (cut between tensors;
 // a larger tensor gets a shard of its own) with model.safetensors.index.json. Each file atomically.
 void save_hf_dir(const std::string& dir, const model::GptConfig& config, const Arena& params,
@@ -57,6 +59,9 @@ void save_hf_dir(const std::string& dir, const model::GptConfig& config, const A
 // activation or rope_scaling type): IoError naming `where` and the key.
 std::string hf_config_json(const model::GptConfig& config, DType dtype = DType::kF32);
 model::GptConfig parse_hf_config_json(std::string_view text, const std::string& where);
+// generation_config.json for transformers: the model's special ids (bos, eos) and the library's defaults
+// for the rest ("_from_model_config": true), as transformers writes one for a model without its own.
+std::string hf_generation_config_json(const model::GptConfig& config);
 
 // True for a directory holding config.json and model.safetensors or model.safetensors.index.json.
 bool is_hf_model_dir(const std::string& path);

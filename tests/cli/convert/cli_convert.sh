@@ -34,6 +34,10 @@ case $case_name in
     # bf16: rounded once; bf16 -> fp32 -> bf16 is the same file
     run "$axonn" convert --from "$tmp/hf/" --to "$tmp/b16/" --dtype bf16
     grep -q '"torch_dtype": "bfloat16"' "$tmp/b16/config.json" || { echo "FAIL: torch_dtype"; exit 1; }
+    # every file says the stored dtype (the metadata's config too), and exact decimals (issue 34)
+    grep -q '"torch_dtype\\": \\"bfloat16\\"' "$tmp/b16/model.safetensors" || { echo "FAIL: the metadata's torch_dtype"; exit 1; }
+    grep -q '"rms_norm_eps": 1e-05,' "$tmp/b16/config.json" || { echo "FAIL: rms_norm_eps not 1e-05"; exit 1; }
+    check "no generation_config.json" python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$tmp/b16/generation_config.json"
     run "$axonn" convert --from "$tmp/b16/" --to "$tmp/b32/"
     run "$axonn" convert --from "$tmp/b32/" --to "$tmp/b16again/" --dtype bf16
     same "$tmp/b16/model.safetensors" "$tmp/b16again/model.safetensors"

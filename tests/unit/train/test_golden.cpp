@@ -163,7 +163,7 @@ TEST(LlamaExport, IsReproducibleAndTheOracleReadsItAsAxonnDoes) {
     EXPECT_EQ(bytes(e.path()), bytes(fs::path(exported) / e.path().filename())) << e.path().filename();
     files++;
   }
-  EXPECT_EQ(files, 6) << "config.json, the index and 4 shards";
+  EXPECT_EQ(files, 7) << "config.json, generation_config.json, the index and 4 shards";
   fs::remove_all(tmp);
 
   // the model from the export, on one rank: its logits against the oracle's
