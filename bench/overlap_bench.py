@@ -45,7 +45,8 @@ def run(args, grid, overlap, tmp):
     cmd = [args.mpiexec, "-n", str(np_), "--oversubscribe", args.axonn, "train", "--model", args.model,
            "--grid", ",".join(map(str, grid)), "--batch-size", str(args.batch), "--seq-len", str(args.seq),
            "--steps", str(args.steps), "--overlap", overlap, "--peak-gflops", "100", "--quiet",
-           "--metrics", metrics, "--trace", trace, "--trace-steps", str(args.steps)] + args.train_flags.split()
+           "--metrics", metrics, "--trace", trace, "--trace-steps", str(args.steps),
+           "--overwrite"] + args.train_flags.split()  # each run replaces the last one's metrics (its own)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -40,7 +40,7 @@ echo "== $(date -u +%FT%TZ) $hosts hosts x $slots ranks, links $rate${delay:+, $
       tag=$(echo "$config-$overlap" | tr ",:" "_-")
       "$AXONN_MPIRUN" -n "$np" "$build/bin/axonn" train "${model[@]}" --grid "$grid" --grid-order "$order" \
         --overlap "$overlap" --steps "$steps" --lr-schedule constant --peak-gflops 100 --quiet \
-        --metrics "$dir/$tag.jsonl" --trace "$dir/$tag.trace.json" --trace-steps "3:$steps" >"$dir/$tag.log" 2>&1 ||
+        --metrics "$dir/$tag.jsonl" --trace "$dir/$tag.trace.json" --trace-steps "3:$steps" --overwrite >"$dir/$tag.log" 2>&1 ||
         { echo "failed: $config --overlap $overlap"; tail -5 "$dir/$tag.log"; continue; }
       "$build/bin/axonn" trace-summary "$dir/$tag.trace.json" --json >"$dir/$tag.summary.json"
     done

@@ -74,7 +74,7 @@ for size in $SIZES; do
         --vocab "$VOCAB" --max-seq-len "$SEQ_LEN" --seq-len "$SEQ_LEN" --batch-size "$BATCH" \
         --data "$DATA/train" --val-data "$DATA/val/train_000000.bin" --val-batches "$val_batches" --shuffle --data-seed 1 \
         --steps "$steps" --lr "$LR" --warmup-steps $(( steps / 10 )) --min-lr-frac 0.1 --weight-decay 0.1 \
-        --quiet --metrics "$run/metrics.jsonl" --save "$run/model.bin" "${flags[@]}" 2>&1 | tee "$run/train.log" | grep -E '^model|^step .*val'
+        --quiet --metrics "$run/metrics.jsonl" --save "$run/model.bin" --overwrite "${flags[@]}" 2>&1 | tee "$run/train.log" | grep -E '^model|^step .*val'
     t1=$(date +%s)
     for set in canaries controls; do
       launch "$AXONN" memorization --init "$run/model.bin" --tokenizer "$DATA/tokenizer.model" \

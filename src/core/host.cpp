@@ -1,6 +1,7 @@
 // core/host.cpp — the machine and the time, for the records of a run (host.hpp).
 #include "axonn/core/host.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -35,6 +36,13 @@ std::string utc_now() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
+}
+
+int cpus_allowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return CPU_COUNT(&set);
 }
 
 }  // namespace axonn

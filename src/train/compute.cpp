@@ -2,6 +2,9 @@
 #include "axonn/train/compute.hpp"
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/host.hpp"
+#include "axonn/core/log.hpp"
+#include "axonn/kernels/gemm.hpp"
 
 #include "axonn/comm/runtime.hpp"
 #if defined(AXONN_HAVE_CUDA)
@@ -28,6 +31,17 @@ constexpr bool kHaveStaged = false;
 #endif
 }  // namespace
 
+void fit_threads_to_cpus() {
+  const int threads = kernels::cpu_threads(), cpus = cpus_allowed();
+  if (cpus <= 0 || threads <= cpus) return;
+  kernels::set_cpu_threads(cpus);
+  log_warn("threads   %d threads were asked for (OMP_NUM_THREADS) but this rank may run on %d CPU%s (its affinity: "
+           "the launcher bound it), so it uses %d: more would share cores and run slower. To give each rank its "
+           "cores: mpirun --bind-to none, or --map-by slot:PE=%d (Open MPI binds a rank to one core when it starts "
+           "at most 2); srun --cpus-per-task=%d (docs/performance.md)",
+           threads, cpus, cpus > 1 ? "s" : "", cpus, threads, threads);
+}
+
 std::string default_comm(kernels::Backend backend) {
   if (backend != kernels::Backend::kCuda) return "mpi";
   if (kHaveNccl) return "nccl";
@@ -46,6 +60,7 @@ Compute setup_compute(const std::string& kernels_name, const std::string& comm_n
   AXONN_CHECK_ARG(cuda || c.comm == "mpi", "--comm ", c.comm, " moves device buffers; with --kernels ",
                   kernels_name, " the buffers are host memory: use --comm mpi (or --kernels cuda)");
   // Every rank sees the same flags, so these checks agree without communication.
+  if (!cuda) fit_threads_to_cpus();
   if (cuda) {
 #if defined(AXONN_HAVE_CUDA)
     c.device = kernels::cuda_setup(comm::local_rank());  // device by node-local rank

@@ -13,5 +13,8 @@ std::string cpu_model();
 std::string host_name();
 // The time now in UTC, ISO 8601: "2026-12-01T20:15:05Z".
 std::string utc_now();
+// The CPUs this process may run on (its affinity mask: what a launcher's binding or a cgroup's cpuset
+// leaves it); 0 when unknown.
+int cpus_allowed();
 
 }  // namespace axonn

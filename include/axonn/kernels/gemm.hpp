@@ -74,5 +74,7 @@ std::string openblas_version();
 
 // Number of threads the CPU kernels use (OpenMP).
 int cpu_threads();
+// Sets it (OpenMP's, which oneDNN follows, and OpenBLAS's).
+void set_cpu_threads(int threads);
 
 }  // namespace axonn::kernels

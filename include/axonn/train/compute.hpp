@@ -24,6 +24,13 @@ struct Compute {
   std::string device_name;                         // e.g. "NVIDIA H100 ... (device 0, sm_90, 79 GiB)"
 };
 
+// A rank's CPU threads on the CPUs it may run on: more threads than its affinity allows are cut to
+// that many, with a warning that names the launcher flags that give a rank its cores. Open MPI's
+// mpirun binds each rank to one core when it starts at most 2, and two threads on one core made
+// `axonn train` half as fast as its own benchmark (issue 36: 11.2 s a step against 4.8 s). The MFU
+// peak is then timed with the threads the steps use. setup_compute calls it for the CPU backends.
+void fit_threads_to_cpus();
+
 // The default --comm for a backend: mpi for cpu/ref; for cuda nccl when built with it, else mpi-staged
 // when built with it, else mpi.
 std::string default_comm(kernels::Backend backend);

@@ -381,4 +381,9 @@ GemmPeak measure_gemm_peak(bool bf16, const std::vector<int>& sizes, int trials,
 
 int cpu_threads() { return omp_get_max_threads(); }
 
+void set_cpu_threads(int threads) {
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
 }  // namespace axonn::kernels

@@ -326,5 +326,24 @@ PY
       expect_output "token shard '$model' has magic|header says 1000 tokens|checkpoint '$tmp/m.bin' is 5000 bytes.*truncated"
       echo "ok: exit 1 for train $args"
     done ;;
+  threads_fit_affinity)
+    # more threads than the CPUs a rank may run on are cut to that many, with the launcher flags that
+    # give it its cores (issue 36: mpirun binds a rank to one core when it starts at most 2)
+    one=(--steps 2 --batch-size 4 --seq-len 32 --peak-gflops 100)
+    run env OMP_NUM_THREADS=2 taskset -c 0 "$axonn" train "${one[@]}"
+    expect_output "warning: threads   2 threads were asked for \(OMP_NUM_THREADS\) but this rank may run on 1 CPU .* so it uses 1: .*mpirun --bind-to none, or --map-by slot:PE=2"
+    expect_output "compute   kernels cpu, GEMM [a-z]+, 1 threads"
+    run env OMP_NUM_THREADS=1 taskset -c 0 "$axonn" train "${one[@]}"
+    expect_no_output "warning: threads"
+    if [ "$(nproc)" -ge 2 ]; then
+      run env OMP_NUM_THREADS=2 taskset -c 0,1 "$axonn" train "${one[@]}"
+      expect_no_output "warning: threads"
+      expect_output "compute   kernels cpu, GEMM [a-z]+, 2 threads"
+      # mpirun's own binding (one rank: bound to a core), then without it
+      run env OMP_NUM_THREADS=2 "$mpiexec" -n 1 --bind-to core "$axonn" train "${one[@]}"
+      expect_output "warning: threads   2 threads were asked for"
+      run env OMP_NUM_THREADS=2 "$mpiexec" -n 1 --bind-to none "$axonn" train "${one[@]}"
+      expect_no_output "warning: threads"
+    fi ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
