@@ -1,9 +1,13 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank, once its
 // command line has parsed: --help, --version and flag errors need no MPI, so they work where MPI's
 // start-up does not (a login node, a broken launcher environment, a singleton start that fails).
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
@@ -23,6 +27,63 @@ namespace {
   if (Runtime::all_ranks_arrive_within(10.0)) Runtime::exit(code);
   if (mpi.world_rank() != 0) axonn::log_error("%s", what);
   Runtime::abort(code);
+}
+
+// Levenshtein distance: how many one-character edits make `a` into `b`.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); j++) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest `word` (at most 2 edits, or one that begins with it), if any.
+std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_distance = 3;
+  for (const std::string& c : candidates) {
+    const size_t d = c.rfind(word, 0) == 0 && word.size() >= 3 ? 1 : edit_distance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best;
+}
+
+// "did you mean" for a command line CLI11 refused: an unknown subcommand (axonn trian) or an unknown
+// flag of a subcommand (train --step 10). Empty when there is nothing near.
+std::string suggestion(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string command = argv[1];
+  std::vector<std::string> commands;
+  for (const CLI::App* s : app.get_subcommands({})) commands.push_back(s->get_name());
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands({}))
+    if (s->get_name() == command) sub = s;
+  if (!sub) {
+    const auto near = nearest(command, commands);
+    return near ? "axonn has no command '" + command + "': did you mean 'axonn " + *near + "'?" : "";
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+  std::string said;
+  for (int i = 2; i < argc; i++) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
+    if (const auto near = nearest(arg, flags))
+      said += (said.empty() ? "" : "; ") + std::string("axonn ") + command + " has no flag " + arg + ": did you mean " +
+              *near + "?";
+  }
+  return said;
 }
 
 }  // namespace
@@ -53,7 +114,13 @@ int main(int argc, char** argv) {
     // Every rank parses the same command line, so every rank sees the same error: the launcher's
     // rank 0 prints it (or the --help text), and each rank leaves with the same code.
     int code = e.get_exit_code();
-    if (axonn::comm::launcher_rank() == 0) code = app.exit(e);
+    if (axonn::comm::launcher_rank() == 0) {
+      code = app.exit(e);
+      if (code != 0) {
+        const std::string hint = suggestion(app, argc, argv);
+        if (!hint.empty()) std::fprintf(stderr, "%s\n", hint.c_str());
+      }
+    }
     return code == 0 ? 0 : 2;
   }
   Runtime mpi(&argc, &argv);

@@ -326,6 +326,13 @@ PY
       expect_output "token shard '$model' has magic|header says 1000 tokens|checkpoint '$tmp/m.bin' is 5000 bytes.*truncated"
       echo "ok: exit 1 for train $args"
     done ;;
+  did_you_mean)
+    # a mistyped command or flag is answered with the nearest one (issue 35)
+    expect_error "axonn has no command 'trian': did you mean 'axonn train'\?" "$axonn" trian --steps 2
+    expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
+    expect_error "no flag --lr-sched: did you mean --lr-schedule\?" "$axonn" train --lr-sched cosine
+    expect_error "The following arguments were not expected" "$axonn" train --zzzzzzzz 1
+    expect_no_output "did you mean" ;;
   threads_fit_affinity)
     # more threads than the CPUs a rank may run on are cut to that many, with the launcher flags that
     # give it its cores (issue 36: mpirun binds a rank to one core when it starts at most 2)
