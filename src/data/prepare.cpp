@@ -382,4 +382,16 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   return r;
 }
 
+std::optional<int> prepared_vocab_size(const std::string& data) {
+  if (data.empty() || !made_by_prepare(data)) return std::nullopt;
+  std::ifstream f(fs::path(data) / "prepare.json");
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object() || j.value("complete", true) == false || !j.contains("vocab_size") ||
+      !j["vocab_size"].is_number_integer())
+    return std::nullopt;
+  const int64_t v = j["vocab_size"].get<int64_t>();
+  if (v <= 0 || v > INT32_MAX) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 }  // namespace axonn::data

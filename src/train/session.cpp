@@ -14,6 +14,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/memory_info.hpp"
+#include "axonn/data/prepare.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/gemm_tuner.hpp"
@@ -89,12 +90,17 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
   if (c.heads) m.num_heads = c.heads;
   if (c.channels) m.channels = c.channels;
   if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
-  if (c.vocab) {
+  // the vocabulary: --vocab, else that of the tokenizer --data DIR was prepared with (its prepare.json)
+  const std::optional<int> prepared = c.vocab ? std::nullopt : data::prepared_vocab_size(c.data);
+  if (const int vocab = c.vocab ? c.vocab : prepared.value_or(0)) {
     // padded to a multiple of 128 in an int: beyond this it would overflow
     constexpr int kMaxVocab = INT32_MAX / 128 * 128;
-    AXONN_CHECK_ARG(c.vocab <= kMaxVocab, "--vocab ", c.vocab, " is too large: at most ", kMaxVocab);
-    m.vocab_size = c.vocab;
-    m.padded_vocab_size = model::pad_vocab(c.vocab);
+    AXONN_CHECK_ARG(vocab <= kMaxVocab, "--vocab ", vocab, " is too large: at most ", kMaxVocab);
+    m.vocab_size = vocab;
+    m.padded_vocab_size = model::pad_vocab(vocab);
+    if (prepared)
+      log_info("model     vocabulary of %d ids from '%s/prepare.json' (the tokenizer the data was prepared with; "
+               "--vocab overrides it)", vocab, c.data.c_str());
   }
   m.validate();
   return m;

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,10 @@ struct PrepareResult {
 // malformed JSON Lines, unreadable files), before anything appears under `output`.
 PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& options,
                       const std::function<void(const PrepareProgress&)>& progress);
+
+// The vocabulary size a directory made by prepare records (its prepare.json's vocab_size): what a model
+// trained on it needs (axonn train --data DIR without --vocab). nullopt for anything else (a file, a
+// glob, a directory prepare did not make, an incomplete one).
+std::optional<int> prepared_vocab_size(const std::string& data);
 
 }  // namespace axonn::data

@@ -42,6 +42,17 @@ printf 'first doc\nline two\n%%\nsecond doc\n%%\n\n%%\nthird: caf\xc3\xa9\n' >"$
 printf 'fourth doc, no newline at the end' >"$tmp/b.txt"
 
 case $case_name in
+  train_takes_vocab)
+    # train --data DIR takes its vocabulary from prepare.json (issue 34): gpt2-tiny's 500 ids would not
+    # hold GPT-2's token ids; --vocab still overrides
+    need_gpt2
+    for i in $(seq 60); do echo "the quick brown fox number $i jumps over the lazy dog"; echo %; done >"$tmp/c.txt"
+    run "$axonn" prepare --tokenizer gpt2 --output "$tmp/data" --doc-separator % --val-fraction 0 "$tmp/c.txt"
+    run "$axonn" train --data "$tmp/data" --steps 2 --batch-size 2 --seq-len 16 --peak-gflops 100 --quiet
+    expect_output "vocabulary of 50257 ids from '$tmp/data/prepare.json'"
+    expect_output "V=50257 \(padded 50304\)"
+    expect_error "holds token id [0-9]+ .* outside the model's vocabulary of 500" \
+      "$axonn" train --data "$tmp/data" --steps 2 --batch-size 2 --seq-len 16 --vocab 500 ;;
   fortunes_decode)
     need_gpt2
     need_fortunes
