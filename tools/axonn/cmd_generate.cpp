@@ -53,12 +53,19 @@ int run_generate(const GenerateFlags& f) {
                     " tokens but the tokenizer ", tok->describe(), " only ", tok->vocab_size(),
                     ": it cannot decode every id the model samples; give --tokenizer the model's own tokenizer "
                     "(or use --print-ids)");
+    // more ids than the model: perhaps a padded vocabulary, more likely another model's tokenizer (the
+    // quickstart's 4,096-id model with GPT-2's tokenizer printed garbage without a word)
+    if (tok->vocab_size() > mc.vocab_size)
+      log_warn("the tokenizer %s has %d ids and the model %s %d: unless it is the tokenizer the model was trained "
+               "with, the text will be garbage; give --tokenizer the one its data was prepared with",
+               tok->describe().c_str(), tok->vocab_size(), f.init.c_str(), mc.vocab_size);
   }
   const std::vector<int> prompt = f.have_prompt ? tok->encode(f.prompt) : text::parse_ids(f.prompt_ids);
   AXONN_CHECK_ARG(!prompt.empty(), "the prompt has no tokens");
   for (int id : prompt)
     AXONN_CHECK_ARG(id >= 0 && id < mc.vocab_size, "prompt token id ", id, " is outside the model's vocabulary [0, ",
-                    mc.vocab_size, ")");
+                    mc.vocab_size, ")", tok ? "; the tokenizer " + tok->describe() + " is not the model's: give "
+                    "--tokenizer the one its data was prepared with" : std::string());
   AXONN_CHECK_ARG(static_cast<int>(prompt.size()) < mc.max_seq_len, "the prompt has ", prompt.size(),
                   " tokens: the model's context of ", mc.max_seq_len, " positions leaves no room to generate; "
                   "shorten it");

@@ -199,6 +199,12 @@ case "$case_name" in
     expect_exit 2 "$axonn" generate --init "$tmp/big.bin" --prompt hi --max-new-tokens 3 --tokenizer gpt2
     expect_output "vocabulary of 60000 tokens but the tokenizer .* only 50257.*--tokenizer"
     echo "ok: $(grep -Eo 'vocabulary of 60000 .* only 50257' "$tmp/out")" ;;
+  # another model's tokenizer: a warning when it has more ids than the model, and a prompt id it cannot
+  # hold names --tokenizer (issue 34: the quickstart's model with GPT-2's tokenizer printed garbage)
+  wrong_tokenizer)
+    expect_exit 2 "$axonn" generate --init "$model" --prompt "Hello world" --max-new-tokens 3 --tokenizer gpt2
+    expect_output "warning: the tokenizer .* has 50257 ids and the model .* 500: unless it is the tokenizer the model was trained with"
+    expect_output "prompt token id [0-9]+ is outside the model's vocabulary \[0, 500\); the tokenizer .* is not the model's: give --tokenizer" ;;
   # a truncated model file: an input that failed, exit 1 on every rank (docs/cli.md)
   corrupt_model_exit_1)
     head -c 5000 "$model" >"$tmp/m.bin"
