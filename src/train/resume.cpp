@@ -10,6 +10,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 
 namespace axonn::train::detail {
@@ -184,6 +185,28 @@ std::string grid_text(const checkpoint::GridExtent& g) {
   return std::to_string(g.gx) + "," + std::to_string(g.gy) + "," + std::to_string(g.gz) + "," + std::to_string(g.gdata);
 }
 
+// More (or fewer) --steps re-plan a schedule that decays over the run: the learning rate of the next
+// step jumps. Safe to continue (nothing of the run is lost), but never silent.
+void warn_if_schedule_replanned(const TrainConfig& given, const TrainConfig& r, const checkpoint::Manifest& m) {
+  auto it = m.extra.find("steps");
+  if (it == m.extra.end() || !is_given(given, {"--steps"})) return;
+  int recorded = 0;
+  try {
+    recorded = static_cast<int>(parse_int(it->second, 1, INT32_MAX));
+  } catch (const std::invalid_argument&) {
+    return;  // restore_config has refused a corrupt value already
+  }
+  const optim::LrSchedule schedule = optim::parse_lr_schedule(r.lr_schedule);
+  if (recorded == r.steps || schedule == optim::LrSchedule::kConstant) return;
+  const int next = static_cast<int>(m.step);  // the step this run trains first (0-based)
+  const float was = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, recorded, r.min_lr_frac);
+  const float now = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, r.steps, r.min_lr_frac);
+  log_warn("resume    --steps %d (the checkpoint's run had %d) re-plans the %s schedule over %d steps: the learning "
+           "rate of step %d is %.3g, where the recorded run would have had %.3g",
+           r.steps, recorded, r.lr_schedule.c_str(), r.steps, next + 1, static_cast<double>(now),
+           static_cast<double>(was));
+}
+
 }  // namespace
 
 int64_t recorded_int(const checkpoint::Manifest& m, const std::string& key, int64_t lo, int64_t hi,
@@ -269,6 +292,7 @@ TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, 
     log_info("resume    the checkpoint's run wrote to%s; this run writes only where its own flags and --run-dir "
              "say", not_taken.c_str());
   if (!safe.empty()) log_info("resume    changed: %s", safe.c_str());
+  warn_if_schedule_replanned(c, r, m);
   if (!missing.empty())
     log_warn("resume    the checkpoint does not record %s (written by an older axonn): the flags' values are used",
              missing.c_str());

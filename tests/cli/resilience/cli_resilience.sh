@@ -565,5 +565,13 @@ PY
     expect_output "token shard '$tmp/t.bin' changed while the run read it \(41024 bytes when the run opened it, 2048 now\)"
     expect_no_output "Bus error|SIGBUS|backtrace"
     run "$axonn" inspect "$tmp/ck" ;;
+  resume_more_steps_replans)
+    # more --steps on resume re-plan a decaying schedule: said with the learning rates (issue 35)
+    run_np 1 train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck" --quiet
+    run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 20 --quiet
+    expect_output "warning: resume    --steps 20 \(the checkpoint's run had 10\) re-plans the cosine schedule over 20 steps: the learning rate of step 11 is [0-9.e-]+, where the recorded run would have had [0-9.e-]+"
+    run_np 1 train "${flags[@]}" --lr-schedule constant --steps 10 --checkpoint-dir "$tmp/ck2" --quiet
+    run_np 1 train --checkpoint-dir "$tmp/ck2" --resume --steps 20 --quiet
+    expect_no_output "re-plans" ;;
   *) fail "unknown case $case_name" ;;
 esac
