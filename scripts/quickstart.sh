@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake --preset cpu-release >/dev/null
-cmake --build --preset cpu-release
+cmake --build --preset cpu-release --target axonn  # the main job needs the binary only (the tests: scripts/test.sh)
 AXONN=./build/bin/axonn
 RUN=runs/quickstart
 FORTUNES=(--doc-separator % --exclude '*.dat' --exclude '*.u8' /usr/share/games/fortunes)
