@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -29,6 +30,24 @@ std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
+}
+
+// 491520 -> "491,520": a count a person reads at a glance.
+std::string grouped(double v) {
+  if (!std::isfinite(v)) return "-";
+  std::string digits = fmt("%.0f", std::fabs(v)), out;
+  for (size_t i = 0; i < digits.size(); i++) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+// A key of run.json, as text ("" when absent).
+std::string run_info_value(const RunData& run, const std::string& key) {
+  for (const auto& [k, v] : run.run_info)
+    if (k == key) return v;
+  return "";
 }
 
 double median(std::vector<double> v) {
@@ -336,6 +355,17 @@ std::string summary_table(const RunData& run) {
     if (std::isfinite(v)) total_s += v / 1e3;
   const std::vector<double> tokens = cumulative_tokens(m);
   auto row = [&](const std::string& k, const std::string& v) { table_row(&h, {k, v}); };
+  // what ran, from run.json (a run directory's): the model, its grid and precision, its data
+  const std::string model = run_info_value(run, "model"), params = run_info_value(run, "parameters");
+  if (!model.empty())
+    row("model", model + (params.empty() ? "" : ", " + fmt("%.2f", std::atof(params.c_str()) / 1e6) + "M parameters"));
+  const std::string grid = run_info_value(run, "grid"), ranks = run_info_value(run, "world_size");
+  if (!grid.empty())
+    row("grid", grid + " (Gx,Gy,Gz,Gdata)" + (ranks.empty() ? "" : " on " + ranks + (ranks == "1" ? " rank" : " ranks")));
+  for (const char* key : {"precision", "batch", "data", "started", "host"}) {
+    const std::string v = run_info_value(run, key);
+    if (!v.empty()) row(key, v);
+  }
   row("steps recorded", std::to_string(m.size()) + " (step " + std::to_string(m.front().step + 1) + " to " +
                             std::to_string(m.back().step + 1) + ")");
   if (last_loss)
@@ -344,10 +374,10 @@ std::string summary_table(const RunData& run) {
   if (last_val)
     row("last validation loss",
         fmt("%.4f", *m[*last_val].val_loss) + " (step " + std::to_string(m[*last_val].step + 1) + ")");
-  if (std::isfinite(tokens.back())) row("tokens trained", fmt("%.0f", tokens.back()));
+  if (std::isfinite(tokens.back())) row("tokens trained", grouped(tokens.back()));
   if (!ms.empty()) row("time in steps", fmt("%.1f s", total_s));
   if (!ms.empty()) row("median step time", fmt("%.1f ms", median(ms)));
-  if (!tps.empty()) row("median tokens/s", fmt("%.0f", median(tps)));
+  if (!tps.empty()) row("median tokens/s", grouped(median(tps)));
   if (!mfu.empty()) row("median MFU", fmt("%.2f %%", median(mfu)));
   return h + "</table>\n";
 }

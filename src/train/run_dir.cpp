@@ -72,6 +72,12 @@ std::string run_info_json(const Session& s) {
       {"cpu_threads", kernels::cpu_threads()},
       {"world_size", s.world().size()},
       {"grid", ::axonn::detail::concat(g.gx, ",", g.gy, ",", g.gz, ",", g.gdata)},
+      // what was trained, for the report's summary
+      {"model", s.model_config().str()},
+      {"parameters", s.model_config().num_parameters()},
+      {"precision", s.config().dtype},
+      {"data", s.config().data.empty() ? "the built-in synthetic corpus" : s.config().data},
+      {"batch", ::axonn::detail::concat(s.config().batch_size, " sequences x ", s.config().seq_len, " tokens")},
       {"mpi", comm::mpi_library_version()},
       {"onednn", kernels::onednn_version()},
       {"openblas", kernels::openblas_version()},

@@ -134,12 +134,16 @@ for k in ("axonn", "started", "host", "cpu", "mpi", "onednn", "openblas", "tomlp
     assert isinstance(r[k], str) and r[k], k
 assert "MPI" in r["mpi"] and r["onednn"].startswith("oneDNN") and "OpenBLAS" in r["openblas"], r
 assert re.fullmatch(r"\d+\.\d+\.\d+", r["tomlplusplus"]), r["tomlplusplus"]
-print("ok: run.json", r["git_commit"], r["grid"])
+assert r["model"].startswith("L=2 NH=4 C=64") and r["parameters"] > 0 and r["precision"] == "fp32", r
+print("ok: run.json", r["git_commit"], r["grid"], r["model"])
 PY
     run "$axonn" report "$d"
     [ -s "$d/report.html" ] && [ -s "$d/loss.png" ] || fail "axonn report DIR wrote no report.html and loss.png"
     expect_output "git_commit" "$d/report.html"
-    expect_output "run-dir = " "$d/report.html" ;;
+    expect_output "run-dir = " "$d/report.html"
+    # the summary names what ran (issue 35)
+    expect_output "<td>model</td><td class=\"num\">L=2 NH=4 C=64 .*M parameters</td>" "$d/report.html"
+    expect_output "<td>grid</td><td class=\"num\">2,1,1,1 \(Gx,Gy,Gz,Gdata\) on 2 ranks</td>" "$d/report.html" ;;
   run_dir_explicit_flags_win)
     d=$tmp/run
     run "$axonn" train "${flags[@]}" --run-dir "$d" --metrics "$tmp/elsewhere.jsonl" --trace "$tmp/t.json" \

@@ -137,7 +137,7 @@ TEST(Report, APageFromMetricsOnly) {
     EXPECT_EQ(html.find(bad), std::string::npos) << bad;
   // the summary: 20 steps, tokens 20 x 128
   EXPECT_NE(html.find("20 (step 1 to 20)"), std::string::npos);
-  EXPECT_NE(html.find("<td class=\"num\">2560</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">2,560</td>"), std::string::npos);  // counts grouped by thousands
   EXPECT_NE(html.find("median MFU</td><td class=\"num\">5.00 %"), std::string::npos);
 }
 
