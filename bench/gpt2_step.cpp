@@ -215,15 +215,11 @@ int main(int argc, char** argv) {
       double tp_full = 0;
       for (const model::LinearSpec& l : gpt.spec().linears) tp_full += 4.0 * l.in * l.out * cfg.num_layers;
       double gflops = gpt.flops_per_step() / sec / 1e9;
-      // a step faster than the peak: the peak was measured in a busy moment; raised to that rate (as
-      // train/peak.hpp does), so that MFU never exceeds 1
-      if (gflops > peak) {
-        if (root)
-          std::printf("# warning: %s B=%d T=%d ran at %.1f GFLOP/s, above the peak %.1f GFLOP/s measured in a busier "
-                      "moment: the peak is raised to that rate\n", models[job.model].c_str(), B, T, gflops, peak);
-        peak = static_cast<float>(gflops);
-        best_peak = std::max(best_peak, peak);
-      }
+      // a step faster than the peak: the peak was measured in a busy moment (train/peak.hpp: the peak stays
+      // fixed, and MFU above 1 says it is wrong)
+      if (gflops > peak && root)
+        std::printf("# warning: %s B=%d T=%d ran at %.1f GFLOP/s, above the peak %.1f GFLOP/s measured in a busier "
+                    "moment: MFU reads above 1, the peak is wrong\n", models[job.model].c_str(), B, T, gflops, peak);
       // measured memory: the highest peak resident set of the ranks' processes (the high-water mark of the
       // process so far: run one job per process to get one job's)
       rusage usage{};

@@ -245,7 +245,8 @@ std::vector<NamedChart> report_charts(const RunData& run) {
         {"chart-tokens-per-s", "throughput", "throughput", "tokens/s", "tokens/s", &MetricsRecord::tokens_per_s, 1,
          "Tokens of the global batch per second of step time."},
         {"chart-mfu", "throughput", "MFU", "% of peak", "MFU", &MetricsRecord::mfu, 100,
-         "Model FLOPs per second over the peak measured (or given) at the start of the run, all ranks."},
+         "Model FLOPs per second over the peak chosen at the start of the run and never changed (given, calibrated "
+         "or measured; the log names it), all ranks. Above 100 %: the peak is wrong."},
     };
     for (const StepChart& c : step_charts)
       add(c.id, c.section, line_chart(c.title, "step", c.y_label, {metric_series(c.series, m, steps, c.member, c.scale)}),

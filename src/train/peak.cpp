@@ -15,19 +15,12 @@ namespace axonn::train {
 
 double MfuPeak::observe(double flops, double seconds, int ranks, int64_t step) {
   const double achieved = flops / seconds / static_cast<double>(ranks) * 1e-9;  // GFLOP/s per rank
-  if (achieved > gflops_per_rank) {
-    if (start_source.empty()) {
-      start_source = source;
-      log_warn("mfu       step %lld ran at %.1f GFLOP/s per rank, above the peak %.1f GFLOP/s (%s): the peak is "
-               "raised to that rate. For a peak that holds, run `axonn calibrate` on an idle machine or give "
-               "--peak-gflops",
-               static_cast<long long>(step + 1), achieved, gflops_per_rank, source.c_str());
-    } else {
-      log_info("mfu       step %lld ran at %.1f GFLOP/s per rank: the peak is raised to that rate",
-               static_cast<long long>(step + 1), achieved);
-    }
-    gflops_per_rank = achieved;
-    source = detail::concat("raised to the rate of step ", step + 1, "; at the start: ", start_source);
+  if (achieved > gflops_per_rank && !said_above) {
+    said_above = true;
+    log_warn("mfu       step %lld ran at %.1f GFLOP/s per rank, above the peak %.1f GFLOP/s (%s): the peak is wrong "
+             "(timed in a busy moment, or given too low), and MFU reads above 100 %%. For a peak that holds, run "
+             "`axonn calibrate` on an idle machine or give --peak-gflops",
+             static_cast<long long>(step + 1), achieved, gflops_per_rank, source.c_str());
   }
   return achieved / gflops_per_rank;
 }

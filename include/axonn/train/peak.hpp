@@ -8,9 +8,10 @@
 //     was measured on this CPU with as many ranks on the node and threads per rank as this run has;
 //  3. measured now: the best of several timings at several sizes (kernels::measure_gemm_peak) on every
 //     rank at once, since in the run the ranks share the node's cores and memory; the fastest rank's.
-// A disturbance only ever lowers a timing, so each best is the least disturbed one. And should a step
-// still run faster than the peak (MfuPeak::observe), the peak is raised to that rate with a warning: MFU
-// never exceeds 1.
+// A disturbance only ever lowers a timing, so each best is the least disturbed one. The peak is chosen
+// once, at the start, named in the log and the run's records, and never changed: a step that runs faster
+// than it (MfuPeak::observe) is said once, with its MFU above 100 %, because it means the peak is wrong
+// (raising the peak to the fastest step, as before, made small runs report 100 %, issue 35).
 //
 //   train::MfuPeak peak = train::resolve_mfu_peak(c.peak_gflops, bf16, gpu, world);
 //   log_info("peak %.1f GFLOP/s (%s)", peak.gflops_per_rank, peak.source.c_str());
@@ -31,10 +32,10 @@ struct MfuPeak {
 
   double gflops_per_rank = 0;
   std::string source;  // what was measured or given, and where: for the log and the run's records
-  std::string start_source;  // once a step has raised the peak: the source it had at the start
+  bool said_above = false;  // a step above the peak has been reported
 
-  // MFU of a step that did `flops` (all ranks together) in `seconds` on `ranks` ranks. A step faster than
-  // the peak raises the peak to its rate first (a warning the first time, a line after): the result is <= 1.
+  // MFU of a step that did `flops` (all ranks together) in `seconds` on `ranks` ranks, against the fixed
+  // peak. The first step faster than the peak is reported (a warning): its MFU and later ones may exceed 1.
   double observe(double flops, double seconds, int ranks, int64_t step);
 };
 

@@ -98,7 +98,7 @@ class Session {
   int micro_batch_size() const { return micro_; }  // sequences per rank per micro-batch
   int micro_batches() const { return micro_batches_; }
   int64_t tokens_per_step() const;               // global: batch_size * seq_len
-  // MFU's denominator per rank, and where it came from (train/peak.hpp); a step faster than it raises it
+  // MFU's denominator per rank, and where it came from (train/peak.hpp): fixed at the start
   MfuPeak& mfu_peak() { return peak_; }
   const MfuPeak& mfu_peak() const { return peak_; }
 
