@@ -109,6 +109,11 @@ void DocumentReader::check_utf8(std::string& text, uint64_t offset, uint64_t lin
     text = replace_invalid_utf8(text);
     return;
   }
+  // a compressed file is not text in another encoding: say what it is (gzip's magic bytes 1f 8b)
+  if (offset == 0 && text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b)
+    throw IoError("input '" + files_[current_ - 1] + "' is gzip-compressed, not text: decompress it first (gunzip -k " +
+                  files_[current_ - 1] + ", or zcat it into a file)");
   throw IoError("input '" + files_[current_ - 1] + "' is not UTF-8: " + where_invalid_utf8(text, *bad, offset, line) +
                 ". Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or pass --invalid-utf8 replace to "
                 "replace what is not UTF-8 by U+FFFD");

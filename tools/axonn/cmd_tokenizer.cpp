@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -116,9 +118,13 @@ void add_tokenizer_command(CLI::App& app, Action* action) {
   encode->footer("Example:\n  axonn tokenizer encode --tokenizer gpt2 \"Hello world\"");
   encode->add_option("--tokenizer", u->tokenizer, "gpt2 or a path, as for axonn prepare")->required();
   encode->add_flag("--ordinary", u->ordinary, "special-token text (<|endoftext|>) stays text");
-  encode->add_option("TEXT", u->input, "the text")->required();
+  encode->add_option("TEXT", u->input, "the text; '-' or none: standard input (all of it, one text)");
   encode->callback([u, action] {
     *action = [u] {
+      if (u->input.empty() || u->input == "-") {  // the text from a pipe: `cat doc.txt | axonn tokenizer encode`
+        std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+        u->input = std::move(text);
+      }
       // refused as axonn prepare refuses a file that is not UTF-8, so encode shows only ids prepare could write
       const auto bad = text::find_invalid_utf8(u->input);
       AXONN_CHECK_ARG(!bad, "TEXT is not UTF-8: ", text::where_invalid_utf8(u->input, *bad),

@@ -42,6 +42,23 @@ printf 'first doc\nline two\n%%\nsecond doc\n%%\n\n%%\nthird: caf\xc3\xa9\n' >"$
 printf 'fourth doc, no newline at the end' >"$tmp/b.txt"
 
 case $case_name in
+  gzip_input_said)
+    # a .gz input is said to be compressed, not sent to iconv as if it were Latin-1 (issue 35)
+    need_gpt2
+    for i in $(seq 40); do echo "document $i"; echo %; done >"$tmp/c.txt"
+    gzip -k "$tmp/c.txt"
+    expect_error "input '$tmp/c.txt.gz' is gzip-compressed, not text: decompress it first" \
+      "$axonn" prepare --tokenizer gpt2 --output "$tmp/o" --doc-separator % "$tmp/c.txt.gz"
+    expect_no_output "iconv"
+    absent "$tmp/o" ;;
+  encode_stdin)
+    # tokenizer encode reads standard input without TEXT, or with '-' (issue 35)
+    need_gpt2
+    run "$axonn" tokenizer encode --tokenizer gpt2 "Hello world"
+    want=$(cat "$tmp/out")
+    printf 'Hello world' | "$axonn" tokenizer encode --tokenizer gpt2 >"$tmp/a"
+    printf 'Hello world' | "$axonn" tokenizer encode --tokenizer gpt2 - >"$tmp/b"
+    [ "$(cat "$tmp/a")" = "$want" ] && [ "$(cat "$tmp/b")" = "$want" ] || fail "stdin gave $(cat "$tmp/a") / $(cat "$tmp/b"), not $want" ;;
   train_takes_vocab)
     # train --data DIR takes its vocabulary from prepare.json (issue 34): gpt2-tiny's 500 ids would not
     # hold GPT-2's token ids; --vocab still overrides
