@@ -1,5 +1,6 @@
 #include "axonn/optim/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -66,17 +67,23 @@ float clip_scale(double norm, float max_norm) {
 LrSchedule parse_lr_schedule(std::string_view name) {
   if (name == "constant") return LrSchedule::kConstant;
   if (name == "cosine") return LrSchedule::kCosine;
-  throw InvalidArgument("unknown --lr-schedule '" + std::string(name) + "'; use constant or cosine");
+  if (name == "linear") return LrSchedule::kLinear;
+  if (name == "wsd") return LrSchedule::kWarmupStableDecay;
+  throw InvalidArgument("unknown --lr-schedule '" + std::string(name) + "'; use constant, cosine, linear or wsd");
 }
 
 float learning_rate(LrSchedule schedule, float lr, int step, int warmup_steps, int total_steps, float min_lr_frac) {
   if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
   if (schedule == LrSchedule::kConstant) return lr;
-  int decay_steps = total_steps - warmup_steps;
-  if (decay_steps <= 0) return lr;
-  double ratio = static_cast<double>(step - warmup_steps) / decay_steps;
-  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
-  double min_lr = lr * static_cast<double>(min_lr_frac);
+  // the decay: from the end of the warmup (wsd: the last kWsdDecayFraction of the steps) to total_steps
+  const int decay_start = schedule == LrSchedule::kWarmupStableDecay
+                              ? std::max(warmup_steps, total_steps - static_cast<int>(std::ceil(kWsdDecayFraction * total_steps)))
+                              : warmup_steps;
+  const int decay_steps = total_steps - decay_start;
+  if (decay_steps <= 0 || step < decay_start) return lr;
+  const double ratio = std::min(1.0, static_cast<double>(step - decay_start) / decay_steps);
+  const double coeff = schedule == LrSchedule::kCosine ? 0.5 * (1.0 + std::cos(M_PI * ratio)) : 1.0 - ratio;
+  const double min_lr = lr * static_cast<double>(min_lr_frac);
   return static_cast<float>(min_lr + coeff * (lr - min_lr));
 }
 

@@ -85,7 +85,9 @@ const std::vector<ConfigOption>& config_options() {
        "tests"},
       // AdamW and its schedule
       {"optimizer", "--lr", &C::lr, "peak learning rate"},
-      {"optimizer", "--lr-schedule", &C::lr_schedule, "constant|cosine"},
+      {"optimizer", "--lr-schedule", &C::lr_schedule,
+       "constant|cosine|linear|wsd: after the warmup, constant; a cosine or linear decay to --min-lr-frac; or wsd, "
+       "constant until the last fifth of the steps, then a linear decay"},
       {"optimizer", "--warmup-steps", &C::warmup_steps, "linear warmup steps"},
       {"optimizer", "--min-lr-frac", &C::min_lr_frac, "cosine decays to this fraction of --lr"},
       {"optimizer", "--weight-decay", &C::weight_decay, "AdamW weight decay (matrices only, unless --decay-all)"},

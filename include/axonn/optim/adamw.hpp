@@ -66,11 +66,15 @@ double grad_norm(const Arena& grads, const kernels::Ops& ops);
 // disables clipping).
 float clip_scale(double norm, float max_norm);
 
-enum class LrSchedule { kConstant, kCosine };
-LrSchedule parse_lr_schedule(std::string_view name);  // "constant" | "cosine"
+enum class LrSchedule { kConstant, kCosine, kLinear, kWarmupStableDecay };
+LrSchedule parse_lr_schedule(std::string_view name);  // "constant" | "cosine" | "linear" | "wsd"
+
+// wsd's decay: the last fifth of the steps (MiniCPM's warmup-stable-decay, with a linear decay).
+inline constexpr double kWsdDecayFraction = 0.2;
 
 // Learning rate at step (0-based): linear warmup over warmup_steps ((step+1)/warmup of the peak),
-// then constant, or cosine decay to min_lr_frac * lr at total_steps (llm.c's schedule).
+// then constant; or a decay to min_lr_frac * lr at total_steps: cosine (llm.c's schedule) or linear from
+// the end of the warmup; or wsd, constant until the last kWsdDecayFraction of the steps, then linear.
 float learning_rate(LrSchedule schedule, float lr, int step, int warmup_steps, int total_steps, float min_lr_frac);
 
 }  // namespace axonn::optim

@@ -18,6 +18,21 @@ TEST(LrSchedule, WarmupConstantAndCosine) {
   EXPECT_THROW(optim::parse_lr_schedule("step"), InvalidArgument);
 }
 
+TEST(LrSchedule, LinearAndWarmupStableDecay) {
+  const auto linear = optim::parse_lr_schedule("linear"), wsd = optim::parse_lr_schedule("wsd");
+  EXPECT_FLOAT_EQ(optim::learning_rate(linear, 1.0f, 0, 4, 104, 0.1f), 0.25f);  // the same warmup
+  EXPECT_FLOAT_EQ(optim::learning_rate(linear, 1.0f, 4, 4, 104, 0.1f), 1.0f);
+  EXPECT_NEAR(optim::learning_rate(linear, 1.0f, 54, 4, 104, 0.1f), 0.55f, 1e-6f);  // halfway, a straight line
+  EXPECT_NEAR(optim::learning_rate(linear, 1.0f, 29, 4, 104, 0.1f), 0.775f, 1e-6f);
+  EXPECT_NEAR(optim::learning_rate(linear, 1.0f, 104, 4, 104, 0.1f), 0.1f, 1e-6f);
+  // wsd over 100 steps: stable to step 80, then linear to the floor at 100
+  EXPECT_FLOAT_EQ(optim::learning_rate(wsd, 1.0f, 1, 4, 100, 0.0f), 0.5f);
+  EXPECT_FLOAT_EQ(optim::learning_rate(wsd, 1.0f, 50, 4, 100, 0.0f), 1.0f);
+  EXPECT_FLOAT_EQ(optim::learning_rate(wsd, 1.0f, 79, 4, 100, 0.0f), 1.0f);
+  EXPECT_NEAR(optim::learning_rate(wsd, 1.0f, 90, 4, 100, 0.0f), 0.5f, 1e-6f);
+  EXPECT_NEAR(optim::learning_rate(wsd, 1.0f, 100, 4, 100, 0.0f), 0.0f, 1e-6f);
+}
+
 TEST(GradClip, ScaleOnlyAboveTheLimit) {
   EXPECT_FLOAT_EQ(optim::clip_scale(2.0, 1.0f), 0.5f);
   EXPECT_FLOAT_EQ(optim::clip_scale(0.5, 1.0f), 1.0f);
