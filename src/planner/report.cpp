@@ -116,4 +116,75 @@ std::string format_table(const PlanResult& r, std::size_t top) {
   return out;
 }
 
+std::string grid_degrees(long gx, long gy, long gz, long gdata) {
+  std::string d;
+  const auto add = [&d](const std::string& part) { d += (d.empty() ? "" : ", ") + part; };
+  if (gx > 1 && gy > 1) add(detail::concat("2D TP ", gx, "x", gy));
+  else if (gx * gy > 1) add(detail::concat("TP ", gx * gy, gx > 1 ? " (over X)" : ""));
+  if (gz > 1) add(detail::concat("FSDP ", gz));
+  if (gdata > 1) add(detail::concat("DP ", gdata));
+  return d.empty() ? "one rank" : d;
+}
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+std::string fmt_seconds(double s) { return fixed(s, 3) + " s"; }
+
+// The step's largest term: compute, or the collectives of one group (before overlap hides part of them).
+std::string largest_term(const Estimate& e) {
+  struct Term {
+    const char* name;
+    double s;
+  };
+  const Term terms[] = {{"compute", e.compute_s},          {"X collectives", e.comm.x}, {"Y collectives", e.comm.y},
+                        {"Z collectives (FSDP)", e.comm.z}, {"data all-reduce", e.comm.data},
+                        {"embedding collectives", e.comm.embedding}};
+  const Term* big = &terms[0];
+  for (const Term& t : terms)
+    if (t.s > big->s) big = &t;
+  return detail::concat(big->name, " ", fmt_seconds(big->s));
+}
+
+}  // namespace
+
+std::string explain_plan(const PlanResult& r) {
+  if (r.configs.empty()) return "";
+  const double budget = r.request.settings.memory_headroom * r.machine.memory_gib;
+  std::string out = "\nwhy (memory budget " + fixed(budget, 1) + " GiB per rank):\n";
+  const std::size_t n = std::min<std::size_t>(3, r.configs.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const Estimate& e = r.configs[i];
+    const GridShape& g = e.grid;
+    appendf(&out, "  #%zu %s = %s: %.3f s/step, largest term %s; memory %.2f GiB, %s\n", i + 1, to_string(g).c_str(),
+            grid_degrees(g.gx, g.gy, g.gz, g.gdata).c_str(), e.total_s, largest_term(e).c_str(), e.memory.total_gib(),
+            e.fits ? (fixed(budget - e.memory.total_gib(), 2) + " GiB to spare").c_str()
+                   : ("does NOT fit: " + fixed(e.memory.total_gib() - budget, 2) + " GiB over").c_str());
+  }
+  // faster grids that do not fit: what keeps the best from being faster
+  const Estimate& best = r.configs.front();
+  std::size_t faster = 0;
+  for (const Estimate& e : r.configs)
+    if (!e.fits && best.fits && e.total_s < best.total_s) {
+      if (faster++ < 2)
+        appendf(&out, "  faster but too big: %s = %s, %.3f s/step, needs %.2f GiB (%.2f over): a smaller batch per "
+                "rank, activation recompute or more Z would shrink it\n", to_string(e.grid).c_str(),
+                grid_degrees(e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata).c_str(), e.total_s, e.memory.total_gib(),
+                e.memory.total_gib() - budget);
+    }
+  if (faster > 2) appendf(&out, "  (%zu more faster grids do not fit)\n", faster - 2);
+  if (best.fits) {
+    const Workload& w = r.request.workload;
+    appendf(&out, "run      mpirun -np %ld axonn train%s --batch-size %ld --seq-len %ld --grid %ld,%ld,%ld,%ld%s\n",
+            r.request.gpus, w.model.name.empty() ? "" : (" --model " + w.model.name).c_str(), w.batch_size, w.seq_len,
+            best.grid.gx, best.grid.gy, best.grid.gz, best.grid.gdata,
+            best.grid.axonn_order() ? "" : (" --grid-order " + order_string(best.grid)).c_str());
+  }
+  return out;
+}
+
 }  // namespace axonn::planner

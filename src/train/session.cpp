@@ -453,8 +453,12 @@ void Session::log_setup() const {
     log_info("loss      Goldfish k=%d, %s (%s): about 1/%d of the targets leave the loss", g.k,
              model::goldfish_strategy_name(g.strategy), how.c_str(), g.k);
   }
-  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s; %d sequence%s per rank%s", shape_.gx, shape_.gy,
-           shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "", B_local_, B_local_ > 1 ? "s" : "",
+  log_info("grid      Gx=%d Gy=%d Gz=%d Gdata=%d on %d rank%s%s; %d sequence%s per rank%s", shape_.gx, shape_.gy,
+           shape_.gz, shape_.gdata, world_size, world_size > 1 ? "s" : "",
+           world_size > 1 ? (" (" + planner::grid_degrees(shape_.gx, shape_.gy, shape_.gz, shape_.gdata) + ")").c_str()
+                          : "",
+           B_local_,
+           B_local_ > 1 ? "s" : "",
            shape_.order == parallel::kAxonnGridOrder ? ""
                                                      : ("; rank order " + parallel::grid_order_str(shape_.order)).c_str());
   log_info("launch    %s", launch_.str().c_str());

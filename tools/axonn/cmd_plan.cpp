@@ -113,7 +113,8 @@ int run_plan(const PlanOptions& o) {
 
   const planner::PlanResult r = planner::plan(machine, req);
   const auto top = static_cast<std::size_t>(o.top);
-  std::cout << (o.format == "json" ? planner::to_json(r, top) : planner::format_table(r, top)) << std::flush;
+  std::cout << (o.format == "json" ? planner::to_json(r, top) : planner::format_table(r, top) + planner::explain_plan(r))
+            << std::flush;
 
   if (r.fitting == 0) {
     // Every grid is printed above, marked; the run itself still fails so scripts notice.

@@ -65,4 +65,13 @@ std::string to_json(const PlanResult& r, std::size_t top);
 // The human-readable table with a header describing machine, model and search.
 std::string format_table(const PlanResult& r, std::size_t top);
 
+// A grid in the degrees a Megatron or torchtitan user knows (docs/parallelism.md): "TP 4, FSDP 8, DP 2"
+// for 1,4,8,2; "2D TP 2x2" when X and Y both split; "one rank" for 1,1,1,1.
+std::string grid_degrees(long gx, long gy, long gz, long gdata);
+
+// What the table leaves to the reader: for the best grid and the next ones shown (at most 3), the
+// degrees, the largest term of the step (compute or which collective), the memory and its headroom; the
+// faster grids that do not fit and by how much; and the `mpirun ... axonn train` line of the best.
+std::string explain_plan(const PlanResult& r);
+
 }  // namespace axonn::planner

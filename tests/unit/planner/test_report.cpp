@@ -64,3 +64,24 @@ TEST(PlannerReport, TableHasHeaderAndRows) {
   for (std::size_t p = t.find("\n   "); p != std::string::npos; p = t.find("\n   ", p + 1)) ++rows;
   EXPECT_EQ(rows, 3u) << t;
 }
+
+TEST(PlannerReport, GridsInTheDegreesOfMegatronAndTorchtitan) {
+  EXPECT_EQ(ap::grid_degrees(1, 1, 1, 1), "one rank");
+  EXPECT_EQ(ap::grid_degrees(1, 4, 1, 1), "TP 4");
+  EXPECT_EQ(ap::grid_degrees(4, 1, 1, 1), "TP 4 (over X)");
+  EXPECT_EQ(ap::grid_degrees(2, 2, 8, 2), "2D TP 2x2, FSDP 8, DP 2");
+  EXPECT_EQ(ap::grid_degrees(1, 1, 32, 2), "FSDP 32, DP 2");
+  EXPECT_EQ(ap::grid_degrees(1, 1, 1, 8), "DP 8");
+}
+
+TEST(PlannerReport, TheExplanationNamesTheBestItsTermsAndTheLineToRun) {
+  auto r = small_plan(ap::ModelVariant::kCorrected);
+  const std::string why = ap::explain_plan(r);
+  const ap::Estimate& best = r.configs.front();
+  EXPECT_NE(why.find("#1 " + ap::to_string(best.grid) + " = " +
+                     ap::grid_degrees(best.grid.gx, best.grid.gy, best.grid.gz, best.grid.gdata)),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("largest term "), std::string::npos) << why;
+  EXPECT_NE(why.find("run      mpirun -np 256 axonn train --model 20B --batch-size 512"), std::string::npos) << why;
+}
