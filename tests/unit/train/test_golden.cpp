@@ -235,7 +235,7 @@ TEST(Train, RejectsBadConfiguration) {
   bad([](auto& c) { c.steps = 0; });
   bad([](auto& c) { c.seq_len = 65; });  // gpt2-tiny has maxT 64
   bad([](auto& c) { c.grad_clip = -1; });
-  bad([](auto& c) { c.lr_schedule = "linear"; });
+  bad([](auto& c) { c.lr_schedule = "step"; });  // constant, cosine, linear and wsd exist
   bad([](auto& c) { c.kernels = "tpu"; });
   bad([](auto& c) { c.gemm = "mkl"; });
   bad([](auto& c) { c.model = "gpt9"; });
