@@ -131,7 +131,7 @@ void report(const Options& o, planner::Workload w, const std::vector<planner::Gr
   const double rho = spearman(measured, predicted);
   const double rho_fastest = spearman(fastest, predicted);
 
-  std::printf("# bench_plan_validate: GPT L=%ld C=%ld heads=%ld Vp=%ld, T=%ld, B=%ld; %zu admissible grids of %ld ranks\n",
+  std::printf("# bench_plan_validate: GPT L=%ld C=%ld heads=%ld Vp=%ld, T=%ld, B=%ld; %zu admissible grids of %d ranks\n",
               w.model.layers(), w.model.hidden(), w.model.heads(), w.model.vocab(), w.seq_len, w.batch_size, grids.size(),
               grids.front().size());
   std::printf("# measured: %d rounds x %d steps per grid, round-robin; median over rounds of the mean step time "
@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
     const parallel::Overlap overlap = parallel::parse_overlap(o.overlap);
     for (auto g : planner::factorizations(G)) {
       if (planner::inadmissible_reason(w, g, 1)) continue;
-      for (const auto& order : o.orders == "all" ? planner::distinct_orders(g) : std::vector{g.order}) {
+      for (const auto& order : o.orders == "all" ? layout::distinct_orders(g) : std::vector{g.order}) {
         g.order = order;
         grids.push_back(g);
       }
@@ -301,8 +301,7 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < grids.size(); ++i) {
         const auto& g = grids[i];
         Run& r = runs[i];
-        r.shape = {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
-        r.shape.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
+        r.shape = g;
         for (const auto& row : earlier["grids"])
           if (row.value("grid", "") == r.shape.str()) r.seconds = row["rounds_s"].get<std::vector<double>>();
         AXONN_CHECK_ARG(!r.seconds.empty(), "--measured: '", o.measured, "' has no rounds of grid ", r.shape.str());
@@ -316,8 +315,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < grids.size(); ++i) {
       Run& r = runs[i];
       const auto& g = grids[i];
-      r.shape = {static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz), static_cast<int>(g.gdata)};
-      r.shape.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
+      r.shape = g;
       r.grid = std::make_unique<parallel::Grid>(r.shape, world);
       const int B_local = o.batch / (r.shape.gz * r.shape.gdata);
       model::GptRunOptions run;

@@ -6,18 +6,18 @@
 
 namespace axonn::model {
 
-void check_grid_fits(const ModelSpec& spec, const parallel::GridShape& g) {
+void check_grid_fits(const ModelSpec& spec, const layout::GridShape& g) {
   AXONN_CHECK_ARG(g.gx >= 1 && g.gy >= 1 && g.gz >= 1 && g.gdata >= 1, "grid ", g.str(), " has an empty axis");
   if (auto why = grid_misfit(spec, g.gx, g.gy, g.gz)) throw InvalidArgument(why->message);
 }
 
-parallel::TpLinearSpec tp_linear_spec(const LinearSpec& l) {
+layout::TpLinearSpec tp_linear_spec(const LinearSpec& l) {
   return {.in = l.in, .out = l.out, .out_parts = l.parts, .transposed = l.transposed};
 }
 
 namespace {
 
-const ModelSpec& checked(const ModelSpec& s, const parallel::GridShape& g, const parallel::GridCoords& at) {
+const ModelSpec& checked(const ModelSpec& s, const layout::GridShape& g, const layout::GridCoords& at) {
   check_grid_fits(s, g);
   AXONN_CHECK_ARG(at.x >= 0 && at.x < g.gx && at.y >= 0 && at.y < g.gy && at.z >= 0 && at.z < g.gz && at.d >= 0 &&
                       at.d < g.gdata,
@@ -27,21 +27,21 @@ const ModelSpec& checked(const ModelSpec& s, const parallel::GridShape& g, const
 
 }  // namespace
 
-ShardMap::ShardMap(const GptConfig& config, const parallel::GridShape& shape, const parallel::GridCoords& coords)
+ShardMap::ShardMap(const GptConfig& config, const layout::GridShape& shape, const layout::GridCoords& coords)
     : ShardMap(model_spec(config), shape, coords) {}
 
-ShardMap::ShardMap(ModelSpec spec, const parallel::GridShape& shape, const parallel::GridCoords& coords)
+ShardMap::ShardMap(ModelSpec spec, const layout::GridShape& shape, const layout::GridCoords& coords)
     : spec_(std::move(spec)), shape_(shape), coords_(coords) {
   checked(spec_, shape, coords);
   for (const LinearSpec& l : spec_.linears) layouts_.emplace_back(tp_linear_spec(l), shape, coords, l.name.c_str());
   Cx_ = spec_.config.channels / shape.gx;
   const int gxy = shape.gx * shape.gy, r = coords.y * shape.gx + coords.x;  // rank in X*Y
   const int Vp = spec_.config.padded_vocab_size;
-  vocab_begin_ = static_cast<int>(parallel::split_begin(Vp, gxy, r));
-  vocab_rows_ = static_cast<int>(parallel::split_begin(Vp, gxy, r + 1)) - vocab_begin_;
+  vocab_begin_ = static_cast<int>(layout::split_begin(Vp, gxy, r));
+  vocab_rows_ = static_cast<int>(layout::split_begin(Vp, gxy, r + 1)) - vocab_begin_;
 }
 
-const parallel::TpLinearLayout& ShardMap::layout_of(int t) const {
+const layout::TpLinearLayout& ShardMap::layout_of(int t) const {
   const ParamSpec& p = spec_.params[static_cast<size_t>(t)];
   AXONN_CHECK(p.linear >= 0, "tensor ", p.name, " belongs to no linear layer");
   return layouts_[static_cast<size_t>(p.linear)];
@@ -77,7 +77,7 @@ int64_t ShardMap::global_index(int t, int64_t j) const {
     case Role::kPosition: return (j / Cx_) * C + x * Cx_ + j % Cx_;        // X slice of the channels
     case Role::kNormWeight: case Role::kNormBias: return x * Cx_ + j;
     case Role::kLinearWeight: {
-      const parallel::TpLinearLayout& l = layout_of(t);
+      const layout::TpLinearLayout& l = layout_of(t);
       return l.weight_index(l.shard_offset + j);
     }
     case Role::kLinearBias: return layout_of(t).out_row(static_cast<int>(j));
@@ -94,7 +94,7 @@ int64_t ShardMap::run_length(int t, int64_t j) const {
       break;
     case Role::kPosition: len = Cx_ - j % Cx_; break;  // the X slice of one position's row
     case Role::kLinearWeight: {
-      const parallel::TpLinearLayout& l = layout_of(t);  // the in_local columns of one block row
+      const layout::TpLinearLayout& l = layout_of(t);  // the in_local columns of one block row
       len = l.in_local - (l.shard_offset + j) % l.in_local;
       break;
     }

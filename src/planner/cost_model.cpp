@@ -11,36 +11,9 @@
 
 namespace axonn::planner {
 
-long GridShape::stride(char axis) const {
-  if (axis == 'd') return tensor_parallel();
-  long s = 1;
-  for (char a : order) {
-    if (a == axis) return s;
-    s *= extent(a);
-  }
-  AXONN_CHECK(false, "grid order '", std::string(order.begin(), order.end()), "' lacks axis ", axis);
-  return 0;
-}
-
-std::string order_string(const GridShape& g) { return detail::concat(g.order[0], ",", g.order[1], ",", g.order[2]); }
-
 std::string to_string(const GridShape& g) {
   const std::string extents = detail::concat("(Gx,Gy,Gz,Gdata)=(", g.gx, ",", g.gy, ",", g.gz, ",", g.gdata, ")");
-  return g.axonn_order() ? extents : extents + " order " + order_string(g);
-}
-
-std::vector<std::array<char, 3>> distinct_orders(const GridShape& g) {
-  std::vector<std::array<char, 3>> out;
-  std::vector<std::string> seen;
-  for (const char* o : {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"}) {
-    std::string effective;  // the order of the axes that have more than one rank
-    for (const char* a = o; *a; ++a)
-      if (g.extent(*a) > 1) effective += *a;
-    if (std::find(seen.begin(), seen.end(), effective) != seen.end()) continue;
-    seen.push_back(effective);
-    out.push_back({o[0], o[1], o[2]});
-  }
-  return out;
+  return g.axonn_order() ? extents : extents + " order " + layout::grid_order_str(g.order);
 }
 
 std::string_view to_string(ModelVariant v) { return v == ModelVariant::kAsCoded ? "as-coded" : "corrected"; }
@@ -67,39 +40,22 @@ std::string_view to_string(CommGroup g) {
       return "Z*data";
     case CommGroup::kXYZ:
       return "X*Y*Z";
+    case CommGroup::kZ2:
+      return "Z2";
+    case CommGroup::kWorld:
+      return "world";
   }
   return "?";
 }
 
 namespace internal {
 
-// The grid axes a group varies ('d' = data).
-std::string group_axes(CommGroup grp) {
-  switch (grp) {
-    case CommGroup::kX:
-      return "x";
-    case CommGroup::kY:
-      return "y";
-    case CommGroup::kZ:
-      return "z";
-    case CommGroup::kData:
-      return "d";
-    case CommGroup::kXY:
-      return "xy";
-    case CommGroup::kXYZ:
-      return "xyz";
-    case CommGroup::kZData:
-      return "zd";
-  }
-  return "";
-}
-
 // Position of each group in the rank order: ip = its smallest stride (for a single axis, the
 // product of the faster axes; X·Y and X·Y·Z start at 1 in AxoNN's order, Z·data at Gx·Gy).
 long group_ip(CommGroup grp, const GridShape& g) {
   long ip = g.size();
-  for (char a : group_axes(grp))
-    if (g.extent(a) > 1) ip = std::min(ip, g.stride(a));
+  for (const layout::GridGroupSpan& a : layout::grid_group_spans(g, grp))
+    if (a.extent > 1) ip = std::min(ip, long{a.stride});
   return ip == g.size() ? 1 : ip;
 }
 
@@ -107,8 +63,8 @@ long group_ip(CommGroup grp, const GridShape& g) {
 // the previous one ends.
 bool group_is_ring(CommGroup grp, const GridShape& g) {
   std::vector<std::pair<long, long>> axes;  // (stride, extent)
-  for (char a : group_axes(grp))
-    if (g.extent(a) > 1) axes.push_back({g.stride(a), g.extent(a)});
+  for (const layout::GridGroupSpan& a : layout::grid_group_spans(g, grp))
+    if (a.extent > 1) axes.push_back({a.stride, a.extent});
   std::sort(axes.begin(), axes.end());
   for (size_t i = 1; i < axes.size(); ++i)
     if (axes[i].first != axes[i - 1].first * axes[i - 1].second) return false;
@@ -119,8 +75,8 @@ bool group_is_ring(CommGroup grp, const GridShape& g) {
 // its ranks node 0 holds (nodes of `per_node` consecutive ranks).
 std::pair<bool, long> group_spread(CommGroup grp, const GridShape& g, long ranks_per_node) {
   long span = 1, in_node = 1;
-  for (char a : group_axes(grp)) {
-    const long e = g.extent(a), st = g.stride(a);
+  for (const layout::GridGroupSpan& a : layout::grid_group_spans(g, grp)) {
+    const long e = a.extent, st = a.stride;
     span += (e - 1) * st;
     // members of the first node along this axis (strides of different axes never overlap)
     in_node *= std::min(e, std::max(1L, (ranks_per_node + st - 1) / st));
@@ -128,25 +84,7 @@ std::pair<bool, long> group_spread(CommGroup grp, const GridShape& g, long ranks
   return {span <= ranks_per_node, in_node};
 }
 
-long group_size(CommGroup grp, const GridShape& g) {
-  switch (grp) {
-    case CommGroup::kX:
-      return g.gx;
-    case CommGroup::kY:
-      return g.gy;
-    case CommGroup::kZ:
-      return g.gz;
-    case CommGroup::kData:
-      return g.gdata;
-    case CommGroup::kXY:
-      return g.gx * g.gy;
-    case CommGroup::kZData:
-      return g.gz * g.gdata;
-    case CommGroup::kXYZ:
-      return g.gx * g.gy * g.gz;
-  }
-  return 1;
-}
+long group_size(CommGroup grp, const GridShape& g) { return layout::grid_group_size(g, grp); }
 
 // Appends one collective (all its calls in a step) unless its group has a single rank.
 //   ring volume per call: c·(p−1)/p·M, c = 2 for all-reduce, 1 for all-gather / reduce-scatter;
@@ -399,10 +337,9 @@ CostSettings settings_for(const MachineProfile& m, bool overlap) {
 
 Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s) {
   w.validate();
-  std::array<char, 3> sorted = g.order;
+  layout::GridOrder sorted = g.order;
   std::sort(sorted.begin(), sorted.end());
-  AXONN_CHECK_ARG(sorted == (std::array<char, 3>{'x', 'y', 'z'}), "grid order '", order_string(g),
-                  "' is not a permutation of x, y, z");
+  AXONN_CHECK_ARG(sorted == layout::kAxonnGridOrder, "grid order ", g.str(), " is not a permutation of x, y, z");
   if (auto why = inadmissible_reason(w, g, 1)) throw InvalidArgument(*why);
   if (s.variant == ModelVariant::kCorrected && s.implementation == Implementation::kAxonnCpp)
     return internal::estimate_axonn_cpp(m, w, g, s);

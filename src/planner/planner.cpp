@@ -2,6 +2,7 @@
 #include "axonn/planner/planner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -46,11 +47,13 @@ std::optional<Reason> first_reason(const Workload& w, const GridShape& g, long m
 }  // namespace
 
 std::vector<GridShape> factorizations(long g) {
-  AXONN_CHECK_ARG(g >= 1, "--gpus must be positive, got ", g);
+  AXONN_CHECK_ARG(g >= 1 && g <= std::numeric_limits<int>::max(), "--gpus must be between 1 and ",
+                  std::numeric_limits<int>::max(), ", got ", g);
+  const auto i = [](long v) { return static_cast<int>(v); };
   std::vector<GridShape> out;
   for (long gx : divisors(g))
     for (long gy : divisors(g / gx))
-      for (long gz : divisors(g / gx / gy)) out.push_back({gx, gy, gz, g / gx / gy / gz});
+      for (long gz : divisors(g / gx / gy)) out.push_back({i(gx), i(gy), i(gz), i(g / gx / gy / gz)});
   return out;
 }
 
@@ -81,7 +84,7 @@ PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
     r.admissible++;
     // memory does not depend on the order: a grid fits in all its orders or in none
     bool first = true;
-    for (const auto& order : req.search_orders ? distinct_orders(g) : std::vector{req.order}) {
+    for (const auto& order : req.search_orders ? layout::distinct_orders(g) : std::vector{req.order}) {
       g.order = order;
       r.configs.push_back(estimate(m, req.workload, g, req.settings));
       if (first && r.configs.back().fits) r.fitting++;

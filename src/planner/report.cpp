@@ -16,7 +16,7 @@ std::size_t shown(const PlanResult& r, std::size_t top) {
 
 // Whether the plan says which rank order each grid has (only when it was asked about the order).
 bool with_orders(const PlanResult& r) {
-  return r.request.search_orders || r.request.order != std::array<char, 3>{'x', 'y', 'z'};
+  return r.request.search_orders || r.request.order != layout::kAxonnGridOrder;
 }
 
 __attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
@@ -43,7 +43,7 @@ std::string to_json(const PlanResult& r, std::size_t top) {
                        {"total_s", e.total_s},
                        {"mem_gib", e.memory.total_gib()},
                        {"fits", e.fits}});
-    if (with_orders(r)) configs.back()["order"] = order_string(e.grid);
+    if (with_orders(r)) configs.back()["order"] = layout::grid_order_str(e.grid.order);
   }
   nlohmann::ordered_json doc = {{"configs", configs}};
   return doc.dump(2) + "\n";
@@ -103,9 +103,9 @@ std::string format_table(const PlanResult& r, std::size_t top) {
           "data_s", "emb_s", "mem_GiB", "fits", "MFU");
   for (std::size_t i = 0; i < shown(r, top); ++i) {
     const Estimate& e = r.configs[i];
-    const std::string order = orders ? "  " + order_string(e.grid) : "";
+    const std::string order = orders ? "  " + layout::grid_order_str(e.grid.order) : "";
     appendf(&out,
-            "%4zu %5ld %5ld %6ld %5ld%s | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s "
+            "%4zu %5d %5d %6d %5d%s | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s "
             "%5.1f%%\n",
             i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, order.c_str(), e.total_s, e.compute_s, e.comm_s,
             e.exposed_comm_s, e.comm.x, e.comm.y, e.comm.z, e.comm.data, e.comm.embedding, e.memory.total_gib(),
@@ -179,10 +179,10 @@ std::string explain_plan(const PlanResult& r) {
   if (faster > 2) appendf(&out, "  (%zu more faster grids do not fit)\n", faster - 2);
   if (best.fits) {
     const Workload& w = r.request.workload;
-    appendf(&out, "run      mpirun -np %ld axonn train%s --batch-size %ld --seq-len %ld --grid %ld,%ld,%ld,%ld%s\n",
+    appendf(&out, "run      mpirun -np %ld axonn train%s --batch-size %ld --seq-len %ld --grid %d,%d,%d,%d%s\n",
             r.request.gpus, w.model.name.empty() ? "" : (" --model " + w.model.name).c_str(), w.batch_size, w.seq_len,
             best.grid.gx, best.grid.gy, best.grid.gz, best.grid.gdata,
-            best.grid.axonn_order() ? "" : (" --grid-order " + order_string(best.grid)).c_str());
+            best.grid.axonn_order() ? "" : (" --grid-order " + layout::grid_order_str(best.grid.order)).c_str());
   }
   return out;
 }

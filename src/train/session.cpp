@@ -147,10 +147,7 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   req.settings = planner::settings_for(m, parallel::parse_overlap(c.overlap).any());  // as the run overlaps
   // the order too, unless --grid-order fixes it
   req.search_orders = c.grid_order.empty();
-  if (!c.grid_order.empty()) {
-    const parallel::GridOrder o = parallel::parse_grid_order(c.grid_order);
-    for (size_t i = 0; i < 3; ++i) req.order[i] = "xyz"[static_cast<int>(o[i])];
-  }
+  if (!c.grid_order.empty()) req.order = parallel::parse_grid_order(c.grid_order);
   req.unit = "ranks";
   req.advice = "Change the number of ranks (mpirun -np) or --batch-size, or give --grid GX,GY,GZ,GD";
   planner::PlanResult r;
@@ -169,25 +166,22 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
              source.c_str(), m.calibrated_ranks, world_size, world_size);
   const auto& g = best.grid;
   const auto order_note = [&](const planner::GridShape& x) {
-    return req.search_orders ? " order " + planner::order_string(x) : std::string();
+    return req.search_orders ? " order " + layout::grid_order_str(x.order) : std::string();
   };
   std::string runner_up;
   if (r.configs.size() > 1) {
     const auto& n = r.configs[1];
     char text[96];
-    std::snprintf(text, sizeof text, "; next %ld,%ld,%ld,%ld%s at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
+    std::snprintf(text, sizeof text, "; next %d,%d,%d,%d%s at %.1f ms", n.grid.gx, n.grid.gy, n.grid.gz,
                   n.grid.gdata, order_note(n.grid).c_str(), n.total_s * 1e3);
     runner_up = text;
   }
-  log_info("grid      auto: Gx=%ld Gy=%ld Gz=%ld Gdata=%ld%s, predicted %.1f ms/step (compute %.1f, communication "
+  log_info("grid      auto: Gx=%d Gy=%d Gz=%d Gdata=%d%s, predicted %.1f ms/step (compute %.1f, communication "
            "%.1f) with machine profile '%s' (%s): fastest of %ld admissible grids%s%s",
            g.gx, g.gy, g.gz, g.gdata, order_note(g).c_str(), best.total_s * 1e3, best.compute_s * 1e3,
            best.exposed_comm_s * 1e3, m.name.c_str(), source.c_str(), r.admissible,
            req.search_orders ? " in every rank order" : "", runner_up.c_str());
-  parallel::GridShape chosen{static_cast<int>(g.gx), static_cast<int>(g.gy), static_cast<int>(g.gz),
-                             static_cast<int>(g.gdata)};
-  chosen.order = parallel::parse_grid_order(std::string(g.order.begin(), g.order.end()));
-  return chosen;
+  return g;  // the planner's grid is the trainer's (layout/grid.hpp)
 }
 
 // The grid --grid or --gx/--gy/--gz/--gdata give, checked against the job size.

@@ -107,8 +107,7 @@ int run_plan(const PlanOptions& o) {
                     "--grid-order all needs the corrected model: AxoNN's comm_model.py (as-coded) knows only x,y,z");
     req.search_orders = true;
   } else {
-    const parallel::GridOrder order = parallel::parse_grid_order(o.grid_order);
-    for (size_t i = 0; i < 3; ++i) req.order[i] = "xyz"[static_cast<int>(order[i])];
+    req.order = layout::parse_grid_order(o.grid_order);
   }
 
   const planner::PlanResult r = planner::plan(machine, req);

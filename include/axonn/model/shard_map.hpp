@@ -2,7 +2,7 @@
 //
 // The shards of model::Gpt are a pure function of (model spec, grid shape, rank coordinates): the
 // layouts of docs/parallelism.md for each tensor's role (model/spec.hpp), with
-// parallel::TpLinearLayout for the linear layers. ShardMap is that function on its own, so that code
+// layout::TpLinearLayout for the linear layers. ShardMap is that function on its own, so that code
 // with no Grid (checkpoint resharding, `axonn convert`) can say for any grid where each element of a
 // rank's shard lives in the full tensor.
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "axonn/model/spec.hpp"
-#include "axonn/parallel/layout.hpp"
+#include "axonn/layout/tp_linear.hpp"
 #include "axonn/tensor/shape.hpp"
 
 namespace axonn::model {
@@ -28,21 +28,21 @@ namespace axonn::model {
 // Throws InvalidArgument unless the grid divides the model: hidden size over X; heads (and, for
 // grouped-query attention, the KV heads, which Y splits with their query heads), the MLP's and the
 // attention's features over Y (the message lists the Gy values that work); each weight block over Z.
-void check_grid_fits(const ModelSpec& spec, const parallel::GridShape& shape);
+void check_grid_fits(const ModelSpec& spec, const layout::GridShape& shape);
 
 // The TpLinearSpec of a block's linear.
-parallel::TpLinearSpec tp_linear_spec(const LinearSpec& l);
+layout::TpLinearSpec tp_linear_spec(const LinearSpec& l);
 
 class ShardMap {
  public:
   // Checks that the grid divides the model (check_grid_fits) and that the coordinates lie on the grid.
-  ShardMap(const GptConfig& config, const parallel::GridShape& shape, const parallel::GridCoords& coords);
-  ShardMap(ModelSpec spec, const parallel::GridShape& shape, const parallel::GridCoords& coords);
+  ShardMap(const GptConfig& config, const layout::GridShape& shape, const layout::GridCoords& coords);
+  ShardMap(ModelSpec spec, const layout::GridShape& shape, const layout::GridCoords& coords);
 
   const ModelSpec& spec() const { return spec_; }
   const GptConfig& config() const { return spec_.config; }
-  const parallel::GridShape& shape() const { return shape_; }
-  const parallel::GridCoords& coords() const { return coords_; }
+  const layout::GridShape& shape() const { return shape_; }
+  const layout::GridCoords& coords() const { return coords_; }
   size_t size() const { return spec_.params.size(); }
 
   // Shape of this rank's shard of tensor t, stacked over layers where t is per-layer: the shape of
@@ -64,19 +64,19 @@ class ShardMap {
   bool is_replica(int t) const;
 
   // The layout of the block's linear k (ModelSpec::linears) on this rank.
-  const parallel::TpLinearLayout& linear_layout(int k) const { return layouts_[static_cast<size_t>(k)]; }
+  const layout::TpLinearLayout& linear_layout(int k) const { return layouts_[static_cast<size_t>(k)]; }
   // First vocabulary row and rows of the vocabulary tensors on this rank.
   int vocab_begin() const { return vocab_begin_; }
   int vocab_rows() const { return vocab_rows_; }
 
  private:
-  const parallel::TpLinearLayout& layout_of(int t) const;
+  const layout::TpLinearLayout& layout_of(int t) const;
 
   ModelSpec spec_;
-  parallel::GridShape shape_;
-  parallel::GridCoords coords_;
+  layout::GridShape shape_;
+  layout::GridCoords coords_;
   int Cx_ = 0, vocab_begin_ = 0, vocab_rows_ = 0;
-  std::vector<parallel::TpLinearLayout> layouts_;
+  std::vector<layout::TpLinearLayout> layouts_;
 };
 
 }  // namespace axonn::model

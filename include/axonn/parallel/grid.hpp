@@ -1,25 +1,13 @@
-// parallel/grid.hpp — AxoNN's 4D process grid and its communicators.
+// parallel/grid.hpp — AxoNN's 4D process grid's communicators.
 //
-// The job's ranks form a grid Gx × Gy × Gz × Gdata (spec/axonn.md §2). Names, AxoNN's in brackets:
-//   X (G_intra_c, "column", inner): splits the input features of a layer; forward all-reduce group
-//   Y (G_intra_r, "row", outer):    splits the output features; backward all-reduce group
-//   Z (G_intra_d, "depth"):         splits the tokens and shards the weights ZeRO-3 style
-//   data (G_data):                  plain data parallelism
-// Rank order, X fastest, then Y, then Z, then data (AxoNN's; X groups are contiguous ranks, the most
-// likely to share a node):
-//   world_rank = ((d*Gz + z)*Gy + y)*Gx + x
-// e.g. on a 2x2x2x2 grid rank 13 is (x,y,z,d) = (1,0,1,1); its X group is {12,13}, Y {13,15},
-// Z {9,13}, data {5,13}. The order of X, Y and Z can be changed (GridShape::order, --grid-order, as
-// AxoNN SC'24's tensor_parallel_order): with order z,x,y, world_rank = ((d*Gy + y)*Gx + x)*Gz + z,
-// and the Z groups are the contiguous ones. Data is always outermost. The order decides only which
-// ranks form a group, so which groups share a node; never what a rank computes.
-//
-// A group fixes some coordinates and varies the others; this rank's index in a group's
-// communicator is the linearised varying coordinates (so x().rank() == coords().x, and
-// xy().rank() == y*Gx + x). Groups: X, Y, Z, a second Z (same ranks, independent communicator, for
-// the weight all-gathers so they never queue behind the reduce-scatters on Z), X·Y (vocabulary-
-// parallel embedding and loss), X·Y·Z (one model replica: gradient-norm reductions), data, Z·data
-// (every rank that saw other tokens: the gradient sum of tensors replicated over Z).
+// The geometry (shape, rank order, coordinates, which ranks form each group, node placement) is
+// layout/grid.hpp's, without MPI; its names are used here as parallel:: names too. A Grid splits the
+// world communicator into one communicator per group of this rank: X, Y, Z, a second Z (same ranks,
+// independent communicator, for the weight all-gathers so they never queue behind the
+// reduce-scatters on Z), X·Y (vocabulary-parallel embedding and loss), X·Y·Z (one model replica:
+// gradient-norm reductions), data, Z·data (every rank that saw other tokens: the gradient sum of
+// tensors replicated over Z). This rank's index in a group's communicator is its index in the group
+// (layout::grid_group_rank: x().rank() == coords().x, xy().rank() == y*Gx + x).
 //
 // No globals: build one Grid after MPI is up and pass it to whoever communicates.
 //
@@ -29,89 +17,34 @@
 //   grid.x().all_reduce(y, n, DType::kF32);           // over X
 #pragma once
 
-#include <array>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "axonn/comm/communicator.hpp"
+#include "axonn/layout/grid.hpp"
 
 namespace axonn::parallel {
 
-enum class GridAxis { kX, kY, kZ };
-// The order in which consecutive world ranks run through X, Y and Z, fastest first.
-using GridOrder = std::array<GridAxis, 3>;
-inline constexpr GridOrder kAxonnGridOrder = {GridAxis::kX, GridAxis::kY, GridAxis::kZ};
-
-// The grid's extent along each axis, and the order of the ranks.
-struct GridShape {
-  int gx = 1;
-  int gy = 1;
-  int gz = 1;
-  int gdata = 1;
-  GridOrder order = kAxonnGridOrder;
-
-  // Number of ranks the grid needs (product of the four; assumes a valid shape).
-  int size() const { return gx * gy * gz * gdata; }
-  // Extent along one of X, Y, Z.
-  int extent(GridAxis a) const { return a == GridAxis::kX ? gx : a == GridAxis::kY ? gy : gz; }
-  // "2x2x2x1" (Gx x Gy x Gz x Gdata), followed by " order z,x,y" when the order is not x,y,z.
-  std::string str() const;
-  bool operator==(const GridShape&) const = default;
-};
-
-// A rank's position in the grid.
-struct GridCoords {
-  int x = 0;
-  int y = 0;
-  int z = 0;
-  int d = 0;
-  bool operator==(const GridCoords&) const = default;
-};
-
-enum class GridGroup { kX, kY, kZ, kZ2, kXY, kXYZ, kData, kZData, kWorld };
-inline constexpr GridGroup kAllGridGroups[] = {GridGroup::kX,    GridGroup::kY,     GridGroup::kZ,
-                                               GridGroup::kZ2,   GridGroup::kXY,    GridGroup::kXYZ,
-                                               GridGroup::kData, GridGroup::kZData, GridGroup::kWorld};
-// "x", "y", "z", "z2", "xy", "xyz", "data", "zdata", "world" (also the communicators' names).
-std::string_view grid_group_name(GridGroup g);
-
-// --- the mapping, pure functions (no MPI) ---
-
-// Parses --grid "GX,GY,GZ,GD" (commas or 'x' between the numbers); an empty text means
-// 1,1,1,world_size (pure data parallelism). Throws InvalidArgument on anything else.
-GridShape parse_grid(std::string_view text, int world_size);
-// Parses --grid-order: a permutation of x, y and z, fastest first, e.g. "z,x,y" (commas optional:
-// "zxy"). Throws InvalidArgument on anything else.
-GridOrder parse_grid_order(std::string_view text);
-// "x,y,z".
-std::string grid_order_str(const GridOrder& order);
-// Throws InvalidArgument unless every extent is >= 1 and the product is world_size, e.g.
-// "grid 2x2x2x1 = 8 ranks, but the job has 4; change --grid or mpirun -np".
-void check_grid(const GridShape& shape, int world_size);
-// Coordinates of world rank `rank`, 0 <= rank < shape.size().
-GridCoords grid_coords(const GridShape& shape, int rank);
-// World rank at `c`.
-int grid_rank(const GridShape& shape, const GridCoords& c);
-// World ranks of the group `g` that contains world rank `rank`, in the order of their rank in the
-// group's communicator (ascending world rank).
-std::vector<int> grid_group_members(const GridShape& shape, int rank, GridGroup g);
-// This rank's index in its group `g` (its position in grid_group_members): its varying coordinates
-// linearised X fastest, whatever the grid's order (the world group: the world rank).
-int grid_group_rank(const GridShape& shape, int rank, GridGroup g);
-
-// --- placement: which groups stay inside a node ---
-
-// Node of each world rank when nodes hold `ranks_per_node` consecutive ranks (Slurm's block
-// distribution, mpirun's --map-by slot): rank / ranks_per_node.
-std::vector<int> block_nodes(int world_size, int ranks_per_node);
-// The most nodes that any group of kind `g` spans, given each world rank's node (any labels): 1 when
-// every such group lies inside one node.
-int grid_group_nodes(const GridShape& shape, GridGroup g, const std::vector<int>& node_of_rank);
-// "X inside nodes, Y across 2 nodes, Z across 2 nodes": X, Y, Z and data, those with more than one
-// rank; "one node" when every rank shares one.
-std::string grid_placement_str(const GridShape& shape, const std::vector<int>& node_of_rank);
+// The geometry, one definition (layout/grid.hpp).
+using layout::GridAxis;
+using layout::GridOrder;
+using layout::kAxonnGridOrder;
+using layout::GridShape;
+using layout::GridCoords;
+using layout::GridGroup;
+using layout::kAllGridGroups;
+using layout::grid_group_name;
+using layout::parse_grid;
+using layout::parse_grid_order;
+using layout::grid_order_str;
+using layout::check_grid;
+using layout::grid_coords;
+using layout::grid_rank;
+using layout::grid_group_members;
+using layout::grid_group_rank;
+using layout::block_nodes;
+using layout::grid_group_nodes;
+using layout::grid_placement_str;
 
 // --- the communicators ---
 

@@ -22,33 +22,19 @@
 #include <string_view>
 #include <vector>
 
+#include "axonn/layout/grid.hpp"
 #include "axonn/planner/machine.hpp"
 #include "axonn/planner/workload.hpp"
 
 namespace axonn::planner {
 
-// A 4D grid. Ranks run through X, Y and Z in `order`, fastest first ('x','y','z' is AxoNN's: X
-// fastest, spec §2.1; --grid-order), then data. The order decides where each group sits in the rank
-// order (its ip), so which groups share a node; nothing else.
-struct GridShape {
-  long gx = 1, gy = 1, gz = 1, gdata = 1;
-  std::array<char, 3> order = {'x', 'y', 'z'};
-  long size() const { return gx * gy * gz * gdata; }
-  long tensor_parallel() const { return gx * gy * gz; }
-  long extent(char axis) const { return axis == 'x' ? gx : axis == 'y' ? gy : axis == 'z' ? gz : gdata; }
-  // Distance in world ranks between neighbours along `axis` ('x', 'y', 'z' or 'd'): the product of
-  // the extents of the axes before it in the order (data: Gx·Gy·Gz).
-  long stride(char axis) const;
-  bool axonn_order() const { return order == std::array<char, 3>{'x', 'y', 'z'}; }
-  friend bool operator==(const GridShape&, const GridShape&) = default;
-};
+// The grid and its groups are layout/grid.hpp's: the ranks run through X, Y and Z in the grid's order,
+// fastest first, then data; the order decides where each group sits in the rank order (its ip,
+// layout::grid_group_spans), so which groups share a node; nothing else.
+using layout::GridShape;
+using CommGroup = layout::GridGroup;
 // "(Gx,Gy,Gz,Gdata)=(1,1,1024,1)", followed by " order z,x,y" when the order is not x,y,z.
 std::string to_string(const GridShape& g);
-// "x,y,z".
-std::string order_string(const GridShape& g);
-// The orders of X, Y and Z that place this grid's groups differently: one per order of its axes of
-// extent > 1 (AxoNN's x,y,z first), so 1, 2 or 6.
-std::vector<std::array<char, 3>> distinct_orders(const GridShape& g);
 
 enum class ModelVariant { kCorrected, kAsCoded };
 std::string_view to_string(ModelVariant v);  // "corrected", "as-coded"
@@ -86,7 +72,7 @@ CostSettings settings_for(const MachineProfile& m);
 // is all); the megatron-axonn settings always do.
 CostSettings settings_for(const MachineProfile& m, bool overlap);
 
-enum class CommGroup { kX, kY, kZ, kData, kXY, kZData, kXYZ };
+// "X", "Y", "Z", "data", "X*Y", "Z*data", "X*Y*Z" (the plan's names of the groups).
 std::string_view to_string(CommGroup g);
 // What a collective can hide behind when overlap is on (spec §4).
 enum class Hiding {

@@ -35,8 +35,8 @@ struct PlanRequest {
   long gpus = 0;
   long min_tp = 1;  // minimum Gx·Gy·Gz
   // The rank order of every grid (--grid-order), or, with search_orders, every order that places the
-  // grid's groups differently (distinct_orders), each ranked as its own configuration.
-  std::array<char, 3> order = {'x', 'y', 'z'};
+  // grid's groups differently (layout::distinct_orders), each ranked as its own configuration.
+  layout::GridOrder order = layout::kAxonnGridOrder;
   bool search_orders = false;
   CostSettings settings;
   // Wording of the error when no grid is admissible: what the G things are called, and what to

@@ -72,20 +72,6 @@ bool train(const GridShape& shape, const std::shared_ptr<comm::Communicator>& wo
   return true;
 }
 
-// The orders the grid can tell apart: orders of its axes of extent > 1 (the others go anywhere).
-std::vector<GridOrder> distinct_orders(const GridShape& s) {
-  std::vector<GridOrder> out;
-  std::set<std::vector<GridAxis>> seen;
-  for (const char* o : {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"}) {
-    const GridOrder order = parallel::parse_grid_order(o);
-    std::vector<GridAxis> effective;
-    for (GridAxis a : order)
-      if (s.extent(a) > 1) effective.push_back(a);
-    if (seen.insert(effective).second) out.push_back(order);
-  }
-  return out;
-}
-
 TEST(GptGridOrder, EveryOrderTrainsTheBitsOfAxonnOrder) {
   auto world = comm::world();
   const int n = world->size(), me = world->rank();
@@ -111,7 +97,8 @@ TEST(GptGridOrder, EveryOrderTrainsTheBitsOfAxonnOrder) {
     for (size_t q = 1; q < counts.size(); q++) offsets[q] = offsets[q - 1] + counts[q - 1];
     std::vector<float> all(offsets.back() + counts.back());
     world->all_gather_v(axonn.weights.data(), axonn.weights.size(), all.data(), counts, DType::kF32);  // over world
-    for (const GridOrder& order : distinct_orders(shape)) {
+    // the orders the grid can tell apart: orders of its axes of extent > 1 (the others go anywhere)
+    for (const GridOrder& order : layout::distinct_orders(shape)) {
       if (order == parallel::kAxonnGridOrder) continue;
       shape.order = order;
       SCOPED_TRACE(shape.str());

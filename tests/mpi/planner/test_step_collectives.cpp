@@ -49,18 +49,7 @@ bool parse_track(const std::string& track, ap::CommGroup* g, ap::CollectiveKind*
   return true;
 }
 
-long group_size(ap::CommGroup g, const parallel::GridShape& s) {
-  switch (g) {
-    case ap::CommGroup::kX: return s.gx;
-    case ap::CommGroup::kY: return s.gy;
-    case ap::CommGroup::kZ: return s.gz;
-    case ap::CommGroup::kData: return s.gdata;
-    case ap::CommGroup::kXY: return s.gx * s.gy;
-    case ap::CommGroup::kZData: return s.gz * s.gdata;
-    case ap::CommGroup::kXYZ: return s.gx * s.gy * s.gz;
-  }
-  return 1;
-}
+long group_size(ap::CommGroup g, const parallel::GridShape& s) { return axonn::layout::grid_group_size(s, g); }
 
 std::string describe(const Key& k) {
   return std::string(ap::to_string(std::get<0>(k))) + " " +

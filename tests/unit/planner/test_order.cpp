@@ -24,9 +24,9 @@ ap::MachineProfile two_level(long ranks_per_node = 2) {
       "test");
 }
 
-ap::GridShape grid(long gx, long gy, long gz, long gd, const char* order = "xyz") {
+ap::GridShape grid(int gx, int gy, int gz, int gd, const char* order = "xyz") {
   ap::GridShape g{gx, gy, gz, gd};
-  g.order = {order[0], order[1], order[2]};
+  g.order = axonn::layout::parse_grid_order(order);
   return g;
 }
 
@@ -47,21 +47,22 @@ const ap::CollectiveCost& over(const std::vector<ap::CollectiveCost>& cs, ap::Co
 
 TEST(PlannerOrder, StridesFollowTheOrder) {
   const auto g = grid(2, 3, 4, 5, "zxy");
-  EXPECT_EQ(g.stride('z'), 1);
-  EXPECT_EQ(g.stride('x'), 4);
-  EXPECT_EQ(g.stride('y'), 8);
-  EXPECT_EQ(g.stride('d'), 24);
+  using axonn::layout::GridAxis;
+  EXPECT_EQ(g.stride(GridAxis::kZ), 1);
+  EXPECT_EQ(g.stride(GridAxis::kX), 4);
+  EXPECT_EQ(g.stride(GridAxis::kY), 8);
+  EXPECT_EQ(g.tensor_parallel(), 24);  // the data axis' stride
   EXPECT_EQ(ap::to_string(g), "(Gx,Gy,Gz,Gdata)=(2,3,4,5) order z,x,y");
   EXPECT_EQ(ap::to_string(grid(2, 3, 4, 5)), "(Gx,Gy,Gz,Gdata)=(2,3,4,5)");
 }
 
 TEST(PlannerOrder, DistinctOrdersAreThoseOfTheAxesWithSeveralRanks) {
-  EXPECT_EQ(ap::distinct_orders(grid(2, 2, 2, 1)).size(), 6u);
-  EXPECT_EQ(ap::distinct_orders(grid(2, 1, 2, 4)).size(), 2u);  // x before z, z before x
-  EXPECT_EQ(ap::distinct_orders(grid(1, 1, 4, 2)).size(), 1u);
-  EXPECT_EQ(ap::distinct_orders(grid(1, 1, 1, 8)).size(), 1u);
+  EXPECT_EQ(axonn::layout::distinct_orders(grid(2, 2, 2, 1)).size(), 6u);
+  EXPECT_EQ(axonn::layout::distinct_orders(grid(2, 1, 2, 4)).size(), 2u);  // x before z, z before x
+  EXPECT_EQ(axonn::layout::distinct_orders(grid(1, 1, 4, 2)).size(), 1u);
+  EXPECT_EQ(axonn::layout::distinct_orders(grid(1, 1, 1, 8)).size(), 1u);
   // AxoNN's order comes first (ties in the ranking keep it)
-  EXPECT_EQ(ap::distinct_orders(grid(2, 2, 2, 1)).front(), (std::array<char, 3>{'x', 'y', 'z'}));
+  EXPECT_EQ(axonn::layout::distinct_orders(grid(2, 2, 2, 1)).front(), axonn::layout::kAxonnGridOrder);
 }
 
 TEST(PlannerOrder, TheFastestAxisStaysInsideANode) {
@@ -126,14 +127,14 @@ TEST(PlannerOrder, SearchRanksEveryOrderAndPrefersTheHeavyGroupInsideANode) {
   const auto r = ap::plan(two_level(), req);
   long configs = 0;
   for (const auto& g : ap::factorizations(4))
-    if (!ap::inadmissible_reason(req.workload, g, 1)) configs += static_cast<long>(ap::distinct_orders(g).size());
+    if (!ap::inadmissible_reason(req.workload, g, 1)) configs += static_cast<long>(axonn::layout::distinct_orders(g).size());
   EXPECT_EQ(static_cast<long>(r.configs.size()), configs);
   EXPECT_GT(configs, r.admissible);  // some grids in two orders
   const auto z2 = std::find_if(r.configs.begin(), r.configs.end(), [](const ap::Estimate& e) {
     return e.grid.gz == 2 && e.grid.gx * e.grid.gy == 2;
   });
   ASSERT_NE(z2, r.configs.end());
-  EXPECT_EQ(z2->grid.stride('z'), 1) << ap::to_string(z2->grid);
+  EXPECT_EQ(z2->grid.stride(axonn::layout::GridAxis::kZ), 1) << ap::to_string(z2->grid);
   // the table and the JSON say which order
   EXPECT_NE(ap::format_table(r, 0).find("order"), std::string::npos);
   EXPECT_NE(ap::to_json(r, 0).find("\"order\": \"x,z,y\""), std::string::npos);

@@ -1,8 +1,8 @@
-#include "axonn/parallel/layout.hpp"
+#include "axonn/layout/tp_linear.hpp"
 
 #include "axonn/core/error.hpp"
 
-namespace axonn::parallel {
+namespace axonn::layout {
 
 TpLinearLayout::TpLinearLayout(const TpLinearSpec& s, const GridShape& shape, const GridCoords& c, const char* name)
     : spec(s) {
@@ -59,4 +59,4 @@ int TpLinearLayout::part_run(int r) const {
   return 1;
 }
 
-}  // namespace axonn::parallel
+}  // namespace axonn::layout

@@ -1,4 +1,4 @@
-// parallel/layout.hpp — which part of each full tensor a rank of the 4D grid holds (pure index
+// layout/tp_linear.hpp — which part of each full tensor a rank of the 4D grid holds (pure index
 // arithmetic, no communication; spec/axonn.md §3.2–3.4).
 //
 // A tensor-parallel linear layer y = x W^T + b, W [out, in], is split three ways:
@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "axonn/parallel/grid.hpp"
+#include "axonn/layout/grid.hpp"
 
-namespace axonn::parallel {
+namespace axonn::layout {
 
 struct TpLinearSpec {
   int in = 0;                // input features (k)
@@ -58,4 +58,4 @@ struct TpLinearLayout {
 // most one, so any number of parts works (the vocabulary needs no extra padding).
 inline int64_t split_begin(int64_t n, int parts, int p) { return n * p / parts; }
 
-}  // namespace axonn::parallel
+}  // namespace axonn::layout
