@@ -5,23 +5,10 @@ namespace axonn::model::detail {
 GradientSync::GradientSync(const ModelSpec& spec, const parallel::Grid& grid, parallel::Timeline& tl,
                            const MemoryOps& memory, const Arena& grads, parallel::ReduceScatterQueue& reduce_scatters)
     : spec_(spec), grid_(grid), grads_(grads), rs_(reduce_scatters), all_reduce_(tl, memory) {
-  // per stage: its norms and biases packed (in the tensor list's order), then its embeddings one by
-  // one, in the order the backward completes them (the last in the list first)
-  for (Stage stage : {Stage::kBlock, Stage::kHead, Stage::kEmbedding}) {
-    Bucket small;
-    std::vector<Bucket> alone;
-    for (int i = 0; i < static_cast<int>(spec.params.size()); i++) {
-      const ParamSpec& p = spec.params[static_cast<size_t>(i)];
-      if (p.stage != stage || p.role == Role::kLinearWeight) continue;
-      if (p.role == Role::kVocab || p.role == Role::kPosition)
-        alone.insert(alone.begin(), Bucket{{i}});
-      else
-        small.tensors.push_back(i);
-    }
-    auto& out = buckets_[static_cast<int>(stage)];
-    if (!small.tensors.empty()) out.push_back(small);
-    out.insert(out.end(), alone.begin(), alone.end());
-  }
+  // the buckets of each stage, as the model's description states them
+  for (Stage stage : {Stage::kBlock, Stage::kHead, Stage::kEmbedding})
+    for (std::vector<int>& tensors : zdata_grad_buckets(spec, stage))
+      buckets_[static_cast<int>(stage)].push_back(Bucket{std::move(tensors)});
 }
 
 void GradientSync::issue(const Bucket& b, int layer) {

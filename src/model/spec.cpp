@@ -145,6 +145,23 @@ ModelSpec llama_spec(const GptConfig& c) {
 
 }  // namespace
 
+std::vector<std::vector<int>> zdata_grad_buckets(const ModelSpec& spec, Stage stage) {
+  std::vector<int> small;
+  std::vector<std::vector<int>> alone;
+  for (int i = 0; i < static_cast<int>(spec.params.size()); i++) {
+    const ParamSpec& p = spec.params[static_cast<size_t>(i)];
+    if (p.stage != stage || p.role == Role::kLinearWeight) continue;
+    if (p.role == Role::kVocab || p.role == Role::kPosition)
+      alone.insert(alone.begin(), {i});
+    else
+      small.push_back(i);
+  }
+  std::vector<std::vector<int>> out;
+  if (!small.empty()) out.push_back(small);
+  out.insert(out.end(), alone.begin(), alone.end());
+  return out;
+}
+
 ModelSpec model_spec(const GptConfig& config) {
   config.validate();
   return config.family == Family::kLlama ? llama_spec(config) : gpt2_spec(config);

@@ -115,8 +115,9 @@ Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const Gr
   accesses += micro * N * (8 * H + (fwd * 3 + 2) * V / gxy);
   // the local parameters as the model holds them, and of those the Z-sharded linear weights
   double params = 0, shards = 0;
+  const std::vector<double> local = local_elements(spec, g);
   for (int t = 0; t < static_cast<int>(spec.params.size()); t++) {
-    const double n = local_elements(spec, t, g);
+    const double n = local[static_cast<size_t>(t)];
     params += n;
     if (spec.params[static_cast<size_t>(t)].role == model::Role::kLinearWeight) shards += n;
   }

@@ -1,6 +1,7 @@
 // The collectives of one step of this project's model, from its tensor list (planner/step_collectives.hpp).
 #include "axonn/planner/step_collectives.hpp"
 
+#include "axonn/model/shard_map.hpp"
 #include "cost_internal.hpp"
 
 namespace axonn::planner {
@@ -27,22 +28,13 @@ double weight_gathers(int k, int K, long L, long M, bool recompute, bool cache) 
 
 }  // namespace
 
-double local_elements(const model::ModelSpec& spec, int t, const GridShape& g) {
-  const model::ParamSpec& p = spec.params[static_cast<size_t>(t)];
-  const model::GptConfig& c = spec.config;
-  const double layers = p.per_layer ? d(c.num_layers) : 1.0, Cx = d(c.channels) / d(g.gx);
-  switch (p.role) {
-    case model::Role::kVocab: return d(c.padded_vocab_size) * d(c.channels) / d(g.gx * g.gy);
-    case model::Role::kPosition: return d(p.shape[0]) * Cx;
-    case model::Role::kNormWeight: case model::Role::kNormBias: return layers * Cx;
-    case model::Role::kLinearWeight: case model::Role::kLinearBias: {
-      const model::LinearSpec& l = spec.linears[static_cast<size_t>(p.linear)];
-      const double out_local = d(l.out) / d(l.transposed ? g.gx : g.gy);
-      if (p.role == model::Role::kLinearBias) return layers * out_local;
-      return layers * out_local * d(l.in) / d(l.transposed ? g.gy : g.gx) / d(g.gz);
-    }
-  }
-  return 0;
+std::vector<double> local_elements(const model::ModelSpec& spec, const GridShape& g) {
+  // the last rank of the replica holds the largest part of every split (layout::split_begin's parts
+  // grow towards the end); every other split is even
+  const model::ShardMap shards(spec, g, {g.gx - 1, g.gy - 1, g.gz - 1, 0});
+  std::vector<double> out;
+  for (int t = 0; t < static_cast<int>(spec.params.size()); t++) out.push_back(d(shards.shard_shape(t).numel()));
+  return out;
 }
 
 std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, const GridShape& g, const StepShape& s) {
@@ -102,25 +94,24 @@ std::vector<ModelCollective> model_collectives(const model::ModelSpec& spec, con
   add("LM head bwd all-reduce (d lnf)", CommGroup::kXY, CollectiveKind::kAllReduce, N * C * b, M, false);
   add("embedding bwd all-gather", CommGroup::kX, CollectiveKind::kAllGather, N * C * b, M, false);
 
-  // the gradient sums over Z*data (model/grad_sync.hpp): per stage one packed bucket of its norms and
-  // biases, each embedding in place; the local elements of each tensor as ShardMap gives them. With
-  // --overlap dp they run in the last micro-batch's backward, each once its gradient is final.
+  // the gradient sums over Z*data, in the model's buckets (model::zdata_grad_buckets): per stage one
+  // packed bucket of its norms and biases, each embedding in place; the local elements of each tensor
+  // as ShardMap gives them. With --overlap dp they run in the last micro-batch's backward, each once
+  // its gradient is final.
+  const std::vector<double> local = local_elements(spec, g);
   for (model::Stage stage : {model::Stage::kHead, model::Stage::kBlock, model::Stage::kEmbedding}) {
-    double packed = 0;
-    for (int t = 0; t < static_cast<int>(spec.params.size()); t++) {
-      const model::ParamSpec& p = spec.params[static_cast<size_t>(t)];
-      if (p.stage != stage || p.role == model::Role::kLinearWeight) continue;
-      const double n = local_elements(spec, t, g) / (p.per_layer ? L : 1.0);  // one layer's
-      if (p.role == model::Role::kVocab || p.role == model::Role::kPosition)
-        add(p.name + " grad all-reduce over Z*data", CommGroup::kZData, CollectiveKind::kAllReduce, n * f32, 1, false,
-            Hiding::kUnderBackward);
-      else
-        packed += n;
-    }
     const bool block = stage == model::Stage::kBlock;
-    if (packed > 0)
-      add(std::string(block ? "block" : "head") + " norms/biases grad all-reduce over Z*data", CommGroup::kZData,
-          CollectiveKind::kAllReduce, packed * f32, block ? L : 1, block, Hiding::kUnderBackward);
+    for (const std::vector<int>& bucket : model::zdata_grad_buckets(spec, stage)) {
+      double n = 0;  // one layer's elements
+      for (int t : bucket) n += local[static_cast<size_t>(t)] / (spec.params[static_cast<size_t>(t)].per_layer ? L : 1.0);
+      const model::Role role = spec.params[static_cast<size_t>(bucket[0])].role;
+      if (role == model::Role::kVocab || role == model::Role::kPosition)  // an embedding, alone
+        add(spec.params[static_cast<size_t>(bucket[0])].name + " grad all-reduce over Z*data", CommGroup::kZData,
+            CollectiveKind::kAllReduce, n * f32, 1, false, Hiding::kUnderBackward);
+      else
+        add(std::string(block ? "block" : "head") + " norms/biases grad all-reduce over Z*data", CommGroup::kZData,
+            CollectiveKind::kAllReduce, n * f32, block ? L : 1, block, Hiding::kUnderBackward);
+    }
   }
   add("gradient-norm all-reduce", CommGroup::kXYZ, CollectiveKind::kAllReduce, 2 * f32, 1, false);
   return out;

@@ -121,6 +121,14 @@ std::optional<GridMisfit> grid_misfit(const ModelSpec& spec, long gx, long gy, l
 // input_layernorm qkv_proj o_proj post_attention_layernorm gate_up_proj down_proj norm [lm_head].
 ModelSpec model_spec(const GptConfig& config);
 
+// The gradient sums over Z·data of the tensors whose gradients complete at `stage` (every tensor but
+// the linears' weights, which their reduce-scatter summed over Z and which are summed over data
+// alone): the stage's norms and biases packed in one bucket, in the tensor list's order, then each
+// vocabulary or position embedding a bucket of its own, in the order the backward completes them (the
+// last in the list first). Indices in spec.params. The model's GradientSync issues these buckets; the
+// planner prices them.
+std::vector<std::vector<int>> zdata_grad_buckets(const ModelSpec& spec, Stage stage);
+
 // Reserves the model's full parameter tensors in an arena, in the spec's order (slot i is tensor i).
 void reserve_params(Arena& arena, const ModelSpec& spec);
 

@@ -49,9 +49,10 @@ struct ModelCollective {
   int linear = -1;          // the index in spec.linears of the linear that issues it, -1 for none
 };
 
-// Elements of tensor t (all its layers) a rank of grid g holds, as model::ShardMap lays it out (the
-// vocabulary taken as split evenly over X*Y).
-double local_elements(const model::ModelSpec& spec, int t, const GridShape& g);
+// Elements of each tensor (all its layers) that the rank of grid g with the largest shards holds: the
+// model's own layout (model::ShardMap), so the planner's counts are the arenas' (one statement of the
+// shard rule). Tensors by index in spec.params; g must fit the model (model::grid_misfit).
+std::vector<double> local_elements(const model::ModelSpec& spec, const GridShape& g);
 
 // The collectives of one step over groups of more than one rank, in the order the step first issues
 // them. The grid must hold the model (model::grid_misfit); the vocabulary is taken as split evenly
