@@ -21,17 +21,12 @@
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
-#include "axonn/layout/tp_linear.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/parallel/layout.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "axonn/parallel/timeline.hpp"
 
 namespace axonn::parallel {
-
-// The blocks of a tensor-parallel linear, one definition (layout/tp_linear.hpp).
-using layout::split_begin;
-using layout::TpLinearLayout;
-using layout::TpLinearSpec;
 
 // How one call of a layer runs: kernels, where its time and collectives are recorded, and which
 // of its collectives overlap.
