@@ -23,8 +23,17 @@ namespace axonn::train {
 namespace {
 
 using C = TrainConfig;
+using R = OnResume;
+constexpr bool kPath = true;  // recorded as an absolute path
 
 }  // namespace
+
+std::string ConfigOption::record_key() const {
+  std::string k = key();
+  for (char& ch : k)
+    if (ch == '-') ch = '_';
+  return k;
+}
 
 const std::vector<const char*>& config_sections() {
   static const std::vector<const char*> sections = {"model",    "data",    "training",   "optimizer",
@@ -47,55 +56,55 @@ const std::vector<ConfigOption>& config_options() {
       // what it reads
       {"data", "--data", &C::data,
        "llm.c token shards: a file, a glob, or a directory (its *.bin without 'val', as axonn prepare writes "
-       "them); default: a built-in synthetic corpus"},
+       "them); default: a built-in synthetic corpus", R::kTrajectory, kPath},
       {"data", "--shuffle", &C::shuffle,
-       "read the sequences in a new pseudo-random order every epoch (the same on every grid; resumable)"},
-      {"data", "--data-seed", &C::data_seed, "seed of the --shuffle order"},
+       "read the sequences in a new pseudo-random order every epoch (the same on every grid; resumable)", R::kTrajectory},
+      {"data", "--data-seed", &C::data_seed, "seed of the --shuffle order", R::kTrajectory},
       {"data", "--synthetic-tokens", &C::synthetic_tokens, "length of the built-in synthetic corpus"},
       {"data", "--val-data", &C::val_data,
        "llm.c token shards to validate on (a file, a glob, or a directory's *.bin with 'val' in their names): "
-       "val_loss in the progress line and the metrics, forwards only"},
-      {"data", "--val-every", &C::val_every, "validate every N steps (0: after the last step only)"},
+       "val_loss in the progress line and the metrics, forwards only", R::kSafe, kPath},
+      {"data", "--val-every", &C::val_every, "validate every N steps (0: after the last step only)", R::kSafe},
       {"data", "--val-batches", &C::val_batches,
-       "batches of --batch-size x --seq-len tokens per validation, from the start of --val-data"},
+       "batches of --batch-size x --seq-len tokens per validation, from the start of --val-data", R::kSafe},
       // the steps and the loss
-      {"training", "--batch-size", &C::batch_size, "global batch, in sequences (split over Z and data)"},
-      {"training", "--seq-len", &C::seq_len, "tokens per sequence"},
-      {"training", "--steps", &C::steps, "training steps"},
-      {"training", "--seed", &C::seed, "random seed (initialisation, synthetic data)"},
+      {"training", "--seed", &C::seed, "random seed (initialisation, synthetic data)", R::kTrajectory},
+      {"training", "--batch-size", &C::batch_size, "global batch, in sequences (split over Z and data)", R::kTrajectory},
+      {"training", "--seq-len", &C::seq_len, "tokens per sequence", R::kTrajectory},
+      {"training", "--steps", &C::steps, "training steps", R::kSafe},
       {"training", "--goldfish-k", &C::goldfish_k,
        "Goldfish loss: drop about 1/K of the targets from the loss, the same ones wherever a passage repeats "
-       "(K >= 2; default: off, the standard loss)"},
+       "(K >= 2; default: off, the standard loss)", R::kTrajectory},
       {"training", "--goldfish-h", &C::goldfish_h,
        "Goldfish: the context width H, the targets hashed per decision (the H-1 before a target and itself; its "
-       "first H-1 targets are never dropped)"},
+       "first H-1 targets are never dropped)", R::kTrajectory},
       {"training", "--goldfish-strategy", &C::goldfish_strategy,
        "Goldfish: hash-avalanche (integer hash of the H-gram)|static (every K-th position from "
-       "--goldfish-start)|hash-table (the authors' table, --goldfish-table)"},
-      {"training", "--goldfish-start", &C::goldfish_start, "Goldfish static: the first dropped position"},
+       "--goldfish-start)|hash-table (the authors' table, --goldfish-table)", R::kTrajectory},
+      {"training", "--goldfish-start", &C::goldfish_start, "Goldfish static: the first dropped position", R::kTrajectory},
       {"training", "--goldfish-table", &C::goldfish_table,
-       "Goldfish hash-table: the table, a file of little-endian float32 values in [0, 1) (docs/goldfish.md)"},
+       "Goldfish hash-table: the table, a file of little-endian float32 values in [0, 1) (docs/goldfish.md)", R::kTrajectory, kPath},
       {"training", "--skip-loss-z", &C::skip_loss_z,
        "skip the update of a step whose loss has a z-score above this over the last 128 steps, as llm.c's -sl "
-       "(0: off; non-finite steps are always skipped)"},
-      {"training", "--skip-grad-z", &C::skip_grad_z, "the same for the gradient norm, as llm.c's -sg (0: off)"},
-      {"training", "--max-bad-steps", &C::max_bad_steps, "stop after this many skipped steps in a row (0: never)"},
+       "(0: off; non-finite steps are always skipped)", R::kTrajectory},
+      {"training", "--skip-grad-z", &C::skip_grad_z, "the same for the gradient norm, as llm.c's -sg (0: off)", R::kTrajectory},
+      {"training", "--max-bad-steps", &C::max_bad_steps, "stop after this many skipped steps in a row (0: never)", R::kSafe},
       {"training", "--fault-nonfinite-grad", &C::fault_nonfinite_grad,
        "testing: put a NaN in a gradient of rank 0 at these steps (1-based, comma-separated), for the guard's "
        "tests"},
       // AdamW and its schedule
-      {"optimizer", "--lr", &C::lr, "peak learning rate"},
+      {"optimizer", "--lr", &C::lr, "peak learning rate", R::kTrajectory},
       {"optimizer", "--lr-schedule", &C::lr_schedule,
        "constant|cosine|linear|wsd: after the warmup, constant; a cosine or linear decay to --min-lr-frac; or wsd, "
-       "constant until the last fifth of the steps, then a linear decay"},
-      {"optimizer", "--warmup-steps", &C::warmup_steps, "linear warmup steps"},
-      {"optimizer", "--min-lr-frac", &C::min_lr_frac, "cosine decays to this fraction of --lr"},
-      {"optimizer", "--weight-decay", &C::weight_decay, "AdamW weight decay (matrices only, unless --decay-all)"},
-      {"optimizer", "--decay-all", &C::decay_all, "decay every tensor, as llm.c's CPU trainer does"},
-      {"optimizer", "--beta1", &C::beta1, "AdamW beta1"},
-      {"optimizer", "--beta2", &C::beta2, "AdamW beta2"},
-      {"optimizer", "--eps", &C::eps, "AdamW epsilon"},
-      {"optimizer", "--grad-clip", &C::grad_clip, "clip the global gradient norm to this (0 = off)"},
+       "constant until the last fifth of the steps, then a linear decay", R::kTrajectory},
+      {"optimizer", "--warmup-steps", &C::warmup_steps, "linear warmup steps", R::kTrajectory},
+      {"optimizer", "--min-lr-frac", &C::min_lr_frac, "cosine decays to this fraction of --lr", R::kTrajectory},
+      {"optimizer", "--weight-decay", &C::weight_decay, "AdamW weight decay (matrices only, unless --decay-all)", R::kTrajectory},
+      {"optimizer", "--decay-all", &C::decay_all, "decay every tensor, as llm.c's CPU trainer does", R::kTrajectory},
+      {"optimizer", "--beta1", &C::beta1, "AdamW beta1", R::kTrajectory},
+      {"optimizer", "--beta2", &C::beta2, "AdamW beta2", R::kTrajectory},
+      {"optimizer", "--eps", &C::eps, "AdamW epsilon", R::kTrajectory},
+      {"optimizer", "--grad-clip", &C::grad_clip, "clip the global gradient norm to this (0 = off)", R::kTrajectory},
       // the grid and its collectives (docs/overlap.md)
       {"parallel", "--grid", &C::grid,
        "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens and weight shards, D: data); "
@@ -111,34 +120,34 @@ const std::vector<ConfigOption>& config_options() {
       {"parallel", "--gdata", &C::gdata, "Gdata"},
       {"parallel", "--comm", &C::comm,
        "mpi|nccl|mpi-staged: the grid's communicators (default: mpi; with --kernels cuda: nccl when built with "
-       "NCCL)"},
+       "NCCL)", R::kSafe},
       {"parallel", "--comm-timeout", &C::comm_timeout,
        "seconds a rank may wait in one collective before the job is aborted with a report of who did not arrive "
        "(0: no deadline)"},
       {"parallel", "--overlap", &C::overlap,
        "collectives overlapped with computation: none|all|a list of oar,ors,oag,dp (results are identical; all "
-       "is the fastest measured, docs/overlap.md)"},
+       "is the fastest measured, docs/overlap.md)", R::kSafe},
       {"parallel", "--micro-batch-size", &C::micro_batch_size,
        "sequences per rank per micro-batch; gradients accumulate over the rank's sequences (0: one micro-batch "
-       "of all of them)"},
+       "of all of them)", R::kSafe},
       {"parallel", "--cache-gathered-weights", &C::cache_gathered_weights,
        "keep the weights all-gathered over Z for the whole step (all micro-batches) instead of gathering them "
-       "again; needs Gz > 1"},
+       "again; needs Gz > 1", R::kSafe},
       {"parallel", "--recompute", &C::recompute,
-       "keep only each block's input; recompute the block's forward (with its collectives) in the backward"},
+       "keep only each block's input; recompute the block's forward (with its collectives) in the backward", R::kSafe},
       {"parallel", "--reduce-scatter-slots", &C::reduce_scatter_slots,
-       "weight-gradient reduce-scatters in flight at once under ORS"},
+       "weight-gradient reduce-scatters in flight at once under ORS", R::kSafe},
       {"parallel", "--lm-head-chunk", &C::lm_head_chunk,
        "run the LM head, softmax and cross-entropy on this many tokens of the local batch at a time, never "
-       "holding all their logits (0: all at once; docs/performance.md)"},
+       "holding all their logits (0: all at once; docs/performance.md)", R::kSafe},
       // kernels and precision
       {"compute", "--kernels", &C::kernels,
        "cpu|ref|cuda (ref: the naive test-oracle kernels; cuda: the GPU, chosen by node-local rank, needs a "
-       "build with -DAXONN_CUDA=ON)"},
+       "build with -DAXONN_CUDA=ON)", R::kSafe},
       {"compute", "--dtype", &C::dtype,
        "fp32|bf16: precision of the activations and of the weights the kernels read (bf16: mixed precision with "
-       "fp32 master weights, gradients and optimizer state; docs/precision.md)"},
-      {"compute", "--gemm", &C::gemm, "CPU GEMM backend: onednn|openblas"},
+       "fp32 master weights, gradients and optimizer state; docs/precision.md)", R::kTrajectory},
+      {"compute", "--gemm", &C::gemm, "CPU GEMM backend: onednn|openblas", R::kSafe},
       {"compute", "--gemm-tuning", &C::gemm_tuning,
        "on|off: time each GEMM shape's layout variants the first time it runs and keep the fastest "
        "(docs/gemm-tuning.md); the choices are reported at the end"},
@@ -146,12 +155,12 @@ const std::vector<ConfigOption>& config_options() {
        "peak for MFU in GFLOP/s per rank (0: the local profile's from axonn calibrate, else measured at start: "
        "sgemm or the bf16 GEMM, a dense bf16 GEMM with --kernels cuda; docs/performance.md)"},
       // checkpoints, resuming and stopping (docs/checkpoints.md, docs/resilience.md)
-      {"checkpoint", "--save", &C::save, "write the final weights as an llm.c checkpoint (version 3)"},
+      {"checkpoint", "--save", &C::save, "write the final weights as an llm.c checkpoint (version 3)", R::kOutput, kPath},
       {"checkpoint", "--checkpoint-dir", &C::checkpoint_dir,
        "write sharded checkpoints here (one step-N directory each; also at the end of training; default with "
-       "--run-dir: DIR/checkpoints)"},
-      {"checkpoint", "--checkpoint-every", &C::checkpoint_every, "save every N steps (0: only at the end)"},
-      {"checkpoint", "--keep", &C::keep, "keep the newest N checkpoints (0: all)"},
+       "--run-dir: DIR/checkpoints)", R::kOutput, kPath},
+      {"checkpoint", "--checkpoint-every", &C::checkpoint_every, "save every N steps (0: only at the end)", R::kSafe},
+      {"checkpoint", "--keep", &C::keep, "keep the newest N checkpoints (0: all)", R::kSafe},
       {"checkpoint", "--resume", &C::resume,
        "continue from the latest checkpoint in --checkpoint-dir (start at step 0 if it has none)"},
       {"checkpoint", "--resume-from", &C::resume_from,
@@ -164,7 +173,7 @@ const std::vector<ConfigOption>& config_options() {
        "added or removed), which is refused otherwise"},
       {"checkpoint", "--continue-on-save-error", &C::continue_on_save_error,
        "a periodic checkpoint that cannot be written (full disk) is reported and the run trains on, instead of "
-       "stopping; the previous checkpoint stays the latest, and the final save must still succeed"},
+       "stopping; the previous checkpoint stays the latest, and the final save must still succeed", R::kSafe},
       {"checkpoint", "--stop-signal", &C::stop_signal,
        "USR1|USR2|HUP|none: besides SIGTERM and SIGINT, the signal that stops the run after the current step "
        "with a checkpoint (Slurm: sbatch --signal=USR1@120)"},
@@ -178,7 +187,7 @@ const std::vector<ConfigOption>& config_options() {
        "machine, grid, library versions), and unless their flags are given metrics.jsonl, trace.json and "
        "checkpoints/; then `axonn report DIR` (docs/report.md)"},
       {"logging", "--metrics", &C::metrics,
-       "write one JSON object per step to this file (JSON Lines; default with --run-dir: DIR/metrics.jsonl)"},
+       "write one JSON object per step to this file (JSON Lines; default with --run-dir: DIR/metrics.jsonl)", R::kOutput, kPath},
       {"logging", "--quiet", &C::quiet, "no per-step progress lines"},
       {"logging", "--trace", &C::trace,
        "write a Chrome trace-event JSON timeline (Perfetto, chrome://tracing) of the --trace-steps to this file; "

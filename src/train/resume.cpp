@@ -6,12 +6,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/train/config_file.hpp"
 
 namespace axonn::train::detail {
 
@@ -19,17 +23,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// kOutput: where the run writes. Recorded for information only, never restored or compared: outputs
-// come from the command line or the run directory (train/outputs.hpp), so that a copied, renamed or
-// branched run, or a crafted manifest, never writes into another run's files.
-enum class Change { kSafe, kTrajectory, kOutput };
-
-// One recorded setting: its key in the manifest, the flags that set it, whether a new value is safe,
-// and its text (what the manifest holds) from and into a config.
+// One recorded setting: its key in the manifest, the flags that set it, how it may change (from the
+// settings' table, config_options()), and its text (what the manifest holds) from and into a config.
+// kOutput settings are recorded for information only, never restored or compared: outputs come from
+// the command line or the run directory (train/outputs.hpp), so that a copied, renamed or branched run,
+// or a crafted manifest, never writes into another run's files.
 struct Setting {
-  const char* key;
+  std::string key;
   std::vector<const char*> flags;
-  Change change;
+  OnResume change;
   std::function<std::string(const TrainConfig&)> get;
   std::function<void(TrainConfig&, const std::string&)> set;  // throws std::invalid_argument
 };
@@ -80,95 +82,73 @@ std::string absolute(const std::string& path) {
   return ec ? path : p.lexically_normal().string();
 }
 
-// A setting held by one field of the config.
-Setting int_setting(const char* key, const char* flag, Change change, int TrainConfig::*f, int lo) {
-  return {key, {flag}, change, [f](const TrainConfig& c) { return std::to_string(c.*f); },
-          [f, lo](TrainConfig& c, const std::string& v) { c.*f = parse_int32(v, lo); }};
+// The text of a recorded value of each type of field, and its strict parse.
+std::string text_of(int v) { return std::to_string(v); }
+std::string text_of(int64_t v) { return std::to_string(v); }
+std::string text_of(uint64_t v) { return std::to_string(v); }
+std::string text_of(float v) { return exact(v); }
+std::string text_of(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
-Setting float_setting(const char* key, const char* flag, Change change, float TrainConfig::*f) {
-  return {key, {flag}, change, [f](const TrainConfig& c) { return exact(c.*f); },
-          [f](TrainConfig& c, const std::string& v) { c.*f = parse_float(v); }};
+std::string text_of(bool v) { return v ? "true" : "false"; }
+void parse_into(int& out, const std::string& v) { out = parse_int32(v, 0); }  // recorded counts are >= 0
+void parse_into(int64_t& out, const std::string& v) { out = parse_int(v, 0, INT64_MAX); }
+void parse_into(uint64_t& out, const std::string& v) { out = parse_u64(v); }
+void parse_into(float& out, const std::string& v) { out = parse_float(v); }
+void parse_into(double& out, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  out = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE) throw std::invalid_argument("not a number");
 }
-Setting bool_setting(const char* key, const char* flag, Change change, bool TrainConfig::*f) {
-  return {key, {flag}, change, [f](const TrainConfig& c) { return std::string(c.*f ? "true" : "false"); },
-          [f](TrainConfig& c, const std::string& v) { c.*f = parse_bool(v); }};
-}
-Setting text_setting(const char* key, const char* flag, Change change, std::string TrainConfig::*f) {
-  return {key, {flag}, change, [f](const TrainConfig& c) { return c.*f; },
-          [f](TrainConfig& c, const std::string& v) { c.*f = v; }};
-}
-Setting path_setting(const char* key, const char* flag, Change change, std::string TrainConfig::*f) {
-  return {key, {flag}, change, [f](const TrainConfig& c) { return absolute(c.*f); },
-          [f](TrainConfig& c, const std::string& v) { c.*f = v; }};
+void parse_into(bool& out, const std::string& v) { out = parse_bool(v); }
+void parse_into(std::string& out, const std::string& v) { out = v; }
+
+// The setting of one option of the table: its field's text, a path made absolute.
+Setting recorded(const ConfigOption& o) {
+  return std::visit(
+      [&](auto field) -> Setting {
+        const bool path = o.path;
+        return {o.record_key(), {o.flag}, o.on_resume,
+                [field, path](const TrainConfig& c) {
+                  if constexpr (std::is_same_v<decltype(field), std::string TrainConfig::*>)
+                    return path ? absolute(c.*field) : c.*field;
+                  else
+                    return text_of(c.*field);
+                },
+                [field](TrainConfig& c, const std::string& v) { parse_into(c.*field, v); }};
+      },
+      o.field);
 }
 
-// Every recorded setting, in the order messages list them.
+// Every recorded setting, in the table's order (the order messages list them). The data is one
+// setting of two flags: a token shard, or the built-in corpus of that many tokens.
 const std::vector<Setting>& settings() {
-  constexpr Change kSafe = Change::kSafe, kTrajectory = Change::kTrajectory, kOutput = Change::kOutput;
-  static const std::vector<Setting> all = {
-      // the data: a token shard, or the built-in corpus of that many tokens
-      Setting{"data", {"--data", "--synthetic-tokens"}, kTrajectory,
-              [](const TrainConfig& c) {
-                return c.data.empty() ? "synthetic:" + std::to_string(c.synthetic_tokens) : absolute(c.data);
-              },
-              [](TrainConfig& c, const std::string& v) {
-                if (v.rfind("synthetic:", 0) == 0) {
-                  c.data.clear();
-                  c.synthetic_tokens = parse_int(v.substr(10), 1, INT64_MAX);
-                } else {
-                  c.data = v;
-                }
-              }},
-      // the order the sequences are read in (data/token_dataset.hpp)
-      bool_setting("shuffle", "--shuffle", kTrajectory, &TrainConfig::shuffle),
-      Setting{"data_seed", {"--data-seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.data_seed); },
-              [](TrainConfig& c, const std::string& v) { c.data_seed = parse_u64(v); }},
-      Setting{"seed", {"--seed"}, kTrajectory, [](const TrainConfig& c) { return std::to_string(c.seed); },
-              [](TrainConfig& c, const std::string& v) { c.seed = parse_u64(v); }},
-      int_setting("batch_size", "--batch-size", kTrajectory, &TrainConfig::batch_size, 1),
-      int_setting("seq_len", "--seq-len", kTrajectory, &TrainConfig::seq_len, 1),
-      int_setting("steps", "--steps", kSafe, &TrainConfig::steps, 1),
-      float_setting("lr", "--lr", kTrajectory, &TrainConfig::lr),
-      text_setting("lr_schedule", "--lr-schedule", kTrajectory, &TrainConfig::lr_schedule),
-      int_setting("warmup_steps", "--warmup-steps", kTrajectory, &TrainConfig::warmup_steps, 0),
-      float_setting("min_lr_frac", "--min-lr-frac", kTrajectory, &TrainConfig::min_lr_frac),
-      float_setting("weight_decay", "--weight-decay", kTrajectory, &TrainConfig::weight_decay),
-      bool_setting("decay_all", "--decay-all", kTrajectory, &TrainConfig::decay_all),
-      float_setting("beta1", "--beta1", kTrajectory, &TrainConfig::beta1),
-      float_setting("beta2", "--beta2", kTrajectory, &TrainConfig::beta2),
-      float_setting("eps", "--eps", kTrajectory, &TrainConfig::eps),
-      float_setting("grad_clip", "--grad-clip", kTrajectory, &TrainConfig::grad_clip),
-      text_setting("dtype", "--dtype", kTrajectory, &TrainConfig::dtype),
-      // the Goldfish loss (docs/goldfish.md)
-      int_setting("goldfish_k", "--goldfish-k", kTrajectory, &TrainConfig::goldfish_k, 0),
-      int_setting("goldfish_h", "--goldfish-h", kTrajectory, &TrainConfig::goldfish_h, 1),
-      text_setting("goldfish_strategy", "--goldfish-strategy", kTrajectory, &TrainConfig::goldfish_strategy),
-      int_setting("goldfish_start", "--goldfish-start", kTrajectory, &TrainConfig::goldfish_start, 0),
-      path_setting("goldfish_table", "--goldfish-table", kTrajectory, &TrainConfig::goldfish_table),
-      float_setting("skip_loss_z", "--skip-loss-z", kTrajectory, &TrainConfig::skip_loss_z),
-      float_setting("skip_grad_z", "--skip-grad-z", kTrajectory, &TrainConfig::skip_grad_z),
-      int_setting("max_bad_steps", "--max-bad-steps", kSafe, &TrainConfig::max_bad_steps, 0),
-      // how it computes: the same steps (up to rounding for other kernels or micro-batches)
-      text_setting("kernels", "--kernels", kSafe, &TrainConfig::kernels),
-      text_setting("comm", "--comm", kSafe, &TrainConfig::comm),
-      text_setting("gemm", "--gemm", kSafe, &TrainConfig::gemm),
-      text_setting("overlap", "--overlap", kSafe, &TrainConfig::overlap),
-      int_setting("micro_batch_size", "--micro-batch-size", kSafe, &TrainConfig::micro_batch_size, 0),
-      bool_setting("recompute", "--recompute", kSafe, &TrainConfig::recompute),
-      bool_setting("cache_gathered_weights", "--cache-gathered-weights", kSafe, &TrainConfig::cache_gathered_weights),
-      int_setting("reduce_scatter_slots", "--reduce-scatter-slots", kSafe, &TrainConfig::reduce_scatter_slots, 1),
-      int_setting("lm_head_chunk", "--lm-head-chunk", kSafe, &TrainConfig::lm_head_chunk, 0),
-      // where its outputs go
-      path_setting("checkpoint_dir", "--checkpoint-dir", kOutput, &TrainConfig::checkpoint_dir),
-      int_setting("checkpoint_every", "--checkpoint-every", kSafe, &TrainConfig::checkpoint_every, 0),
-      int_setting("keep", "--keep", kSafe, &TrainConfig::keep, 0),
-      bool_setting("continue_on_save_error", "--continue-on-save-error", kSafe, &TrainConfig::continue_on_save_error),
-      path_setting("metrics", "--metrics", kOutput, &TrainConfig::metrics),
-      path_setting("save", "--save", kOutput, &TrainConfig::save),
-      path_setting("val_data", "--val-data", kSafe, &TrainConfig::val_data),
-      int_setting("val_every", "--val-every", kSafe, &TrainConfig::val_every, 0),
-      int_setting("val_batches", "--val-batches", kSafe, &TrainConfig::val_batches, 1),
-  };
+  static const std::vector<Setting> all = [] {
+    std::vector<Setting> out;
+    for (const ConfigOption& o : config_options()) {
+      if (o.on_resume == OnResume::kNotRecorded) continue;
+      if (std::string_view(o.flag) == "--data") {
+        out.push_back({"data", {"--data", "--synthetic-tokens"}, o.on_resume,
+                       [](const TrainConfig& c) {
+                         return c.data.empty() ? "synthetic:" + std::to_string(c.synthetic_tokens) : absolute(c.data);
+                       },
+                       [](TrainConfig& c, const std::string& v) {
+                         if (v.rfind("synthetic:", 0) == 0) {
+                           c.data.clear();
+                           c.synthetic_tokens = parse_int(v.substr(10), 1, INT64_MAX);
+                         } else {
+                           c.data = v;
+                         }
+                       }});
+        continue;
+      }
+      out.push_back(recorded(o));
+    }
+    return out;
+  }();
   return all;
 }
 
@@ -233,7 +213,7 @@ TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, 
   std::string restored, safe, refused, missing, not_taken;
   for (const Setting& s : settings()) {
     const std::string now = s.get(c);
-    if (s.change == Change::kOutput) {
+    if (s.change == OnResume::kOutput) {
       auto it = m.extra.find(s.key);
       if (it != m.extra.end() && !it->second.empty() && it->second != now)
         not_taken += ::axonn::detail::concat(" ", s.flags.front(), " ", it->second);
@@ -261,8 +241,8 @@ TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, 
     if (recorded == now) continue;
     const std::string change = ::axonn::detail::concat(s.flags.front(), " ", shown(now), " (the checkpoint's run had ",
                                                        shown(recorded), ")");
-    if (s.change == Change::kSafe || c.allow_config_change) {
-      if (s.change == Change::kTrajectory)
+    if (s.change == OnResume::kSafe || c.allow_config_change) {
+      if (s.change == OnResume::kTrajectory)
         log_warn("resume    %s: --allow-config-change, so the run continues with it, not as it was", change.c_str());
       else
         safe += (safe.empty() ? "" : ", ") + change;

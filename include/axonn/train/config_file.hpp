@@ -30,17 +30,31 @@ using ConfigField = std::variant<std::string TrainConfig::*, bool TrainConfig::*
                                  int64_t TrainConfig::*, uint64_t TrainConfig::*, float TrainConfig::*,
                                  double TrainConfig::*>;
 
+// How a setting may differ when a run resumes from a checkpoint (train/resume.cpp, docs/resilience.md).
+enum class OnResume {
+  kNotRecorded,  // not in the checkpoint: the flag's value
+  kSafe,         // recorded and restored unless given; a new value continues the same run (more steps,
+                 // other kernels, another micro-batch size)
+  kTrajectory,   // recorded and restored unless given; a new value makes another run: refused without
+                 // --allow-config-change
+  kOutput,       // recorded for information only, never restored: where the run writes (train/outputs.hpp)
+};
+
 struct ConfigOption {
   const char* section;  // "optimizer"
   const char* flag;     // "--lr"; the key in the file is the flag without its leading "--"
   ConfigField field;
   std::string help;     // `axonn train --help`
+  OnResume on_resume = OnResume::kNotRecorded;
+  bool path = false;    // a path: recorded absolute, so that a job restarted elsewhere finds it
   std::string key() const { return flag + 2; }
+  // Its key in a checkpoint's manifest: the flag without "--", '-' as '_' ("lr_schedule").
+  std::string record_key() const;
 };
 
 // The sections of a config file, in the order they are written.
 const std::vector<const char*>& config_sections();
-// Every setting, by section in config_sections()' order.
+// Every setting, by section in config_sections()' order (the order of resume's messages too).
 const std::vector<ConfigOption>& config_options();
 
 // Sets the settings a TOML text holds into `c`; `source` names the text in errors (the file's path).
