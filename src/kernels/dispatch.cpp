@@ -9,23 +9,15 @@
 namespace axonn::kernels {
 
 namespace {
-#define AXONN_OPS_TABLE(ns)                                                                                 \
-  Ops {                                                                                                     \
-    ns::embedding_forward, ns::embedding_backward, ns::position_forward, ns::position_backward,             \
-        ns::layernorm_sum, ns::layernorm_centred_sumsq, ns::layernorm_forward, ns::layernorm_backward_sums,  \
-        ns::layernorm_backward,                                                                             \
-        ns::matmul_forward, ns::matmul_backward, ns::attention_forward, ns::attention_backward,             \
-        ns::gelu_forward, ns::gelu_backward, ns::residual_forward, ns::residual_backward,                   \
-        ns::crossentropy_max, ns::crossentropy_sums, ns::softmax_crossentropy_forward,                      \
-        ns::softmax_crossentropy_backward, ns::adamw_update, ns::sum_squares,                               \
-        nullptr, nullptr, /* no casts: the fp32 tables keep no copies of the weights */                     \
-        ns::rmsnorm_sumsq, ns::rmsnorm_forward, ns::rmsnorm_backward_dot, ns::rmsnorm_backward,             \
-        ns::rope_forward, ns::rope_backward, ns::swiglu_forward, ns::swiglu_backward, ns::repeat_kv_forward, \
-        ns::repeat_kv_backward, ns::kv_cache_append, ns::attention_cached_forward                           \
-  }
-const Ops kRefOps = AXONN_OPS_TABLE(ref);
-const Ops kCpuOps = AXONN_OPS_TABLE(cpu);
-#undef AXONN_OPS_TABLE
+#define AXONN_FP32_TABLE(ns)     \
+  [] {                           \
+    Ops table{};                 \
+    AXONN_FILL_FP32_OPS(ns)      \
+    return table;                \
+  }()
+const Ops kRefOps = AXONN_FP32_TABLE(ref);
+const Ops kCpuOps = AXONN_FP32_TABLE(cpu);
+#undef AXONN_FP32_TABLE
 std::atomic<const Ops*> g_cuda_ops{nullptr};
 std::atomic<const OpsBf16*> g_cuda_bf16_ops{nullptr};
 constexpr const char* kNoCuda =

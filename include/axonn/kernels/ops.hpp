@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "axonn/core/dtype.hpp"
 
@@ -175,63 +176,48 @@ const Ops& ops_for(Backend backend);
 // Called by the CUDA library (cuda_setup); the table must outlive its use.
 void register_cuda_ops(const Ops* ops);
 
-// The implementations, callable directly (tests compare them). Same signatures as the table.
-#define AXONN_DECLARE_OPS                                                                                    \
-  void embedding_forward(float* out, const int* inp, const float* wte, int row_begin, int R, int64_t N,     \
-                         int C);                                                                              \
-  void embedding_backward(float* dwte, const float* dout, const int* inp, int row_begin, int R, int64_t N,   \
-                          int C);                                                                             \
-  void position_forward(float* out, const float* wpe, int B, int T, int C);                                  \
-  void position_backward(float* dwpe, const float* dout, int B, int T, int C);                               \
-  void layernorm_sum(float* mean, const float* inp, int64_t N, int C);                                       \
-  void layernorm_centred_sumsq(float* var, float* mean, const float* inp, int64_t N, int C, int C_total);     \
-  void layernorm_forward(float* out, const float* mean, float* rstd, const float* inp, const float* weight,   \
-                         const float* bias, int64_t N, int C, int C_total);                                   \
-  void layernorm_backward_sums(float* sums, const float* dout, const float* inp, const float* weight,         \
-                               const float* mean, const float* rstd, int64_t N, int C);                       \
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,     \
-                          const float* weight, const float* mean, const float* rstd, const float* sums,       \
-                          int64_t N, int C, int C_total);                                                     \
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C, \
-                      int OC);                                                                                \
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,        \
-                       const float* weight, int64_t N, int C, int OC);                                        \
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);              \
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out, \
-                          const float* att, int B, int T, int C, int NH);                                     \
-  void gelu_forward(float* out, const float* inp, int64_t N);                                                 \
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N);                            \
-  void residual_forward(float* out, const float* a, const float* b, int64_t N);                               \
-  void residual_backward(float* da, float* db, const float* dout, int64_t N);                                 \
-  void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs);                    \
-  void crossentropy_sums(float* sums, const float* maxv, const float* logits, const int* targets, int64_t N,  \
-                         int Vvalid, int Vs, int vocab_begin);                                                \
-  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const float* maxv,      \
-                                    const float* sums, int64_t N, int Vvalid, int Vs);                        \
-  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets,                  \
-                                     const float* weights, float dloss, int64_t N, int Vvalid, int Vs,        \
-                                     int vocab_begin);                                                        \
-  void adamw_update(float* master, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,   \
-                    float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);        \
-  double sum_squares(const float* x, int64_t n);                                                              \
-  void rmsnorm_sumsq(float* sumsq, const float* inp, int64_t N, int C);                                       \
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int C,       \
-                       int C_total, float eps);                                                               \
-  void rmsnorm_backward_dot(float* dot, const float* dout, const float* inp, const float* weight, int64_t N,  \
-                            int C);                                                                           \
-  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, \
-                        const float* rstd, const float* dot, int64_t N, int C, int C_total);                  \
-  void rope_forward(float* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride);\
-  void rope_backward(float* dx, const float* cos, const float* sin, int B, int T, int heads, int HS,          \
-                     int stride);                                                                             \
-  void swiglu_forward(float* out, const float* inp, int64_t N, int F);                                        \
-  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int F);                   \
-  void repeat_kv_forward(float* out, const float* inp, int64_t N, int NH, int NKV, int HS);                   \
-  void repeat_kv_backward(float* dinp, const float* dout, int64_t N, int NH, int NKV, int HS);                  \
-  void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH,  \
-                       int NKV, int HS);                                                                      \
-  void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, \
-                                int n, int pos, int Tc, int NH, int NKV, int HS);
+// The op list by name, stated once (OpTable above states each op's signature and contract):
+//   AXONN_OPS_ON_E: the ops on activations and weights of the element type E, in every table;
+//   AXONN_OPS_ON_F32_GRADS: the ops on the fp32 parameter gradients (a bf16 table takes its fp32 table's);
+//   AXONN_OPS_CASTS: the weights' copies in E (bf16 tables only);
+//   AXONN_OPS_KV_CACHE: inference with a KV cache (fp32 tables only so far).
+// The implementations' declarations below and every backend's table (AXONN_FILL_OPS) are generated from
+// these names and OpTable's member types: a new op is a member of OpTable, its name here, and its
+// implementations. A member left out of the lists fails the static_assert below.
+#define AXONN_OPS_ON_E(X, ns)                                                                                    \
+  X(ns, embedding_forward) X(ns, embedding_backward) X(ns, position_forward) X(ns, position_backward)            \
+  X(ns, layernorm_sum) X(ns, layernorm_centred_sumsq) X(ns, layernorm_forward) X(ns, layernorm_backward_sums)    \
+  X(ns, layernorm_backward) X(ns, matmul_forward) X(ns, matmul_backward) X(ns, attention_forward)                \
+  X(ns, attention_backward) X(ns, gelu_forward) X(ns, gelu_backward) X(ns, residual_forward)                     \
+  X(ns, residual_backward) X(ns, crossentropy_max) X(ns, crossentropy_sums) X(ns, softmax_crossentropy_forward)  \
+  X(ns, softmax_crossentropy_backward) X(ns, adamw_update) X(ns, rmsnorm_sumsq) X(ns, rmsnorm_forward)           \
+  X(ns, rmsnorm_backward_dot) X(ns, rmsnorm_backward) X(ns, rope_forward) X(ns, rope_backward)                   \
+  X(ns, swiglu_forward) X(ns, swiglu_backward) X(ns, repeat_kv_forward) X(ns, repeat_kv_backward)
+#define AXONN_OPS_ON_F32_GRADS(X, ns) X(ns, sum_squares)
+#define AXONN_OPS_CASTS(X, ns) X(ns, cast_from_f32) X(ns, cast_to_f32)
+#define AXONN_OPS_KV_CACHE(X, ns) X(ns, kv_cache_append) X(ns, attention_cached_forward)
+
+namespace detail {
+#define AXONN_COUNT_OP(ns, name) +1
+inline constexpr int kListedOps = 0 AXONN_OPS_ON_E(AXONN_COUNT_OP, _) AXONN_OPS_ON_F32_GRADS(AXONN_COUNT_OP, _)
+    AXONN_OPS_CASTS(AXONN_COUNT_OP, _) AXONN_OPS_KV_CACHE(AXONN_COUNT_OP, _);
+#undef AXONN_COUNT_OP
+}  // namespace detail
+static_assert(sizeof(Ops) == detail::kListedOps * sizeof(void (*)()),
+              "an OpTable member is missing from the op list (AXONN_OPS_* in kernels/ops.hpp)");
+
+// table.op = ns::op for every op of a list, ns the namespace (or class) of the implementations:
+// AXONN_OPS_ON_E(AXONN_FILL_OPS, cpu). The fp32 tables hold every op but the casts (they keep no copies
+// of the weights): AXONN_FILL_FP32_OPS(ns).
+#define AXONN_FILL_OPS(ns, name) table.name = ns::name;
+#define AXONN_FILL_FP32_OPS(ns)                                                   \
+  AXONN_OPS_ON_E(AXONN_FILL_OPS, ns) AXONN_OPS_ON_F32_GRADS(AXONN_FILL_OPS, ns) \
+  AXONN_OPS_KV_CACHE(AXONN_FILL_OPS, ns)
+
+// The fp32 implementations, callable directly (tests compare them): declared from the table's types.
+#define AXONN_DECLARE_OP(ns, name) std::remove_pointer_t<decltype(Ops::name)> name;
+#define AXONN_DECLARE_OPS AXONN_OPS_ON_E(AXONN_DECLARE_OP, _) AXONN_OPS_ON_F32_GRADS(AXONN_DECLARE_OP, _) \
+  AXONN_OPS_KV_CACHE(AXONN_DECLARE_OP, _)
 
 namespace ref {
 AXONN_DECLARE_OPS
@@ -245,5 +231,6 @@ namespace cuda {
 AXONN_DECLARE_OPS
 }
 #undef AXONN_DECLARE_OPS
+#undef AXONN_DECLARE_OP
 
 }  // namespace axonn::kernels

@@ -106,7 +106,7 @@ void adamw_update(float* master, bf16* params, float* m, float* v, const float* 
   cuda::adamw_launch(master, params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
-void cast_to_bf16(bf16* out, const float* in, int64_t n) {
+void cast_from_f32(bf16* out, const float* in, int64_t n) {
   // out [n] bf16, in [n] fp32
   cuda::detail::launch_packs(cuda::Cast<bf16, float>{out, in}, n, cuda::detail::all_aligned16({out, in}));
 }

@@ -10,21 +10,14 @@
 namespace axonn::kernels {
 
 const Ops& cuda_ops() {
-  static const Ops table{
-      cuda::embedding_forward, cuda::embedding_backward, cuda::position_forward, cuda::position_backward,
-      cuda::layernorm_sum, cuda::layernorm_centred_sumsq, cuda::layernorm_forward, cuda::layernorm_backward_sums,
-      cuda::layernorm_backward, cuda::matmul_forward, cuda::matmul_backward,
-      cuda::attention_forward, cuda::attention_backward, cuda::gelu_forward, cuda::gelu_backward,
-      cuda::residual_forward, cuda::residual_backward, cuda::crossentropy_max, cuda::crossentropy_sums,
-      cuda::softmax_crossentropy_forward, cuda::softmax_crossentropy_backward, cuda::adamw_update, cuda::sum_squares,
-      nullptr, nullptr,  // no casts: the fp32 table keeps no copies of the weights
-      cuda::rmsnorm_sumsq,
-      cuda::rmsnorm_forward, cuda::rmsnorm_backward_dot, cuda::rmsnorm_backward, cuda::rope_forward,
-      cuda::rope_backward, cuda::swiglu_forward, cuda::swiglu_backward, cuda::repeat_kv_forward,
-      cuda::repeat_kv_backward,
-      // inference with a KV cache: no CUDA kernels yet (Gpt::forward_cached refuses the backend)
-      nullptr, nullptr};
-  return table;
+  // every op of the list but the casts (no copies of the weights) and the KV cache's (no CUDA kernels
+  // yet: Gpt::forward_cached refuses the backend)
+  static const Ops filled = [] {
+    Ops table{};
+    AXONN_OPS_ON_E(AXONN_FILL_OPS, cuda) AXONN_OPS_ON_F32_GRADS(AXONN_FILL_OPS, cuda)
+    return table;
+  }();
+  return filled;
 }
 
 void cuda_synchronize() { AXONN_CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -11,45 +11,15 @@
 namespace axonn::kernels {
 
 const OpsBf16& cuda_bf16_ops() {
-  static const OpsBf16 table{cuda_bf16::embedding_forward,
-                             cuda_bf16::embedding_backward,
-                             cuda_bf16::position_forward,
-                             cuda_bf16::position_backward,
-                             cuda_bf16::layernorm_sum,
-                             cuda_bf16::layernorm_centred_sumsq,
-                             cuda_bf16::layernorm_forward,
-                             cuda_bf16::layernorm_backward_sums,
-                             cuda_bf16::layernorm_backward,
-                             cuda_bf16::matmul_forward,
-                             cuda_bf16::matmul_backward,
-                             cuda_bf16::attention_forward,
-                             cuda_bf16::attention_backward,
-                             cuda_bf16::gelu_forward,
-                             cuda_bf16::gelu_backward,
-                             cuda_bf16::residual_forward,
-                             cuda_bf16::residual_backward,
-                             cuda_bf16::crossentropy_max,
-                             cuda_bf16::crossentropy_sums,
-                             cuda_bf16::softmax_crossentropy_forward,
-                             cuda_bf16::softmax_crossentropy_backward,
-                             cuda_bf16::adamw_update,
-                             cuda::sum_squares,  // of the fp32 gradients: the fp32 table's
-                             cuda_bf16::cast_to_bf16,
-                             cuda_bf16::cast_to_f32,
-                             cuda_bf16::rmsnorm_sumsq,
-                             cuda_bf16::rmsnorm_forward,
-                             cuda_bf16::rmsnorm_backward_dot,
-                             cuda_bf16::rmsnorm_backward,
-                             cuda_bf16::rope_forward,
-                             cuda_bf16::rope_backward,
-                             cuda_bf16::swiglu_forward,
-                             cuda_bf16::swiglu_backward,
-                             cuda_bf16::repeat_kv_forward,
-                             cuda_bf16::repeat_kv_backward,
-                             // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
-                             nullptr,
-                             nullptr};
-  return table;
+  // the ops on bf16, the fp32 table's gradient norm, the casts; no KV cache yet (Gpt::forward_cached
+  // refuses bf16)
+  static const OpsBf16 filled = [] {
+    OpsBf16 table{};
+    AXONN_OPS_ON_E(AXONN_FILL_OPS, cuda_bf16) AXONN_OPS_CASTS(AXONN_FILL_OPS, cuda_bf16)
+    table.sum_squares = cuda::sum_squares;  // of the fp32 gradients
+    return table;
+  }();
+  return filled;
 }
 
 const OpsBf16& cuda_bf16_ops(FlashAttention attention) {

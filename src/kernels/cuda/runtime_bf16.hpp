@@ -53,7 +53,7 @@ void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* 
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
-void cast_to_bf16(bf16* out, const float* in, int64_t n);
+void cast_from_f32(bf16* out, const float* in, int64_t n);
 void cast_to_f32(float* out, const bf16* in, int64_t n);
 // The Llama block's ops (llama.cu).
 void rmsnorm_sumsq(float* sumsq, const bf16* inp, int64_t N, int C);

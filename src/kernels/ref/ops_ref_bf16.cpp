@@ -1,6 +1,6 @@
 // kernels/ref/ops_ref_bf16.cpp — the bf16 op list on the CPU: `ref_bf16` (the oracle for the GPU's bf16
 // kernels) and `cpu_bf16` (mixed-precision training on the CPU; its matmuls and embedding lookup run on
-// bf16 directly in cpu/ops_cpu_bf16.cpp, its blocks' memory-bound ops, AdamW and casts in cpu/ops_cpu.cpp).
+// bf16 directly in cpu/ops_cpu_bf16.cpp, its blocks' memory-bound ops, AdamW and casts in cpu/, one file per op family).
 //
 // Every other op (all of ref_bf16's) widens its bf16 inputs to fp32 (exact), runs the fp32 op of
 // `kernels::ref` or `kernels::cpu` (fp32 accumulation), and rounds each bf16 output once
@@ -8,7 +8,7 @@
 // first, so the old value and the new terms are summed in fp32 and the sum is rounded once. fp32 outputs
 // (parameter gradients, statistics, losses) are passed to the fp32 op directly.
 // Attention keeps lse[B,NH,T] instead of att[B,NH,T,T]; ref_bf16's backward rebuilds att from qkv and lse by
-// direct sums (cpu_bf16's attention is flash-style, in cpu/ops_cpu.cpp).
+// direct sums (cpu_bf16's attention is flash-style, in cpu/attention.cpp).
 // Plain and obviously right: temporary fp32 copies of everything (ref_bf16 is also slow).
 #include <cmath>
 #include <cstring>
@@ -326,7 +326,7 @@ struct Widened {
   }
 };
 
-void cast_to_bf16(bf16* out, const float* in, int64_t n) {
+void cast_from_f32(bf16* out, const float* in, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(in[i]);
 }
 
@@ -337,44 +337,13 @@ void cast_to_f32(float* out, const bf16* in, int64_t n) {
 template <Backend kFp32>
 OpsBf16 widened_table() {
   using W = Widened<kFp32>;
-  return OpsBf16{W::embedding_forward,
-                 W::embedding_backward,
-                 W::position_forward,
-                 W::position_backward,
-                 W::layernorm_sum,
-                 W::layernorm_centred_sumsq,
-                 W::layernorm_forward,
-                 W::layernorm_backward_sums,
-                 W::layernorm_backward,
-                 W::matmul_forward,
-                 W::matmul_backward,
-                 W::attention_forward,
-                 W::attention_backward,
-                 W::gelu_forward,
-                 W::gelu_backward,
-                 W::residual_forward,
-                 W::residual_backward,
-                 W::crossentropy_max,
-                 W::crossentropy_sums,
-                 W::softmax_crossentropy_forward,
-                 W::softmax_crossentropy_backward,
-                 W::adamw_update,
-                 W::fp32().sum_squares,  // of the fp32 gradients: the fp32 table's
-                 cast_to_bf16,
-                 cast_to_f32,
-                 W::rmsnorm_sumsq,
-                 W::rmsnorm_forward,
-                 W::rmsnorm_backward_dot,
-                 W::rmsnorm_backward,
-                 W::rope_forward,
-                 W::rope_backward,
-                 W::swiglu_forward,
-                 W::swiglu_backward,
-                 W::repeat_kv_forward,
-                 W::repeat_kv_backward,
-                 // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
-                 nullptr,
-                 nullptr};
+  OpsBf16 table{};
+  AXONN_OPS_ON_E(AXONN_FILL_OPS, W)
+  table.sum_squares = W::fp32().sum_squares;  // of the fp32 gradients: the fp32 table's
+  table.cast_from_f32 = cast_from_f32;
+  table.cast_to_f32 = cast_to_f32;
+  // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
+  return table;
 }
 
 }  // namespace
@@ -386,7 +355,7 @@ const OpsBf16& ref_bf16_ops() {
 
 const OpsBf16& cpu_bf16_ops() {
   // the matmuls run bf16 GEMMs and the lookup copies bf16 rows (cpu/ops_cpu_bf16.cpp); the blocks'
-  // memory-bound ops, AdamW and the casts work on bf16 directly (cpu/ops_cpu.cpp); the rest widens
+  // memory-bound ops, AdamW and the casts work on bf16 directly (cpu/, one file per op family); the rest widens
   static const OpsBf16 table = [] {
     OpsBf16 t = widened_table<Backend::kCpu>();
     t.embedding_forward = cpu::embedding_forward;
