@@ -411,6 +411,35 @@ double Gpt::sum_over_batch(double local) const {
   return value;
 }
 
+int* Gpt::begin_forward(const int* tokens, int64_t n, const char* what) {
+  const int V = spec_.config.vocab_size;
+  int* in = static_cast<int*>(acts_.tensor(kInputs).data());
+  for (int64_t i = 0; i < n; i++)
+    AXONN_CHECK_ARG(tokens[i] >= 0 && tokens[i] < V, what, " id ", tokens[i], " at position ", i,
+                    " is outside the vocabulary [0, ", V, ")");
+  mem_->upload(in, tokens, sizeof(int) * static_cast<size_t>(n));
+  // A new step (the optimizer, or a load, may have changed the weights since the last backward of the
+  // last one): no gathered weight block of before may be reused.
+  if (!step_open_) {
+    gather_->invalidate();
+    if (!bf16_copies_current_) refresh_bf16_copies();  // unless the optimizer wrote them in its pass
+    step_open_ = true;
+  }
+  gather_->begin(forward_uses());
+  return in;
+}
+
+template <class E>
+void Gpt::final_norm(E* lnf, const E* last, int64_t rows) {
+  auto A = [&](Act a) { return acts_.tensor(a); };
+  const E* weight = ptr<E>(ctx_->weight<E>(spec_.final_norm));
+  if (spec_.norm == Norm::kLayerNorm)
+    detail::layernorm_forward<E>(*ctx_, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, weight,
+                                 ptr<E>(ctx_->weight<E>(spec_.final_norm_bias)), rows);
+  else
+    detail::rmsnorm_forward<E>(*ctx_, lnf, A(kLnfRstd).f32(), last, weight, spec_.config.norm_eps, rows);
+}
+
 template <class E>
 float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* keep, const ForwardOptions& options) {
   auto& tl = tl_;
@@ -424,12 +453,7 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   auto A = [&](Act a) { return acts_.tensor(a); };
   auto S = [&](Scratch s) { return ptr<E>(scratch_.tensor(s)); };
 
-  // the tokens (host memory) are checked here and copied into the model's memory (uploaded on the GPU)
-  int* in = static_cast<int*>(A(kInputs).data());
-  for (int64_t i = 0; i < N; i++)
-    AXONN_CHECK_ARG(inputs[i] >= 0 && inputs[i] < V, "token id ", inputs[i], " at position ", i,
-                    " is outside the vocabulary [0, ", V, ")");
-  mem_->upload(in, inputs, sizeof(int) * static_cast<size_t>(N));
+  int* in = begin_forward(inputs, N, "token");
   have_targets_ = targets != nullptr;
   if (have_targets_) {
     int* tg = static_cast<int*>(A(kTargets).data());
@@ -444,26 +468,12 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
     for (int64_t i = 0; i < N; i++) host_weights_[static_cast<size_t>(i)] = keep[i] ? 1.0f : 0.0f;
     mem_->upload(A(kLossWeights).f32(), host_weights_.data(), sizeof(float) * static_cast<size_t>(N));
   }
-  // A new step (the optimizer may have changed the weights since the last backward of the last
-  // one): no gathered weight block of before may be reused.
-  if (!step_open_) {
-    gather_->invalidate();
-    if (!bf16_copies_current_) refresh_bf16_copies();  // unless the optimizer wrote them in its pass
-    step_open_ = true;
-  }
-  gather_->begin(forward_uses());
 
   embed<E>(in, B, T, 0);
   for (int l = 0; l < L; l++) block_forward<E>(l);
 
-  // the final norm: LayerNorm or RMSNorm (each with its statistics over X)
   E* lnf = ptr<E>(A(kLnf));
-  const E* last = ptr<E>(A(kStream)[L - 1]);
-  if (spec_.norm == Norm::kLayerNorm)
-    detail::layernorm_forward<E>(*ctx_, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, ptr<E>(P(spec_.final_norm)),
-                                 ptr<E>(P(spec_.final_norm_bias)));
-  else
-    detail::rmsnorm_forward<E>(*ctx_, lnf, A(kLnfRstd).f32(), last, ptr<E>(P(spec_.final_norm)), c.norm_eps);
+  final_norm<E>(lnf, ptr<E>(A(kStream)[L - 1]), N);
   // LM head (GPT-2: the token embedding): all channels of lnf (gathered over X) against this rank's
   // vocabulary rows
   const E* lnf_full = full_channels<E>(lnf, ptr<E>(A(kLnfFull)), S(kFullB));
@@ -484,7 +494,9 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   E* dlnf_full = ptr<E>(A(kDLnfFull));  // d lnf over all channels, partial over X*Y
   if (take_gradient) {
     double counted = global_tokens;
-    if (masked_) {
+    if (masked_ && options.kept_targets) {
+      counted = *options.kept_targets;  // counted by the caller
+    } else if (masked_) {
       double local_kept = 0.0;
       for (int64_t i = 0; i < N; i++) local_kept += keep[i] ? 1.0 : 0.0;
       counted = sum_over_batch(local_kept);  // over Z and data
@@ -624,7 +636,7 @@ void Gpt::backward_pass(const BackwardOptions& options) {
   // the probabilities were overwritten by their gradient: another backward needs another forward
   have_targets_ = false;
   // the step's weights may change now: the next forward gathers them afresh (and rounds the bf16 copies,
-  // unless the optimizer writes them: bf16_copies_written())
+  // unless the optimizer writes them: update())
   if (last) {
     step_open_ = false;
     bf16_copies_current_ = false;
@@ -711,9 +723,11 @@ void Gpt::weights_updated() {
   bf16_copies_current_ = false;
 }
 
-void Gpt::bf16_copies_written() {
-  AXONN_CHECK(!step_open_, "bf16_copies_written() during a step: the optimizer runs after the last backward");
-  bf16_copies_current_ = true;
+void Gpt::update(const UpdatePass& pass) {
+  AXONN_CHECK(!step_open_, "update() during a step: the optimizer runs after the last backward");
+  pass(params_, grads_, bf16_copies(), ops_bf16_);
+  if (ops_bf16_) bf16_copies_current_ = true;  // rounded in the pass
+  mem_->synchronize();
 }
 
 double Gpt::grad_norm() const {
@@ -795,17 +809,8 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
   auto P = [&](int t) { return ctx_->weight<float>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
 
-  int* in = static_cast<int*>(A(kInputs).data());
-  for (int64_t i = 0; i < N; i++)
-    AXONN_CHECK_ARG(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
-                    " is outside the vocabulary [0, ", V, ")");
-  mem_->upload(in, tokens, sizeof(int) * static_cast<size_t>(N));
+  int* in = begin_forward(tokens, N, "token");
   have_targets_ = false;  // the activations are this chunk's now: no backward until a forward
-  if (!step_open_) {  // weights loaded or changed since: gather them afresh
-    gather_->invalidate();
-    step_open_ = true;
-  }
-  gather_->begin(forward_uses());
 
   embed<float>(in, B, n, pos);
   const detail::CachedChunk chunk{pos, n};
@@ -824,11 +829,7 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
   }
   // the final norm (statistics over X), and the LM head: all channels against this rank's vocabulary rows
   float* lnf = A(kLnf).f32();
-  if (spec_.norm == Norm::kLayerNorm)
-    detail::layernorm_forward<float>(*ctx_, lnf, A(kLnfMean).f32(), A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(),
-                                     P(spec_.final_norm_bias).f32(), rows);
-  else
-    detail::rmsnorm_forward<float>(*ctx_, lnf, A(kLnfRstd).f32(), last, P(spec_.final_norm).f32(), c.norm_eps, rows);
+  final_norm<float>(lnf, last, rows);
   const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);
   float* local = A(kLogits).f32();
   AXONN_OP(matmul_forward, local, lnf_full, P(spec_.lm_head).f32(), nullptr, rows, C, Vr);

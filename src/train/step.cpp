@@ -46,6 +46,7 @@ float forwards(model::Gpt& gpt, const LocalBatch& b, Pass pass, bool poison = fa
     // training: the forward takes the LM head's gradient too (model::ForwardOptions)
     model::ForwardOptions forward;
     if (pass == Pass::kTrain) forward.loss_scale = scale;
+    if (goldfish) forward.kept_targets = micro_kept[static_cast<size_t>(k)];  // counted above: not again
     const float lk = gpt.forward(b.inputs + at, b.targets + at, goldfish ? keep.data() + at : nullptr, forward);
     if (goldfish) {
       const model::LossParts& parts = gpt.last_loss();
@@ -86,10 +87,9 @@ StepResult train_step(model::Gpt& gpt, optim::AdamW& opt, const LocalBatch& batc
   if (r.verdict != Verdict::kUpdate) return r;
   TraceScope opt_span(o.trace, "adamw_step");
   // in mixed precision the update rounds the bf16 copies of the weights in its pass
-  opt.step(gpt.params(), gpt.grads(), o.lr, optim::clip_scale(r.grad_norm, o.grad_clip),
-           {gpt.bf16_copies(), gpt.bf16_ops()});
-  gpt.bf16_copies_written();
-  gpt.memory().synchronize();  // the GPU's queued update belongs to this step's time
+  gpt.update([&](Arena& params, Arena& grads, Arena* bf16_copies, const kernels::OpsBf16* bf16_ops) {
+    opt.step(params, grads, o.lr, optim::clip_scale(r.grad_norm, o.grad_clip), {bf16_copies, bf16_ops});
+  });
   return r;
 }
 

@@ -23,7 +23,10 @@
 //   float loss = gpt.forward(inputs, targets);  // this rank's B_local*T tokens; returns the global mean
 //   gpt.backward();
 //   gpt.sync_gradients();                       // once per optimizer step
-//   ... optimizer step on gpt.params()
+//   double norm = gpt.grad_norm();
+//   gpt.update([&](Arena& p, Arena& g, Arena* copies, const kernels::OpsBf16* ops) {  // the step's one exit
+//     opt.step(p, g, lr, optim::clip_scale(norm, clip), {copies, ops});
+//   });
 // Gradient accumulation over M micro-batches (B_local = the micro-batch):
 //   gpt.zero_grad();
 //   for (k = 0; k < M; k++) { gpt.forward(in_k, tg_k); gpt.backward({1.0 / M, k == M - 1}); }
@@ -40,10 +43,11 @@
 // calls; params(), grads() and the optimizer stay fp32.
 // Gathered weights (and the cache, --cache-gathered-weights) are reused only within one step: the
 // first forward after a last micro-batch's backward gathers afresh. After writing params() outside
-// of the optimizer loop above (loading, a step without backward), call weights_updated().
+// of update() (loading, a step without backward), call weights_updated().
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -134,6 +138,10 @@ struct ForwardOptions {
   // not come between the two (it would drop the head's gradient). Unset (evaluation, or a caller that
   // decides the scale later): no gradient here, and backward() takes the head's.
   std::optional<double> loss_scale;
+  // A masked training forward: this micro-batch's kept targets over the global batch (Z and data), when
+  // the caller has counted them already (train::train_step does, for the step's normaliser); unset, the
+  // forward counts them (one more sum over Z and data).
+  std::optional<double> kept_targets;
 };
 
 struct BackwardOptions {
@@ -220,14 +228,16 @@ class Gpt {
   // The parameters were changed other than by the optimizer after a last backward: forget the
   // gathered weight blocks (and, in mixed precision, round the bf16 copies again at the next forward).
   void weights_updated();
-  // Mixed precision: the bf16 copies of the weights that the kernels read (null in fp32) and the bf16 table,
-  // for an optimizer that rounds the copies in the pass that updates the masters (optim::AdamW::step with
-  // optim::WeightCopies, as train::train_step). After that pass, bf16_copies_written(): the next forward then
-  // does not round them again. Without it (the masters changed some other way after the last backward), the
-  // next forward rounds them from the masters.
+  // The optimizer's pass, the step's one exit (after sync_gradients()): pass(params, grads, bf16_copies,
+  // bf16_ops) updates the fp32 masters from the gradients and, in mixed precision, rounds the bf16 copies
+  // the kernels read in the same pass (both null in fp32): optim::AdamW::step with optim::WeightCopies,
+  // as train::train_step. The next forward then does not round the copies again, and the device's queued
+  // work is done when update() returns (the update belongs to the step's time).
+  using UpdatePass = std::function<void(Arena& params, Arena& grads, Arena* bf16_copies,
+                                        const kernels::OpsBf16* bf16_ops)>;
+  void update(const UpdatePass& pass);
+  // Mixed precision: the bf16 copies of the weights that the kernels read (null in fp32).
   Arena* bf16_copies() { return ops_bf16_ ? &params_bf16_ : nullptr; }
-  const kernels::OpsBf16* bf16_ops() const { return ops_bf16_; }
-  void bf16_copies_written();
 
   // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
   // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
@@ -294,6 +304,14 @@ class Gpt {
   const E* full_channels(const E* x_slice, E* full, E* scratch, int64_t rows);
   // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
   void refresh_bf16_copies();
+  // The start of every forward (forward() and forward_cached()): the n tokens (host memory) checked
+  // against the vocabulary and copied into slot `slot` of the model's memory (uploaded on the GPU); then,
+  // on the first forward since the weights changed, no gathered weight block of before is reused and the
+  // bf16 copies are rounded unless the optimizer wrote them; and the pass's weight gathers begin.
+  int* begin_forward(const int* tokens, int64_t n, const char* what);
+  // The final norm (LayerNorm or RMSNorm, statistics over X) of `rows` rows of the last block's output.
+  template <class E>
+  void final_norm(E* lnf, const E* last, int64_t rows);
   // Weight uses of one forward / backward pass, in order (WeightGather's schedule).
   std::vector<parallel::WeightGather::Use> forward_uses() const;
   std::vector<parallel::WeightGather::Use> backward_uses() const;
