@@ -51,14 +51,19 @@ std::string default_comm(kernels::Backend backend) {
 
 Compute setup_compute(const std::string& kernels_name, const std::string& comm_name,
                       std::shared_ptr<comm::Communicator> world) {
+  return setup_compute(kernels::parse_backend(kernels_name), comm_name, std::move(world));
+}
+
+Compute setup_compute(kernels::Backend backend, const std::string& comm_name,
+                      std::shared_ptr<comm::Communicator> world) {
   Compute c;
-  c.backend = kernels::parse_backend(kernels_name);
+  c.backend = backend;
   c.comm = comm_name.empty() ? default_comm(c.backend) : comm_name;
   AXONN_CHECK_ARG(c.comm == "mpi" || c.comm == "nccl" || c.comm == "mpi-staged", "unknown --comm '", c.comm,
                   "'; use mpi, nccl or mpi-staged");
   const bool cuda = c.backend == kernels::Backend::kCuda;
   AXONN_CHECK_ARG(cuda || c.comm == "mpi", "--comm ", c.comm, " moves device buffers; with --kernels ",
-                  kernels_name, " the buffers are host memory: use --comm mpi (or --kernels cuda)");
+                  kernels::backend_name(backend), " the buffers are host memory: use --comm mpi (or --kernels cuda)");
   // Every rank sees the same flags, so these checks agree without communication.
   if (!cuda) fit_threads_to_cpus();
   if (cuda) {

@@ -77,6 +77,18 @@ void validate_goldfish(const TrainConfig& c) {
 
 }  // namespace
 
+TrainChoices parse_choices(const TrainConfig& c) {
+  TrainChoices t;
+  t.backend = kernels::parse_backend(c.kernels);
+  t.gemm = kernels::parse_gemm_backend(c.gemm);
+  t.gemm_tuning = kernels::parse_gemm_tuning(c.gemm_tuning);
+  t.precision = parse_precision(c.dtype);
+  t.overlap = parallel::parse_overlap(c.overlap);
+  if (!c.grid_order.empty()) t.grid_order = parallel::parse_grid_order(c.grid_order);
+  t.lr_schedule = optim::parse_lr_schedule(c.lr_schedule);
+  return t;
+}
+
 void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.batch_size > 0, "--batch-size must be positive, got ", c.batch_size);
   AXONN_CHECK_ARG(c.seq_len > 0, "--seq-len must be positive, got ", c.seq_len);
@@ -100,7 +112,6 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.gx >= 0 && c.gy >= 0 && c.gz >= 0 && c.gdata >= 0, "--gx, --gy, --gz and --gdata must be positive");
   AXONN_CHECK_ARG(c.grid.empty() || !(c.gx || c.gy || c.gz || c.gdata),
                   "give the grid either as --grid GX,GY,GZ,GD or as --gx --gy --gz --gdata, not both");
-  if (!c.grid_order.empty()) (void)parallel::parse_grid_order(c.grid_order);
   bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
   AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
                   "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
@@ -123,8 +134,7 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.exit_after_steps >= 0, "--exit-after-steps must be >= 0 (0: never), got ", c.exit_after_steps);
   AXONN_CHECK_ARG(c.exit_after_minutes >= 0 && std::isfinite(c.exit_after_minutes),
                   "--exit-after-minutes must be a finite value >= 0 (0: never), got ", c.exit_after_minutes);
-  (void)parallel::parse_overlap(c.overlap);
-  (void)parse_precision(c.dtype);
+  (void)parse_choices(c);
   AXONN_CHECK_ARG(c.micro_batch_size >= 0, "--micro-batch-size must be >= 0 (0 = all of a rank's sequences), got ",
                   c.micro_batch_size);
   AXONN_CHECK_ARG(c.reduce_scatter_slots >= 1, "--reduce-scatter-slots must be >= 1, got ", c.reduce_scatter_slots);
@@ -133,8 +143,7 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.trace_steps.empty() || !c.trace.empty(),
                   "--trace-steps chooses the steps written by --trace; give --trace FILE too");
   if (!c.trace.empty()) (void)parse_trace_steps(c.trace_steps, c.steps);
-  const bool tuning = kernels::parse_gemm_tuning(c.gemm_tuning);
-  AXONN_CHECK_ARG(c.gemm_tuning_report.empty() || tuning,
+  AXONN_CHECK_ARG(c.gemm_tuning_report.empty() || kernels::parse_gemm_tuning(c.gemm_tuning),
                   "--gemm-tuning-report writes the GEMM tuner's choices; add --gemm-tuning on");
 }
 

@@ -109,7 +109,7 @@ model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& st
 // --grid auto: the planner's best admissible grid for this model, batch and job size, predicted with
 // a machine profile (--machine, else the calibrated `local`) for this implementation's step
 // (docs/perf-model.md §10). Says which grid it chose and why.
-parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
+parallel::GridShape auto_grid(const TrainConfig& c, const TrainChoices& choices, int world_size) {
   // the model this run trains (train() plans its start again, and says what it found there)
   const LogLevel level = log_level();
   if (level > LogLevel::kWarn) set_log_level(LogLevel::kWarn);
@@ -144,10 +144,10 @@ parallel::GridShape auto_grid(const TrainConfig& c, int world_size) {
   req.workload.batch_size = c.batch_size;
   req.workload.positions = std::max(mc.max_seq_len, c.seq_len);
   req.gpus = world_size;
-  req.settings = planner::settings_for(m, parallel::parse_overlap(c.overlap).any());  // as the run overlaps
+  req.settings = planner::settings_for(m, choices.overlap.any());  // as the run overlaps
   // the order too, unless --grid-order fixes it
-  req.search_orders = c.grid_order.empty();
-  if (!c.grid_order.empty()) req.order = parallel::parse_grid_order(c.grid_order);
+  req.search_orders = !choices.grid_order;
+  if (choices.grid_order) req.order = *choices.grid_order;
   req.unit = "ranks";
   req.advice = "Change the number of ranks (mpirun -np) or --batch-size, or give --grid GX,GY,GZ,GD";
   planner::PlanResult r;
@@ -200,10 +200,10 @@ parallel::GridShape explicit_grid(const TrainConfig& c, int world_size) {
   return s;
 }
 
-parallel::GridShape resolve_grid(const TrainConfig& c, int world_size) {
-  if (c.grid == "auto") return auto_grid(c, world_size);
+parallel::GridShape resolve_grid(const TrainConfig& c, const TrainChoices& choices, int world_size) {
+  if (c.grid == "auto") return auto_grid(c, choices, world_size);
   parallel::GridShape s = explicit_grid(c, world_size);
-  if (!c.grid_order.empty()) s.order = parallel::parse_grid_order(c.grid_order);
+  if (choices.grid_order) s.order = *choices.grid_order;
   return s;
 }
 
@@ -218,15 +218,16 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
     c_ = detail::restore_config(c_, *start_->resume_manifest, start_->resume_dir, world_->size());
     validate_config(c_);
   }
+  choices_ = parse_choices(c_);  // the choices' texts are not read again
   // the outputs, claimed before anything is written (outputs.hpp): refused on every rank alike
   outputs_ = std::make_unique<detail::RunOutputs>(c_, *start_, *world_);
   c_.trace = outputs_->trace();
   const TrainConfig& c = c_;
-  shape_ = resolve_grid(c, world_->size());
+  shape_ = resolve_grid(c, choices_, world_->size());
   launch_ = detect_launch(*world_);
-  const kernels::Backend backend = kernels::parse_backend(c.kernels);
-  kernels::set_gemm_backend(kernels::parse_gemm_backend(c.gemm));
-  kernels::set_gemm_tuning(kernels::parse_gemm_tuning(c.gemm_tuning));
+  const kernels::Backend backend = choices_.backend;
+  kernels::set_gemm_backend(choices_.gemm);
+  kernels::set_gemm_tuning(choices_.gemm_tuning);
   kernels::gemm_tuner().clear();  // each run tunes afresh (and reports only its own choices)
   if (!c.gemm_tuning_report.empty()) {  // fail now, on every rank, rather than after training
     int32_t bad = 0;
@@ -242,7 +243,6 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
     AXONN_CHECK_IO(!bad, "cannot write --gemm-tuning-report file '", c.gemm_tuning_report, "'");
   }
   const bool gpu = backend == kernels::Backend::kCuda;
-  (void)optim::parse_lr_schedule(c.lr_schedule);
   mc_ = resolve_model(c, *start_);
   AXONN_CHECK_ARG(c.seq_len <= mc_.max_seq_len, "--seq-len ", c.seq_len, " exceeds the model's max_seq_len ",
                   mc_.max_seq_len, "; use --seq-len <= ", mc_.max_seq_len);
@@ -261,14 +261,14 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   micro_ = c.micro_batch_size ? c.micro_batch_size : B_local_;
   micro_batches_ = B_local_ / micro_;
   model::GptRunOptions run;
-  run.overlap = parallel::parse_overlap(c.overlap);
+  run.overlap = choices_.overlap;
   run.recompute = c.recompute;
   run.cache_gathered_weights = c.cache_gathered_weights;
   run.reduce_scatter_slots = c.reduce_scatter_slots;
   run.lm_head_chunk = c.lm_head_chunk;
   // bf16: mixed precision (docs/precision.md): bf16 weight copies and activations, fp32 master weights,
   // gradients and optimizer state
-  run.precision = parse_precision(c.dtype);
+  run.precision = choices_.precision;
   check_memory(c, mc_, shape_, micro_, backend, run, *world_);
 
   open_data();
@@ -276,7 +276,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   if (start_->resume_manifest) check_data_unchanged(*start_->resume_manifest);
 
   // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
-  compute_ = setup_compute(c.kernels, c.comm, world_);
+  compute_ = setup_compute(backend, c.comm, world_);
 
   // the grid, the model's shards on it, and the optimizer on those shards
   grid_ = std::make_unique<parallel::Grid>(shape_, compute_.grid_world);
@@ -382,7 +382,7 @@ void Session::open_data() {
 }
 
 float Session::lr(int step) const {
-  return optim::learning_rate(optim::parse_lr_schedule(c_.lr_schedule), c_.lr, step, c_.warmup_steps, c_.steps,
+  return optim::learning_rate(choices_.lr_schedule, c_.lr, step, c_.warmup_steps, c_.steps,
                               c_.min_lr_frac);
 }
 

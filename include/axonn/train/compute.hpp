@@ -41,6 +41,8 @@ std::string default_comm(kernels::Backend backend);
 // InvalidArgument for a combination this build or this job cannot run, saying what to change:
 // cuda in a build without CUDA, nccl without NCCL or without cuda, mpi with cuda on several ranks
 // (MPI gets host buffers; the GPU's are device memory).
+Compute setup_compute(kernels::Backend backend, const std::string& comm, std::shared_ptr<comm::Communicator> world);
+// The same with --kernels' text (parsed here).
 Compute setup_compute(const std::string& kernels, const std::string& comm, std::shared_ptr<comm::Communicator> world);
 
 // The dense bf16 GEMM rate of the current GPU in TFLOP/s (cuBLAS, bf16 inputs, fp32 accumulation,

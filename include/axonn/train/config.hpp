@@ -11,7 +11,13 @@
 #include <string>
 #include <utility>
 
+#include "axonn/core/dtype.hpp"
+#include "axonn/kernels/gemm.hpp"
+#include "axonn/kernels/ops.hpp"
 #include "axonn/model/goldfish.hpp"
+#include "axonn/optim/adamw.hpp"
+#include "axonn/parallel/grid.hpp"
+#include "axonn/parallel/overlap.hpp"
 
 namespace axonn::train {
 
@@ -131,6 +137,19 @@ std::set<int> fault_steps(const TrainConfig& c);
 
 // The Goldfish settings as the mask takes them (k = 0: off). The strategy must be valid (validate_config).
 model::GoldfishConfig goldfish_config(const TrainConfig& c);
+
+// The settings that name a choice, parsed once into what the code uses (a Session keeps them; nothing
+// downstream reads their text again). InvalidArgument naming the flag and the values it takes.
+struct TrainChoices {
+  kernels::Backend backend = kernels::Backend::kCpu;  // --kernels
+  kernels::GemmBackend gemm{};                        // --gemm
+  bool gemm_tuning = true;                            // --gemm-tuning
+  DType precision = DType::kF32;                      // --dtype
+  parallel::Overlap overlap;                          // --overlap
+  std::optional<parallel::GridOrder> grid_order;      // --grid-order; unset: x,y,z, or the planner's with --grid auto
+  optim::LrSchedule lr_schedule{};                    // --lr-schedule
+};
+TrainChoices parse_choices(const TrainConfig& c);
 
 // Checks every value that needs neither the world nor a file (InvalidArgument saying what to
 // change). train::Session calls it; tools may call it before anything is built.

@@ -112,6 +112,7 @@ class Session {
   void restore_guard(const checkpoint::Manifest& m);
 
   TrainConfig c_;
+  TrainChoices choices_;  // c_'s choices, parsed once
   std::shared_ptr<comm::Communicator> world_;
   parallel::GridShape shape_;
   std::unique_ptr<detail::StartPlan> start_;
