@@ -15,29 +15,13 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/model/spec.hpp"
+#include "hf_pieces.hpp"
 
 namespace axonn::checkpoint {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-using model::ParamSpec;
-
-// One HF tensor of one (layer slice of a) parameter tensor: rows [row0, row0 + rows) of the slice
-// [R, cols] (its output part, or the first V rows of a vocabulary tensor), transposed in the file
-// for GPT-2's Conv1D weights.
-struct HfPiece {
-  std::string name;
-  int t = 0, layer = 0;
-  int64_t row0 = 0, rows = 0, cols = 0;  // cols 0: a 1-D tensor (biases, norms)
-  bool transposed = false;
-  std::vector<int64_t> shape() const {
-    if (cols == 0) return {rows};
-    return transposed ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
-  }
-  int64_t numel() const { return rows * (cols ? cols : 1); }
-};
+namespace detail {
 
 // Every HF tensor of the model, in HF's file order: the tensors before the first per-layer one, the
 // layers (each with its tensors in the spec's order), the rest.
@@ -45,7 +29,7 @@ std::vector<HfPiece> hf_pieces(const model::ModelSpec& spec) {
   const model::GptConfig& c = spec.config;
   std::vector<HfPiece> out;
   auto add = [&](int t, int layer) {
-    const ParamSpec& p = spec.params[static_cast<size_t>(t)];
+    const model::ParamSpec& p = spec.params[static_cast<size_t>(t)];
     const Shape s = p.per_layer ? p.shape.drop_front() : p.shape;
     const int64_t cols = s.ndim() == 2 ? s[1] : 0;
     if (p.hf_names.size() > 1) {  // a linear's output parts: HF's separate tensors
@@ -78,6 +62,15 @@ const float* piece_source(const Arena& params, const model::ModelSpec& spec, con
   if (spec.params[static_cast<size_t>(p.t)].per_layer) t = t[p.layer];
   return t.f32() + p.row0 * (p.cols ? p.cols : 1);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::HfPiece;
+using detail::hf_pieces;
+using detail::piece_source;
+using model::ParamSpec;
 
 // Element i of a mapped F32 or BF16 tensor, as fp32 (memcpy: the mapping need not be aligned).
 inline float load_f32(const std::byte* p, DType dt, size_t i) {

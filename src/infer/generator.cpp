@@ -101,6 +101,7 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   for (const auto& p : prompts) stats_.prompt_tokens += static_cast<int64_t>(p.size());
 
   std::vector<std::vector<int>> out(static_cast<size_t>(B));
+  logprobs_.assign(options.logprobs ? given.size() : 0, {});
   std::vector<bool> done(static_cast<size_t>(B), options.max_new_tokens == 0);
   auto all_done = [&] { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); };
   std::vector<float> logits(static_cast<size_t>(B) * V);
@@ -126,6 +127,9 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
       const int id = next[static_cast<size_t>(b)];
       out[static_cast<size_t>(b)].push_back(id);
       stats_.new_tokens++;
+      if (options.logprobs && b < static_cast<int>(given.size()))
+        logprobs_[static_cast<size_t>(b)].push_back(
+            log_softmax_at({logits.data() + static_cast<size_t>(b) * V, static_cast<size_t>(V)}, id));
       if (on_token && b < static_cast<int>(given.size())) on_token(b, id);
       if (static_cast<int>(out[static_cast<size_t>(b)].size()) >= options.max_new_tokens ||
           std::find(stop.begin(), stop.end(), id) != stop.end() || pos + 1 >= T)

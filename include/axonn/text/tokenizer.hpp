@@ -23,6 +23,22 @@
 
 namespace axonn::text {
 
+// A tokenizer's whole vocabulary as its files spell it, for writing it into another format (a GGUF file's
+// tokenizer.ggml.* keys, checkpoint/gguf.hpp).
+struct TokenizerListing {
+  enum class Kind { kByteBpe, kSentencePiece };
+  // SentencePiece's piece types, which GGUF's token_type takes over.
+  enum Type { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+  Kind kind = Kind::kByteBpe;
+  std::vector<std::string> tokens;    // by id: byte-level BPE in GPT-2's byte characters, special tokens as
+                                      // their text; SentencePiece's pieces; "" for an id no token has
+  std::vector<float> scores;          // SentencePiece's, by id
+  std::vector<int> types;             // Type, by id
+  std::vector<std::string> merges;    // byte-level BPE: "left right" in the files' characters, in rank order
+  std::vector<std::string> patterns;  // byte-level BPE: its pre-tokenizer regexes, applied in turn
+  bool add_prefix_space = false;      // byte-level BPE: a space before text that does not start with one
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -58,6 +74,8 @@ class Tokenizer {
   // The token written before each document in a token shard, as llm.c's data scripts do: BOS where
   // the tokenizer has one (Llama 2 and 3), else end-of-text (GPT-2).
   int document_separator() const { return bos_ >= 0 ? bos_ : eot_; }
+  // The whole vocabulary (TokenizerListing), or nullopt for a tokenizer that cannot encode (llm.c's).
+  virtual std::optional<TokenizerListing> listing() const { return std::nullopt; }
 
  protected:
   int eot_ = -1, bos_ = -1, eos_ = -1;
