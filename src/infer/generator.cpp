@@ -34,13 +34,15 @@ std::vector<int> default_stop_ids(const model::GptConfig& config) {
 
 std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name) {
   if (!name.empty()) return text::load_tokenizer(name);
-  if (source.kind == train::ModelSource::Kind::kHuggingFace) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path dir = fs::is_directory(source.path, ec) ? fs::path(source.path) : fs::path(source.path).parent_path();
-    for (const char* file : {"tokenizer.json", "vocab.json", "tokenizer.model"})
-      if (fs::exists(dir / file, ec)) return text::load_tokenizer(dir.string());
-  }
+  // the tokenizer the model carries: an HF directory's files, or those a checkpoint step holds (train copies
+  // them from the prepared data)
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string dir;
+  if (source.kind == train::ModelSource::Kind::kHuggingFace)
+    dir = fs::is_directory(source.path, ec) ? source.path : fs::path(source.path).parent_path().string();
+  if (source.kind == train::ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) return text::load_tokenizer(dir);
   if (source.config.family == model::Family::kGpt2) return text::load_tokenizer("gpt2");
   return nullptr;
 }

@@ -128,6 +128,22 @@ Loaded load_any(const ConvertOptions& o) {
   return m;
 }
 
+// The directory of the tokenizer files a model carries: an HF model directory, or a checkpoint's step (train
+// copies the prepared data's tokenizer into each); "" if it carries none.
+std::string carried_tokenizer_dir(const std::string& from) {
+  std::error_code ec;
+  if (!fs::is_directory(from, ec)) return "";
+  const std::string dir = checkpoint::is_hf_model_dir(from) ? from : checkpoint::resolve_checkpoint(from);
+  return text::tokenizer_files_in(dir).empty() ? "" : dir;
+}
+
+// A tokenizer with more ids than the model is another model's: refused, naming both sizes.
+void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& c, const std::string& name) {
+  AXONN_CHECK_ARG(tok.vocab_size() <= c.vocab_size, "the tokenizer ", tok.describe(), " (", name, ") has ",
+                  tok.vocab_size(), " ids but the model's vocabulary ", c.vocab_size,
+                  ": it is not the model's tokenizer; give --tokenizer the one its data was prepared with");
+}
+
 bool names_directory(const std::string& p) {
   std::error_code ec;
   return p.ends_with('/') || fs::is_directory(p, ec);
@@ -154,12 +170,17 @@ int run_convert(const ConvertOptions& o) {
                   "--dtype and --shard-size apply to Hugging Face output (--format safetensors-hf) only, and --dtype "
                   "to GGUF output");
   AXONN_CHECK_ARG(o.shard_size == "0" || !gguf, "--shard-size applies to Hugging Face output only; a GGUF file is one file");
-  AXONN_CHECK_ARG(o.tokenizer.empty() || gguf, "--tokenizer applies to GGUF output (--to model.gguf) only");
-  AXONN_CHECK_ARG(!o.tokenizer.empty() || !gguf, "a GGUF file holds the model's tokenizer: give --tokenizer (the ",
-                  "tokenizer.model, tokenizer.json or GPT-2 files its data was prepared with, or gpt2)");
+  AXONN_CHECK_ARG(o.tokenizer.empty() || gguf || format == "safetensors-hf", "--tokenizer applies to GGUF and ",
+                  "Hugging Face output only");
+  // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files)
+  const std::string carried = carried_tokenizer_dir(o.from);
+  const std::string tok_name = !o.tokenizer.empty() ? o.tokenizer : carried;
+  AXONN_CHECK_ARG(!tok_name.empty() || !gguf, "a GGUF file holds the model's tokenizer, and '", o.from, "' carries ",
+                  "none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was prepared ",
+                  "with, or gpt2)");
   const uint64_t shard_bytes = parse_size(o.shard_size);
   // the tokenizer before the weights, so that a wrong path is refused at once
-  std::unique_ptr<text::Tokenizer> tok = gguf ? text::load_tokenizer(o.tokenizer) : nullptr;
+  std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);
   Loaded m = load_any(o);
 
   std::string written = o.to;
@@ -181,6 +202,12 @@ int run_convert(const ConvertOptions& o) {
       // needs to load them
       checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes, &progress);
       written = o.to;
+      // and the tokenizer's files, as transformers finds them beside the weights
+      if (tok) {
+        check_tokenizer_fits(*tok, m.config, tok_name);
+        for (const auto& [from, name] : text::tokenizer_files(tok_name))
+          checkpoint::write_file_atomic((fs::path(o.to) / name).string(), checkpoint::read_text_file(from));
+      }
     } else {
       AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
       checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype, &progress);
@@ -238,8 +265,9 @@ void add_convert_command(CLI::App& app, Action* action) {
                   "the tensors' type: fp32|bf16 in Hugging Face output; f32|f16|bf16|q8_0 of the matrices in GGUF "
                   "output (norms and biases stay f32)");
   sub->add_option("--tokenizer", o->tokenizer,
-                  "GGUF output: the model's tokenizer, written into the file (a tokenizer.model, tokenizer.json, "
-                  "GPT-2's files or gpt2)");
+                  "the model's tokenizer (a tokenizer.model, tokenizer.json, GPT-2's files or gpt2), written into a "
+                  "GGUF file or copied into a Hugging Face directory (default: the one the model carries: a "
+                  "checkpoint's, from the data `axonn prepare` made, or an HF directory's)");
   sub->add_option("--shard-size", o->shard_size,
                   "Hugging Face directory output: at most this many bytes per shard, e.g. 2GB "
                   "(model-0000N-of-0000M.safetensors + model.safetensors.index.json; 0: one model.safetensors)");

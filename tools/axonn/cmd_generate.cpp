@@ -177,8 +177,9 @@ void add_generate_command(CLI::App& app, Action* action) {
   sub->add_option("--seed", f->sampling.seed, "sampling seed: sample s's token at position t is drawn from "
                                               "(seed, s, t), the same on every grid");
   sub->add_option("--num-samples", f->num_samples, "continuations of the prompt, generated together");
-  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the Hugging Face directory's, "
-                                               "else GPT-2's for GPT-2 models)");
+  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the model's own: the one a "
+                                               "checkpoint carries from the data `axonn prepare` made, or the Hugging "
+                                               "Face directory's; else GPT-2's for GPT-2 models)");
   sub->add_flag("--print-ids", f->print_ids, "print only the generated ids, comma-separated, one line per sample");
   sub->add_flag("--print-logprobs", f->print_logprobs,
                 "with --print-ids: after each sample's ids, a line of their log-probabilities under the model "

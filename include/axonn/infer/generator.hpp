@@ -44,7 +44,8 @@ std::vector<int> default_stop_ids(const model::GptConfig& config);
 
 // The tokenizer of a model: `name` (gpt2 or a path, as text::load_tokenizer takes them) when given; else the
 // tokenizer files of a Hugging Face checkpoint's directory (tokenizer.json, vocab.json + merges.txt,
-// tokenizer.model); else GPT-2's for the GPT-2 family; else null (none is known: the user names one).
+// tokenizer.model) or of a checkpoint step (the prepared data's, which train carries); else GPT-2's for the
+// GPT-2 family; else null (none is known: the user names one).
 std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name);
 // default_stop_ids(config) and the tokenizer's end-of-text and end-of-sequence ids within the vocabulary.
 std::vector<int> stop_ids(const model::GptConfig& config, const text::Tokenizer* tokenizer);

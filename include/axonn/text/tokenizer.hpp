@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "axonn/text/utf8.hpp"
@@ -91,6 +92,14 @@ class Tokenizer {
 // Throws IoError naming the file and what is wrong with it, InvalidArgument for a name it does not know.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);
 
+// The files a tokenizer is made of, as {path, name}: `name` is what load_tokenizer looks for in a directory
+// (tokenizer.json with a tokenizer_config.json beside it, if any; vocab.json + merges.txt or encoder.json +
+// vocab.bpe; tokenizer.model), so that copying each file under its name into one directory makes a
+// directory load_tokenizer reads as the same tokenizer. Empty for llm.c's gpt2_tokenizer.bin (it only
+// decodes). Throws as load_tokenizer does for a name or path it cannot resolve.
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const std::string& name_or_path);
+// A directory's tokenizer files (tokenizer_files of the directory), or an empty list where it has none.
+std::vector<std::pair<std::string, std::string>> tokenizer_files_in(const std::string& dir);
 // `text` cut into pieces of at most `max_bytes` bytes, for encoding one by one: encoding time and
 // memory grow with the text (SentencePiece takes ~100 bytes per byte of its input), so a huge
 // document is encoded piece by piece (axonn prepare). Each cut is made before a space between two
