@@ -193,6 +193,7 @@ void put_tokenizer(Bytes& b, const text::Tokenizer& tok, const model::GptConfig&
     b.strings("tokenizer.ggml.tokens", l.tokens);
     b.array<float>("tokenizer.ggml.scores", Kv::kF32, l.scores);
     b.array<int32_t>("tokenizer.ggml.token_type", Kv::kI32, {l.types.begin(), l.types.end()});
+    b.boolean("tokenizer.ggml.add_space_prefix", l.dummy_prefix);
   }
   // the special ids: the tokenizer's, else the model's config
   const int bos = tok.bos_id() >= 0 ? tok.bos_id() : c.bos_token_id;

@@ -82,6 +82,7 @@ std::string SentencePieceTokenizer::decode(std::span<const int> ids) const {
 std::optional<TokenizerListing> SentencePieceTokenizer::listing() const {
   TokenizerListing l;
   l.kind = TokenizerListing::Kind::kSentencePiece;
+  l.dummy_prefix = dummy_prefix_;
   const int n = vocab_size();
   for (int id = 0; id < n; id++) {
     l.tokens.push_back(sp_->IdToPiece(id));

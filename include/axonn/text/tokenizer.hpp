@@ -38,6 +38,7 @@ struct TokenizerListing {
   std::vector<std::string> merges;    // byte-level BPE: "left right" in the files' characters, in rank order
   std::vector<std::string> patterns;  // byte-level BPE: its pre-tokenizer regexes, applied in turn
   bool add_prefix_space = false;      // byte-level BPE: a space before text that does not start with one
+  bool dummy_prefix = false;          // SentencePiece: encode() starts the text with "▁" (implies_leading_space)
 };
 
 class Tokenizer {

@@ -6,7 +6,8 @@
 # trained on), and every new token's log-probability must agree within $tol (fp32 tensors, llama.cpp's KV
 # cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
 # Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1),
-# llama_sentencepiece (the tokenizer as "llama" SentencePiece), dtypes (F16, BF16 and Q8_0 files load and
+# llama_sentencepiece (the tokenizer as "llama" SentencePiece), text_sentencepiece and text_bpe (text prompts
+# through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's), dtypes (F16, BF16 and Q8_0 files load and
 # continue alike for the first tokens), refused (bad input; runs without llama.cpp).
 # Usage: llamacpp_peer.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC   (exit 77: skipped, the reason printed)
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
@@ -112,6 +113,31 @@ case "$case_name" in
     run "$axonn" tokenizer train "$tmp/text.txt" --vocab-size 500 --output "$tmp/sp.model"
     run "$axonn" convert --from "$tmp/ck-llama" --to "$tmp/sp.gguf" --tokenizer "$tmp/sp.model"
     compare "llama-sentencepiece" 1 1,1,1,1 "$tmp/sp.gguf" "$tmp/sp.model" ;;
+
+  text_sentencepiece | text_bpe)
+    # text in, text out, through the tokenizer inside the file: llama.cpp's greedy text from the GGUF alone
+    # equals `axonn generate`'s (no --tokenizer: the checkpoint carries the prepared data's tokenizer)
+    docs=$(cd "$here/../../../docs" && pwd)
+    if [ "$case_name" = text_sentencepiece ]; then
+      run "$axonn" tokenizer train "$docs"/*.md --vocab-size 400 --output "$tmp/tok.model"
+      tok=$tmp/tok.model family=llama-tiny
+    else
+      python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/tok.json"
+      tok=$tmp/tok.json family=gpt2-tiny
+    fi
+    run "$axonn" prepare "$docs"/*.md --tokenizer "$tok" --output "$tmp/data" --val-fraction 0
+    run "$axonn" train --model "$family" --data "$tmp/data" --batch-size 8 --seq-len 64 --steps 150 --lr 3e-3 \
+      --quiet --checkpoint-dir "$tmp/ck"
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
+    for p in "The model" "A checkpoint" "axonn train"; do
+      run "$axonn" generate --init "$tmp/ck" --prompt "$p" --max-new-tokens 30 --temperature 0
+      grep -v '^generate ' "$tmp/out" >"$tmp/axonn.txt"
+      run node "$here/complete.mjs" "$tmp/m.gguf" "$p" 30
+      cp "$tmp/out" "$tmp/llama.txt"
+      echo "axonn:     $(cat "$tmp/axonn.txt")"
+      echo "llama.cpp: $(cat "$tmp/llama.txt")"
+      same "$tmp/axonn.txt" "$tmp/llama.txt"
+    done ;;
 
   dtypes)
     # F16, BF16 and Q8_0 matrices: the files load in llama.cpp and its first greedy tokens are F32's
