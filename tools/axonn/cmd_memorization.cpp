@@ -46,7 +46,8 @@ int run_memorization(const MemorizationFlags& f) {
   std::unique_ptr<text::Tokenizer> tok = infer::model_tokenizer(source, f.tokenizer);
   AXONN_CHECK_ARG(tok != nullptr, "no tokenizer is known for ", f.init, ": give --tokenizer PATH");
   AXONN_CHECK_ARG(tok->vocab_size() <= mc.vocab_size, "the tokenizer ", tok->describe(), " has ", tok->vocab_size(),
-                  " ids, more than the model's vocabulary of ", mc.vocab_size, ": give the tokenizer it was trained with");
+                  " ids, more than the model's vocabulary of ", mc.vocab_size, ": give --tokenizer the one its data was "
+                  "prepared with");
   text::DocumentOptions dopt;
   dopt.separator = f.doc_separator;
   dopt.exclude = f.exclude;
