@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/spec.hpp"
 #include "axonn/text/pretokenizer.hpp"
@@ -161,9 +162,8 @@ void put_tokenizer(Bytes& b, const text::Tokenizer& tok, const model::GptConfig&
   AXONN_CHECK_ARG(listing.has_value(), "the tokenizer ", tok.describe(), " cannot be written into a GGUF file (it ",
                   "only decodes); give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
   text::TokenizerListing l = *listing;
+  check_tokenizer_fits(tok, c);
   const int n = static_cast<int>(l.tokens.size());
-  AXONN_CHECK_ARG(n <= c.vocab_size, "the tokenizer ", tok.describe(), " has ", n, " ids but the model's vocabulary ",
-                  c.vocab_size, ": it is not the model's tokenizer; give --tokenizer the one its data was prepared with");
   for (int id = 0; id < c.vocab_size; id++) {
     if (id >= n) {
       l.tokens.emplace_back();

@@ -468,6 +468,59 @@ std::string hf_generation_config_json(const model::GptConfig& c) {
   return j.dump(2) + "\n";
 }
 
+void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& c) {
+  AXONN_CHECK_ARG(tok.vocab_size() <= c.vocab_size, "the tokenizer ", tok.describe(), " has ", tok.vocab_size(),
+                  " ids but the model's vocabulary ", c.vocab_size,
+                  ": it is not the model's tokenizer; give --tokenizer the one its data was prepared with");
+}
+
+std::string hf_tokenizer_config_json(const model::GptConfig& c, const text::Tokenizer& tok,
+                                     const std::string& tokenizer_class) {
+  nlohmann::ordered_json j;
+  j["tokenizer_class"] = tokenizer_class;
+  const std::optional<text::TokenizerListing> l = tok.listing();
+  auto text_of = [&](int id) { return l && id >= 0 && static_cast<size_t>(id) < l->tokens.size() ? l->tokens[id] : ""; };
+  const int unk = [&] {
+    if (l)
+      for (size_t id = 0; id < l->types.size(); id++)
+        if (l->types[id] == text::TokenizerListing::kUnknown) return static_cast<int>(id);
+    return -1;
+  }();
+  const int eos = tok.eos_id() >= 0 ? tok.eos_id() : tok.eot_id();
+  j["bos_token"] = tok.bos_id() >= 0 ? nlohmann::ordered_json(text_of(tok.bos_id())) : nlohmann::ordered_json();
+  j["eos_token"] = eos >= 0 ? nlohmann::ordered_json(text_of(eos)) : nlohmann::ordered_json();
+  if (unk >= 0) j["unk_token"] = text_of(unk);
+  if (tokenizer_class == "GPT2Tokenizer") j["unk_token"] = j["eos_token"];  // GPT-2's own convention
+  // a prompt encodes as `axonn generate --prompt` encodes it: no BOS added
+  if (tokenizer_class == "LlamaTokenizer") {
+    j["add_bos_token"] = false;
+    j["add_eos_token"] = false;
+  }
+  j["model_max_length"] = c.max_seq_len;
+  j["clean_up_tokenization_spaces"] = false;
+  return j.dump(2) + "\n";
+}
+
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const std::string& name_or_path) {
+  const auto tok = text::load_tokenizer(name_or_path);
+  check_tokenizer_fits(*tok, c);
+  const auto files = text::tokenizer_files(name_or_path);
+  AXONN_CHECK_ARG(!files.empty(), "the tokenizer ", tok->describe(), " only decodes: it cannot go into a Hugging Face ",
+                  "directory; give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
+  std::string cls;
+  bool has_config = false;
+  for (const auto& [from, name] : files) {
+    const std::string hf_name = name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name;
+    write_file_atomic((fs::path(dir) / hf_name).string(), read_text_file(from));
+    has_config = has_config || hf_name == "tokenizer_config.json";
+    if (hf_name == "tokenizer.json") cls = "PreTrainedTokenizerFast";
+    if (hf_name == "vocab.json") cls = "GPT2Tokenizer";
+    if (hf_name == "tokenizer.model") cls = "LlamaTokenizer";
+  }
+  if (!has_config)
+    write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(), hf_tokenizer_config_json(c, *tok, cls));
+}
+
 // --- reading -----------------------------------------------------------------------------------------
 
 bool is_hf_model_dir(const std::string& path) {

@@ -137,13 +137,6 @@ std::string carried_tokenizer_dir(const std::string& from) {
   return text::tokenizer_files_in(dir).empty() ? "" : dir;
 }
 
-// A tokenizer with more ids than the model is another model's: refused, naming both sizes.
-void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& c, const std::string& name) {
-  AXONN_CHECK_ARG(tok.vocab_size() <= c.vocab_size, "the tokenizer ", tok.describe(), " (", name, ") has ",
-                  tok.vocab_size(), " ids but the model's vocabulary ", c.vocab_size,
-                  ": it is not the model's tokenizer; give --tokenizer the one its data was prepared with");
-}
-
 bool names_directory(const std::string& p) {
   std::error_code ec;
   return p.ends_with('/') || fs::is_directory(p, ec);
@@ -182,6 +175,7 @@ int run_convert(const ConvertOptions& o) {
   // the tokenizer before the weights, so that a wrong path is refused at once
   std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);
   Loaded m = load_any(o);
+  if (tok) checkpoint::check_tokenizer_fits(*tok, m.config);  // before anything is written
 
   std::string written = o.to;
   // the tensors' bytes as stored (HF files leave the vocabulary's padding rows out: a little less)
@@ -203,11 +197,7 @@ int run_convert(const ConvertOptions& o) {
       checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes, &progress);
       written = o.to;
       // and the tokenizer's files, as transformers finds them beside the weights
-      if (tok) {
-        check_tokenizer_fits(*tok, m.config, tok_name);
-        for (const auto& [from, name] : text::tokenizer_files(tok_name))
-          checkpoint::write_file_atomic((fs::path(o.to) / name).string(), checkpoint::read_text_file(from));
-      }
+      if (tok) checkpoint::save_hf_tokenizer(o.to, m.config, tok_name);
     } else {
       AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
       checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype, &progress);

@@ -93,7 +93,23 @@ case "$case_name" in
     grep "^The model" "$tmp/out" >"$tmp/ck.txt"
     run "$axonn" generate --init "$tmp/hf" --prompt "The model" --max-new-tokens 8 --temperature 0
     grep "^The model" "$tmp/out" >"$tmp/hf.txt"
-    same "$tmp/ck.txt" "$tmp/hf.txt" ;;
+    same "$tmp/ck.txt" "$tmp/hf.txt"
+    # with transformers' tokenizer_config.json (the class and the special tokens' text)
+    grep -q '"tokenizer_class": "LlamaTokenizer"' "$tmp/hf/tokenizer_config.json" || fail "no LlamaTokenizer config"
+    grep -q '"eos_token": "</s>"' "$tmp/hf/tokenizer_config.json" || fail "no eos_token </s>"
+    grep -q '"model_max_length": 64' "$tmp/hf/tokenizer_config.json" || fail "no model_max_length"
+    # a byte-level tokenizer.json: PreTrainedTokenizerFast, read back with the directory
+    python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/bytes.json"
+    run "$axonn" convert --from "$ref/gpt2-tiny/model.bin" --to "$tmp/hf2/" --tokenizer "$tmp/bytes.json"
+    check "tokenizer.json beside the weights" cmp "$tmp/bytes.json" "$tmp/hf2/tokenizer.json"
+    grep -q '"tokenizer_class": "PreTrainedTokenizerFast"' "$tmp/hf2/tokenizer_config.json" || fail "no fast config"
+    grep -q '"eos_token": "<|endoftext|>"' "$tmp/hf2/tokenizer_config.json" || fail "no eos_token <|endoftext|>"
+    run "$axonn" generate --init "$tmp/hf2" --prompt "hello" --max-new-tokens 4 --temperature 0
+    expect_output "^hello"
+    # a tokenizer that does not fit is refused before anything is written
+    expect_error "has 500 ids but the model's vocabulary 400" \
+      "$axonn" convert --from "$tmp/ck" --to "$tmp/hf3/" --tokenizer "$tmp/bytes.json"
+    [ ! -e "$tmp/hf3/model.safetensors" ] || fail "a refused conversion wrote weights" ;;
 
   refused)
     # no tokenizer known: GGUF needs one, and says how to give it
