@@ -5,7 +5,7 @@
 # and its ids must equal `axonn generate --temperature 0 --print-ids` on the same prompt ids (on the grid it
 # trained on), and every new token's log-probability must agree within $tol (fp32 tensors, llama.cpp's KV
 # cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
-# Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1),
+# Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1), llama_tied,
 # llama_sentencepiece (the tokenizer as "llama" SentencePiece), text_sentencepiece and text_bpe (text prompts
 # through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's), dtypes (F16, BF16 and Q8_0 files load and
 # continue alike for the first tokens), refused (bad input; runs without llama.cpp).
@@ -45,12 +45,12 @@ train() {
     --steps 60 --lr 3e-3 --warmup-steps 0 --quiet --checkpoint-dir "$tmp/ck-$family"
 }
 
-# compare NAME NP GRID GGUF TOKENIZER: llama.cpp's greedy continuation of GGUF against axonn generate's of
-# the checkpoint on NP ranks and GRID (both stop after the tokenizer's end of text or sequence); ids equal,
+# compare NAME NP GRID GGUF TOKENIZER [INIT]: llama.cpp's greedy continuation of GGUF against axonn generate's
+# of INIT (default: the family's checkpoint) on NP ranks and GRID (both stop after the tokenizer's end of text or sequence); ids equal,
 # log-probabilities within $tol; prints the figures
 compare() {
-  local name=$1 np=$2 grid=$3 gguf=$4 tokenizer=$5
-  run_np "$np" generate --init "$tmp/ck-${name%%-*}" --grid "$grid" --prompt-ids "$prompt" --max-new-tokens "$new" \
+  local name=$1 np=$2 grid=$3 gguf=$4 tokenizer=$5 init=${6:-$tmp/ck-${1%%-*}}
+  run_np "$np" generate --init "$init" --grid "$grid" --prompt-ids "$prompt" --max-new-tokens "$new" \
     --temperature 0 --print-ids --print-logprobs --tokenizer "$tokenizer"
   grep -E '^-?[0-9]' "$tmp/out" >"$tmp/axonn.txt" || true
   run node "$here/greedy.mjs" "$gguf" "$prompt" "$new"
@@ -113,6 +113,16 @@ case "$case_name" in
     run "$axonn" tokenizer train "$tmp/text.txt" --vocab-size 500 --output "$tmp/sp.model"
     run "$axonn" convert --from "$tmp/ck-llama" --to "$tmp/sp.gguf" --tokenizer "$tmp/sp.model"
     compare "llama-sentencepiece" 1 1,1,1,1 "$tmp/sp.gguf" "$tmp/sp.model" ;;
+
+  llama_tied)
+    # tied embeddings: no output.weight in the file, llama.cpp takes token_embd (the trained Llama's HF export
+    # without lm_head, tie_word_embeddings true: tie_llama.py)
+    train llama 1 1,1,1,1
+    run "$axonn" convert --from "$tmp/ck-llama" --to "$tmp/hf/"
+    run python3 "$here/tie_llama.py" "$tmp/hf" "$tmp/tied"
+    run "$axonn" convert --from "$tmp/tied" --to "$tmp/tied.gguf" --tokenizer "$tmp/tok.json"
+    expect_output "llama .* tied"
+    compare "llama-tied" 1 1,1,1,1 "$tmp/tied.gguf" "$tmp/tok.json" "$tmp/tied" ;;
 
   text_sentencepiece | text_bpe)
     # text in, text out, through the tokenizer inside the file: llama.cpp's greedy text from the GGUF alone
