@@ -178,7 +178,7 @@ void put_tokenizer(Bytes& b, const text::Tokenizer& tok, const model::GptConfig&
     // llama.cpp names its pre-tokenizers: GPT-2's regex, or Llama 3's
     std::string pre;
     if (l.patterns.size() == 1 && l.patterns[0] == text::kGpt2Pattern) pre = "gpt-2";
-    else if (l.patterns.size() == 1 && l.patterns[0].starts_with("(?i:'s|'t|'re|'ve|'m|'ll|'d)")) pre = "llama-bpe";
+    else if (l.patterns.size() == 1 && l.patterns[0] == text::kLlama3Pattern) pre = "llama-bpe";
     AXONN_CHECK_ARG(!pre.empty(), "the tokenizer ", tok.describe(), " splits text with a pre-tokenizer that ",
                     "llama.cpp does not name (GGUF files name GPT-2's or Llama 3's): it cannot be written into a GGUF "
                     "file");

@@ -105,7 +105,8 @@ struct GgufFile {
 };
 
 // A byte-level BPE of the 256 bytes, one merge ("a" + "b" = 257) and <|endoftext|> = 256.
-std::unique_ptr<text::BpeTokenizer> byte_tokenizer(int extra_tokens = 0) {
+std::unique_ptr<text::BpeTokenizer> byte_tokenizer(int extra_tokens = 0,
+                                                   std::string_view pattern = text::kGpt2Pattern) {
   text::BpeSpec spec;
   spec.describe = "test BPE";
   for (int b = 0; b < 256; b++) spec.vocab.emplace_back(std::string(1, static_cast<char>(b)), b);
@@ -113,7 +114,7 @@ std::unique_ptr<text::BpeTokenizer> byte_tokenizer(int extra_tokens = 0) {
   spec.merges.emplace_back("a", "b");
   for (int i = 0; i < extra_tokens; i++) spec.vocab.emplace_back("tok" + std::to_string(i), 258 + i);
   spec.specials.emplace_back("<|endoftext|>", 256);
-  spec.patterns.emplace_back(text::kGpt2Pattern);
+  spec.patterns.emplace_back(pattern);
   spec.eot = 256;
   return std::make_unique<text::BpeTokenizer>(std::move(spec));
 }
@@ -318,6 +319,21 @@ TEST_F(Gguf, Llama3RopeScalingAsRopeFreqs) {
   }
   EXPECT_EQ(f[0], 1.0f);
   EXPECT_EQ(f[7], 8.0f);
+}
+
+// llama.cpp names its pre-tokenizers: GPT-2's and Llama 3's regexes are written by name, another refused
+// (llama.cpp would split text its own way).
+TEST_F(Gguf, PreTokenizerByName) {
+  Weights w(llama_config());
+  ck::save_gguf(dir + "/l3.gguf", w.config, w.params, ck::GgufType::kF32, *byte_tokenizer(0, text::kLlama3Pattern));
+  EXPECT_EQ(GgufFile(dir + "/l3.gguf").s("tokenizer.ggml.pre"), "llama-bpe");
+  try {
+    ck::save_gguf(dir + "/x.gguf", w.config, w.params, ck::GgufType::kF32, *byte_tokenizer(0, R"(\p{L}+|\s+)"));
+    FAIL() << "an unknown pre-tokenizer was written";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("pre-tokenizer that llama.cpp does not name"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
 }
 
 TEST_F(Gguf, RefusesATokenizerLargerThanTheModel) {
