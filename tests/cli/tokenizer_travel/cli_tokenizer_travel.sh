@@ -66,7 +66,11 @@ case "$case_name" in
 
   grid_carries)
     prepare_sp
-    train_on 4 2,2,1,1 llama-tiny
+    # and the run directory records it (run.json)
+    run_np 4 train --model llama-tiny --grid 2,2,1,1 --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 20 \
+      --lr 3e-3 --quiet --run-dir "$tmp/run"
+    grep -q "\"tokenizer\": \"$tmp/data/tokenizer\"" "$tmp/run/run.json" || fail "run.json does not record the tokenizer"
+    mv "$tmp/run/checkpoints" "$tmp/ck"
     step=$(ls -d "$tmp"/ck/step-*)
     check "the checkpoint of a 2x2 grid carries the tokenizer" cmp "$tmp/sp.model" "$step/tokenizer.model"
     run_np 4 generate --init "$tmp/ck" --grid 2,2,1,1 --prompt "The model" --max-new-tokens 8 --temperature 0
