@@ -65,7 +65,12 @@ compare() {
   local n
   n=$(tr ',' '\n' <<<"$ids_a" | wc -l)
   [ "$n" -ge 10 ] || fail "$name: only $n new tokens to compare"
-  within "$name: axonn and llama.cpp" "$(sed -n 2p "$tmp/axonn.txt")" "$(sed -n 2p "$tmp/llama.txt")" "$tol" "ids equal, "
+  # GPT-2: llama.cpp's own GELU (ggml's fp16 table) moves its log-probabilities by ~1e-4 (9.6e-5 here, 1.8e-4 on
+  # the quickstart's model), so the direct comparison allows 2.5e-4 and the float64 checks below hold each side
+  # to 1e-5 of the arithmetic it means
+  local direct=$tol
+  [ "${name%%-*}" = gpt2 ] && direct=${LLAMACPP_GPT2_LOGPROB_TOL:-2.5e-4}
+  within "$name: axonn and llama.cpp" "$(sed -n 2p "$tmp/axonn.txt")" "$(sed -n 2p "$tmp/llama.txt")" "$direct" "ids equal, "
   if [ "${name%%-*}" = gpt2 ]; then
     # what parts them: ggml's GELU (fp16 table). A float64 GPT-2 of the same weights gives axonn's figures with
     # GPT-2's GELU and llama.cpp's with ggml's, each within 1e-5
