@@ -3,12 +3,13 @@
 # 2x2 grid, sharded checkpoints) is exported with `axonn convert --to model.gguf`, llama.cpp (node-llama-cpp
 # 3.21.1's prebuilt CPU build, scripts/fetch-llamacpp.sh) continues a prompt greedily from that file alone,
 # and its ids must equal `axonn generate --temperature 0 --print-ids` on the same prompt ids (on the grid it
-# trained on), and every new token's log-probability must agree within $tol (fp32 tensors, llama.cpp's KV
-# cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
+# trained on), and every new token's log-probability must agree within $tol (Llama; GPT-2 2.5e-4, its residual
+# ggml's fp16 GELU, each side then held to 1e-5 of a float64 GPT-2: gpt2_reference.py) (fp32 tensors, llama.cpp's
+# KV cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
 # Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1), llama_tied,
 # llama_sentencepiece (the tokenizer as "llama" SentencePiece), text_sentencepiece and text_bpe (text prompts
-# through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's), dtypes (F16, BF16 and Q8_0 files load and
-# continue alike for the first tokens), refused (bad input; runs without llama.cpp).
+# through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's), dtypes (F16, BF16
+# and Q8_0 files load and continue alike for the first tokens), refused (bad input; runs without llama.cpp).
 # Usage: llamacpp_peer.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC   (exit 77: skipped, the reason printed)
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
