@@ -4,7 +4,8 @@
 # the GGUF peer tests (tests/peer/llamacpp, label peer) load it. `npm ci` installs exactly the lock file's
 # packages (about 700 MB: node-llama-cpp's binaries for every Linux backend come as optional packages; the
 # tests use linux-x64's CPU build). node-llama-cpp 3.21.1 needs node >= 20 (its engines field): with an
-# older node (Debian 12's is 18) nothing is installed and the tests skip, saying so.
+# older node (Debian 12's is 18) nothing is installed and the tests skip, saying so. scripts/test.sh runs it
+# (not install-deps.sh: the quickstart needs none of it).
 #
 #   scripts/fetch-llamacpp.sh
 #

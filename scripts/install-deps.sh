@@ -38,9 +38,6 @@ if [ "$sanitizers" -eq 1 ]; then
   apt-get install -y -qq --no-install-recommends clang-16 libclang-rt-16-dev libomp-16-dev >/dev/null
 fi
 bash "$(dirname "$0")/fetch-gpt2-tokenizer.sh"
-# llama.cpp's prebuilt CPU build (npm node-llama-cpp 3.21.1), the GGUF peer of tests/peer/llamacpp: installed
-# where node is 20 or newer (its requirement), else skipped with a line saying so
-bash "$(dirname "$0")/fetch-llamacpp.sh"
 # For the multi-host tests (tests/multihost: namespace hosts, Slurm; they skip without these): iproute2,
 # and Slurm with munge; iptables for the benchmarks' link latency where the kernel has no tc netem
 # (netns.sh --delay through tests/multihost/netdelay). Their packages would start daemons on installation (a chroot has no systemd, so
