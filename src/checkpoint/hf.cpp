@@ -15,29 +15,13 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/model/spec.hpp"
+#include "hf_pieces.hpp"
 
 namespace axonn::checkpoint {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-using model::ParamSpec;
-
-// One HF tensor of one (layer slice of a) parameter tensor: rows [row0, row0 + rows) of the slice
-// [R, cols] (its output part, or the first V rows of a vocabulary tensor), transposed in the file
-// for GPT-2's Conv1D weights.
-struct HfPiece {
-  std::string name;
-  int t = 0, layer = 0;
-  int64_t row0 = 0, rows = 0, cols = 0;  // cols 0: a 1-D tensor (biases, norms)
-  bool transposed = false;
-  std::vector<int64_t> shape() const {
-    if (cols == 0) return {rows};
-    return transposed ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
-  }
-  int64_t numel() const { return rows * (cols ? cols : 1); }
-};
+namespace detail {
 
 // Every HF tensor of the model, in HF's file order: the tensors before the first per-layer one, the
 // layers (each with its tensors in the spec's order), the rest.
@@ -45,7 +29,7 @@ std::vector<HfPiece> hf_pieces(const model::ModelSpec& spec) {
   const model::GptConfig& c = spec.config;
   std::vector<HfPiece> out;
   auto add = [&](int t, int layer) {
-    const ParamSpec& p = spec.params[static_cast<size_t>(t)];
+    const model::ParamSpec& p = spec.params[static_cast<size_t>(t)];
     const Shape s = p.per_layer ? p.shape.drop_front() : p.shape;
     const int64_t cols = s.ndim() == 2 ? s[1] : 0;
     if (p.hf_names.size() > 1) {  // a linear's output parts: HF's separate tensors
@@ -78,6 +62,15 @@ const float* piece_source(const Arena& params, const model::ModelSpec& spec, con
   if (spec.params[static_cast<size_t>(p.t)].per_layer) t = t[p.layer];
   return t.f32() + p.row0 * (p.cols ? p.cols : 1);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::HfPiece;
+using detail::hf_pieces;
+using detail::piece_source;
+using model::ParamSpec;
 
 // Element i of a mapped F32 or BF16 tensor, as fp32 (memcpy: the mapping need not be aligned).
 inline float load_f32(const std::byte* p, DType dt, size_t i) {
@@ -473,6 +466,59 @@ std::string hf_generation_config_json(const model::GptConfig& c) {
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
   return j.dump(2) + "\n";
+}
+
+void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& c) {
+  AXONN_CHECK_ARG(tok.vocab_size() <= c.vocab_size, "the tokenizer ", tok.describe(), " has ", tok.vocab_size(),
+                  " ids but the model's vocabulary ", c.vocab_size,
+                  ": it is not the model's tokenizer; give --tokenizer the one its data was prepared with");
+}
+
+std::string hf_tokenizer_config_json(const model::GptConfig& c, const text::Tokenizer& tok,
+                                     const std::string& tokenizer_class) {
+  nlohmann::ordered_json j;
+  j["tokenizer_class"] = tokenizer_class;
+  const std::optional<text::TokenizerListing> l = tok.listing();
+  auto text_of = [&](int id) { return l && id >= 0 && static_cast<size_t>(id) < l->tokens.size() ? l->tokens[id] : ""; };
+  const int unk = [&] {
+    if (l)
+      for (size_t id = 0; id < l->types.size(); id++)
+        if (l->types[id] == text::TokenizerListing::kUnknown) return static_cast<int>(id);
+    return -1;
+  }();
+  const int eos = tok.eos_id() >= 0 ? tok.eos_id() : tok.eot_id();
+  j["bos_token"] = tok.bos_id() >= 0 ? nlohmann::ordered_json(text_of(tok.bos_id())) : nlohmann::ordered_json();
+  j["eos_token"] = eos >= 0 ? nlohmann::ordered_json(text_of(eos)) : nlohmann::ordered_json();
+  if (unk >= 0) j["unk_token"] = text_of(unk);
+  if (tokenizer_class == "GPT2Tokenizer") j["unk_token"] = j["eos_token"];  // GPT-2's own convention
+  // a prompt encodes as `axonn generate --prompt` encodes it: no BOS added
+  if (tokenizer_class == "LlamaTokenizer") {
+    j["add_bos_token"] = false;
+    j["add_eos_token"] = false;
+  }
+  j["model_max_length"] = c.max_seq_len;
+  j["clean_up_tokenization_spaces"] = false;
+  return j.dump(2) + "\n";
+}
+
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const std::string& name_or_path) {
+  const auto tok = text::load_tokenizer(name_or_path);
+  check_tokenizer_fits(*tok, c);
+  const auto files = text::tokenizer_files(name_or_path);
+  AXONN_CHECK_ARG(!files.empty(), "the tokenizer ", tok->describe(), " only decodes: it cannot go into a Hugging Face ",
+                  "directory; give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
+  std::string cls;
+  bool has_config = false;
+  for (const auto& [from, name] : files) {
+    const std::string hf_name = name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name;
+    write_file_atomic((fs::path(dir) / hf_name).string(), read_text_file(from));
+    has_config = has_config || hf_name == "tokenizer_config.json";
+    if (hf_name == "tokenizer.json") cls = "PreTrainedTokenizerFast";
+    if (hf_name == "vocab.json") cls = "GPT2Tokenizer";
+    if (hf_name == "tokenizer.model") cls = "LlamaTokenizer";
+  }
+  if (!has_config)
+    write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(), hf_tokenizer_config_json(c, *tok, cls));
 }
 
 // --- reading -----------------------------------------------------------------------------------------

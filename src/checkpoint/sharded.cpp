@@ -314,7 +314,8 @@ ProgressOptions progress_options() {
 // --- save ----------------------------------------------------------------------------------------
 
 SaveResult save_sharded(const std::string& root, Manifest man, const parallel::Grid& grid, const Arena& params,
-                        const Arena* adam_m, const Arena* adam_v, int keep) {
+                        const Arena* adam_m, const Arena* adam_v, int keep,
+                        const std::vector<std::pair<std::string, std::string>>& carry) {
   Timer timer;
   AXONN_CHECK_ARG((adam_m == nullptr) == (adam_v == nullptr), "save_sharded needs both AdamW moments or neither");
   comm::Communicator& world = grid.world();
@@ -326,9 +327,14 @@ SaveResult save_sharded(const std::string& root, Manifest man, const parallel::G
   // 1. rank 0 makes a fresh staging directory; the others wait for it
   std::exception_ptr err;
   const std::string tmp = staging_dir(root, man.step);
+  std::vector<FileEntry> carried;
   if (world.rank() == 0) {
     try {
       begin_checkpoint(root, man.step);
+      for (const auto& [from, name] : carry) {
+        const FileDigest d = write_file_atomic(join(tmp, name), read_text_file(from));
+        carried.push_back(FileEntry{name, d.bytes, d.xxh3});
+      }
     } catch (...) {
       err = std::current_exception();
     }
@@ -365,6 +371,10 @@ SaveResult save_sharded(const std::string& root, Manifest man, const parallel::G
     const size_t rank = static_cast<size_t>(parallel::grid_rank(s, c));
     man.files.push_back(FileEntry{tp_file_name(c.x, c.y, c.z), all[2 * rank], all[2 * rank + 1]});
     r.bytes += all[2 * rank];
+  }
+  for (const FileEntry& f : carried) {  // rank 0's alone, which commits
+    man.files.push_back(f);
+    r.bytes += f.bytes;
   }
   if (world.rank() == 0) {
     try {

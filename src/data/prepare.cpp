@@ -339,6 +339,19 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   r.train_shards = train.finish();
   r.val_shards = val.finish();
 
+  // the tokenizer travels with the data: its files in DIR/tokenizer, which load_tokenizer reads as a directory
+  // (train carries them into its checkpoints, generate and convert take them from there)
+  const auto tok_files = text::tokenizer_files(o.tokenizer_name);
+  if (!tok_files.empty()) {
+    const fs::path tok_dir = fs::path(staging.dir) / kPreparedTokenizerDir;
+    fs::create_directory(tok_dir, ec);
+    for (const auto& [from, name] : tok_files) {
+      fs::copy_file(from, tok_dir / name, fs::copy_options::overwrite_existing, ec);
+      AXONN_CHECK_IO(!ec, "cannot copy the tokenizer file '", from, "' to '", (tok_dir / name).string(), "': ",
+                     ec.message());
+    }
+    fsync_dir(tok_dir.string());
+  }
   nlohmann::json meta = {
       {"format", "axonn-prepare"},
       {"format_version", 1},
@@ -356,6 +369,7 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
       {"val_tokens", r.val_tokens},
       {"text_bytes", r.bytes},
       {"inputs", reader.files()}};
+  if (!tok_files.empty()) meta["tokenizer_dir"] = kPreparedTokenizerDir;
   meta["train_shards"] = nlohmann::json::array();
   meta["val_shards"] = nlohmann::json::array();
   for (auto* list : {&r.train_shards, &r.val_shards})
@@ -380,6 +394,16 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   fs::remove_all(old, ec);
   r.seconds = elapsed();
   return r;
+}
+
+std::optional<std::string> prepared_tokenizer(const std::string& data) {
+  if (data.empty() || !made_by_prepare(data)) return std::nullopt;
+  std::ifstream f(fs::path(data) / "prepare.json");
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object() || !j.contains("tokenizer_dir") || !j["tokenizer_dir"].is_string()) return std::nullopt;
+  const fs::path dir = fs::path(data) / j["tokenizer_dir"].get<std::string>();
+  if (text::tokenizer_files_in(dir.string()).empty()) return std::nullopt;
+  return dir.string();
 }
 
 std::optional<int> prepared_vocab_size(const std::string& data) {

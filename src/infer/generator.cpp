@@ -34,13 +34,15 @@ std::vector<int> default_stop_ids(const model::GptConfig& config) {
 
 std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name) {
   if (!name.empty()) return text::load_tokenizer(name);
-  if (source.kind == train::ModelSource::Kind::kHuggingFace) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path dir = fs::is_directory(source.path, ec) ? fs::path(source.path) : fs::path(source.path).parent_path();
-    for (const char* file : {"tokenizer.json", "vocab.json", "tokenizer.model"})
-      if (fs::exists(dir / file, ec)) return text::load_tokenizer(dir.string());
-  }
+  // the tokenizer the model carries: an HF directory's files, or those a checkpoint step holds (train copies
+  // them from the prepared data)
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string dir;
+  if (source.kind == train::ModelSource::Kind::kHuggingFace)
+    dir = fs::is_directory(source.path, ec) ? source.path : fs::path(source.path).parent_path().string();
+  if (source.kind == train::ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) return text::load_tokenizer(dir);
   if (source.config.family == model::Family::kGpt2) return text::load_tokenizer("gpt2");
   return nullptr;
 }
@@ -101,6 +103,7 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   for (const auto& p : prompts) stats_.prompt_tokens += static_cast<int64_t>(p.size());
 
   std::vector<std::vector<int>> out(static_cast<size_t>(B));
+  logprobs_.assign(options.logprobs ? given.size() : 0, {});
   std::vector<bool> done(static_cast<size_t>(B), options.max_new_tokens == 0);
   auto all_done = [&] { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); };
   std::vector<float> logits(static_cast<size_t>(B) * V);
@@ -126,6 +129,9 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
       const int id = next[static_cast<size_t>(b)];
       out[static_cast<size_t>(b)].push_back(id);
       stats_.new_tokens++;
+      if (options.logprobs && b < static_cast<int>(given.size()))
+        logprobs_[static_cast<size_t>(b)].push_back(
+            log_softmax_at({logits.data() + static_cast<size_t>(b) * V, static_cast<size_t>(V)}, id));
       if (on_token && b < static_cast<int>(given.size())) on_token(b, id);
       if (static_cast<int>(out[static_cast<size_t>(b)].size()) >= options.max_new_tokens ||
           std::find(stop.begin(), stop.end(), id) != stop.end() || pos + 1 >= T)

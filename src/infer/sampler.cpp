@@ -70,4 +70,12 @@ int sample_token(std::span<const float> logits, const Sampling& s, double u) {
   return c.back().first;  // u within rounding of 1
 }
 
+double log_softmax_at(std::span<const float> logits, int id) {
+  AXONN_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "token id ", id, " outside the logits");
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  return static_cast<double>(logits[static_cast<size_t>(id)]) - max - std::log(sum);
+}
+
 }  // namespace axonn::infer

@@ -187,6 +187,8 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec)
     merges.emplace_back(pair_key(l->second, r->second), Merge{static_cast<int>(rank), m->second});
   }
   merges_.build(merges);
+  merge_list_ = std::move(spec.merges);
+  patterns_ = spec.patterns;
   for (const auto& [text, id] : spec.specials) {
     AXONN_CHECK_IO(!text.empty() && id >= 0, describe_, ": special token '", text, "' is empty or has no id");
     place(text, id);
@@ -327,6 +329,31 @@ std::string BpeTokenizer::decode(std::span<const int> ids) const {
     out += bytes_of_[static_cast<size_t>(id)];
   }
   return out;
+}
+
+std::optional<TokenizerListing> BpeTokenizer::listing() const {
+  TokenizerListing l;
+  l.kind = TokenizerListing::Kind::kByteBpe;
+  auto spell = [](const std::string& bytes) {
+    std::string s;
+    for (unsigned char b : bytes) s += byte_to_symbol(b);
+    return s;
+  };
+  l.tokens.resize(bytes_of_.size());
+  l.types.assign(bytes_of_.size(), TokenizerListing::kNormal);
+  for (size_t id = 0; id < bytes_of_.size(); id++) {
+    if (bytes_of_[id].empty()) l.types[id] = TokenizerListing::kUnused;
+    else l.tokens[id] = spell(bytes_of_[id]);
+  }
+  for (const auto& [text, id] : specials_) {  // their text as it is, as tokenizer files keep it
+    l.tokens[static_cast<size_t>(id)] = text;
+    l.types[static_cast<size_t>(id)] = TokenizerListing::kControl;
+  }
+  l.merges.reserve(merge_list_.size());
+  for (const auto& [left, right] : merge_list_) l.merges.push_back(spell(left) + " " + spell(right));
+  l.patterns = patterns_;
+  l.add_prefix_space = add_prefix_space_;
+  return l;
 }
 
 std::unique_ptr<BpeTokenizer> load_gpt2_bpe(const std::string& vocab_json, const std::string& merges_txt) {

@@ -79,6 +79,23 @@ std::string SentencePieceTokenizer::decode(std::span<const int> ids) const {
   return text;
 }
 
+std::optional<TokenizerListing> SentencePieceTokenizer::listing() const {
+  TokenizerListing l;
+  l.kind = TokenizerListing::Kind::kSentencePiece;
+  l.dummy_prefix = dummy_prefix_;
+  const int n = vocab_size();
+  for (int id = 0; id < n; id++) {
+    l.tokens.push_back(sp_->IdToPiece(id));
+    l.scores.push_back(sp_->GetScore(id));
+    l.types.push_back(sp_->IsUnknown(id)   ? TokenizerListing::kUnknown
+                      : sp_->IsControl(id) ? TokenizerListing::kControl
+                      : sp_->IsUnused(id)  ? TokenizerListing::kUnused
+                      : sp_->IsByte(id)    ? TokenizerListing::kByte
+                                           : TokenizerListing::kNormal);
+  }
+  return l;
+}
+
 namespace {
 
 // SentencePiece's pull interface over our callback.

@@ -39,6 +39,22 @@ std::optional<std::pair<fs::path, fs::path>> gpt2_pair(const fs::path& dir) {
   return std::nullopt;
 }
 
+// The files of a directory's tokenizer in load_dir's order of preference, or an empty list.
+std::vector<std::pair<std::string, std::string>> dir_files(const fs::path& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (is_file(dir / "tokenizer.json")) {
+    out.emplace_back((dir / "tokenizer.json").string(), "tokenizer.json");
+    if (is_file(dir / "tokenizer_config.json"))
+      out.emplace_back((dir / "tokenizer_config.json").string(), "tokenizer_config.json");
+  } else if (auto p = gpt2_pair(dir)) {
+    out.emplace_back(p->first.string(), p->first.filename().string());
+    out.emplace_back(p->second.string(), p->second.filename().string());
+  } else if (is_file(dir / "tokenizer.model")) {
+    out.emplace_back((dir / "tokenizer.model").string(), "tokenizer.model");
+  }
+  return out;
+}
+
 std::unique_ptr<Tokenizer> load_dir(const fs::path& dir) {
   if (is_file(dir / "tokenizer.json")) return load_hf_tokenizer_json((dir / "tokenizer.json").string());
   if (auto p = gpt2_pair(dir)) return load_gpt2_bpe(p->first.string(), p->second.string());
@@ -139,6 +155,27 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   throw IoError("cannot tell what kind of tokenizer '" + spec +
                 "' is: expected tokenizer.json, vocab.json / encoder.json (with merges.txt / vocab.bpe), a "
                 "SentencePiece .model, or llm.c's gpt2_tokenizer.bin (magic 20240328)");
+}
+
+std::vector<std::pair<std::string, std::string>> tokenizer_files_in(const std::string& dir) {
+  return dir_files(fs::path(dir));
+}
+
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const std::string& spec) {
+  const auto tok = load_tokenizer(spec);  // every check load_tokenizer makes, and its messages
+  if (!tok->can_encode()) return {};
+  if (spec == "gpt2") return dir_files(fs::path(*find_gpt2_files()));
+  const fs::path p(spec);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return dir_files(p);
+  const std::string ext = p.extension().string(), name = p.filename().string();
+  if (ext == ".model") return {{spec, "tokenizer.model"}};
+  if (name == "vocab.json" || name == "encoder.json" || ext == ".bpe" || ext == ".txt")
+    return dir_files(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+  std::vector<std::pair<std::string, std::string>> out = {{spec, "tokenizer.json"}};  // a tokenizer.json
+  const fs::path config = (p.parent_path().empty() ? fs::path(".") : p.parent_path()) / "tokenizer_config.json";
+  if (is_file(config)) out.emplace_back(config.string(), "tokenizer_config.json");
+  return out;
 }
 
 std::string StreamDecoder::push(int id) {

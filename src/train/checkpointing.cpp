@@ -8,6 +8,8 @@
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/data/prepare.hpp"
+#include "axonn/text/tokenizer.hpp"
 #include "resume.hpp"
 
 namespace axonn::train::detail {
@@ -138,6 +140,13 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     resumed_from_ = plan.resume_dir;
     last_saved_ = first_step_;
   }
+  if (const auto dir = data::prepared_tokenizer(c.data)) {
+    tokenizer_ = text::tokenizer_files_in(*dir);
+  } else if (!plan.resume_dir.empty()) {
+    tokenizer_ = text::tokenizer_files_in(plan.resume_dir);
+  } else if (plan.init && plan.init->kind == ModelSource::Kind::kCheckpoint) {
+    tokenizer_ = text::tokenizer_files_in(plan.init->path);
+  }
 }
 
 bool Checkpointer::due(int done) const {
@@ -174,8 +183,8 @@ checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loa
                  " non-finite weights and ", bad[1], " non-finite optimizer moments (Inf or NaN): the run diverged; "
                  "nothing was saved, the previous checkpoint stays the latest. Lower --lr or enable --grad-clip");
   const checkpoint::SaveResult r =
-      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep);
-  const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz;
+      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep, tokenizer_);
+  const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz + static_cast<int>(tokenizer_.size());
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);
   last_saved_ = done;

@@ -66,6 +66,9 @@ class Checkpointer {
   int first_step_ = 0;
   int64_t tokens_before_ = 0;
   std::string resumed_from_;
+  // the tokenizer each checkpoint carries, {path, name} (text::tokenizer_files): --data's (prepare copied it
+  // into DIR/tokenizer), else that of the checkpoint the run started from; empty: none is known
+  std::vector<std::pair<std::string, std::string>> tokenizer_;
   int last_saved_ = -1;
 };
 

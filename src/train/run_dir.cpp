@@ -15,6 +15,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/host.hpp"
 #include "axonn/core/version.hpp"
+#include "axonn/data/prepare.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/train/config_file.hpp"
 #include "hooks.hpp"
@@ -77,6 +78,8 @@ std::string run_info_json(const Session& s) {
       {"parameters", s.model_config().num_parameters()},
       {"precision", s.config().dtype},
       {"data", s.config().data.empty() ? "the built-in synthetic corpus" : s.config().data},
+      // the tokenizer that prepared the data (prepare's copy, which every checkpoint carries), if any
+      {"tokenizer", data::prepared_tokenizer(s.config().data).value_or("")},
       {"batch", ::axonn::detail::concat(s.config().batch_size, " sequences x ", s.config().seq_len, " tokens")},
       {"mpi", comm::mpi_library_version()},
       {"onednn", kernels::onednn_version()},

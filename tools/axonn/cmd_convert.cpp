@@ -3,7 +3,8 @@
 //
 // The input kind is read from the file itself (llm.c's magic number, or a safetensors header) or is a
 // directory (an HF model directory, or a checkpoint root or step); the output format comes from
-// --format, or from --to's name (.bin, .safetensors, a directory for HF's layout).
+// --format, or from --to's name (.bin, .safetensors, .gguf, a directory for HF's layout). A GGUF file holds the
+// tokenizer too (--tokenizer).
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/gguf.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
@@ -21,6 +23,7 @@
 #include "axonn/core/input_file.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/model/gpt.hpp"
+#include "axonn/text/tokenizer.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -32,7 +35,8 @@ namespace fs = std::filesystem;
 struct ConvertOptions {
   std::string from, to, format = "auto";
   int heads = 0;
-  std::string dtype = "fp32";  // of the HF output
+  std::string dtype = "fp32";  // of the HF or GGUF output
+  std::string tokenizer;       // GGUF output: the tokenizer written into the file
   std::string shard_size = "0";  // HF directory output: at most this many bytes per shard (0: one file)
 };
 
@@ -124,6 +128,15 @@ Loaded load_any(const ConvertOptions& o) {
   return m;
 }
 
+// The directory of the tokenizer files a model carries: an HF model directory, or a checkpoint's step (train
+// copies the prepared data's tokenizer into each); "" if it carries none.
+std::string carried_tokenizer_dir(const std::string& from) {
+  std::error_code ec;
+  if (!fs::is_directory(from, ec)) return "";
+  const std::string dir = checkpoint::is_hf_model_dir(from) ? from : checkpoint::resolve_checkpoint(from);
+  return text::tokenizer_files_in(dir).empty() ? "" : dir;
+}
+
 bool names_directory(const std::string& p) {
   std::error_code ec;
   return p.ends_with('/') || fs::is_directory(p, ec);
@@ -132,27 +145,48 @@ bool names_directory(const std::string& p) {
 std::string output_format(const ConvertOptions& o) {
   if (o.format != "auto") return o.format;
   if (o.to.ends_with(".bin")) return "llmc";
+  if (o.to.ends_with(".gguf")) return "gguf";
   if (o.to.ends_with(".safetensors") || names_directory(o.to)) return "safetensors-hf";
   throw InvalidArgument("cannot tell the output format from --to '" + o.to +
-                        "' (not .bin, .safetensors or a directory); give --format "
-                        "safetensors-hf|llmc|llmc-bf16|checkpoint");
+                        "' (not .bin, .safetensors, .gguf or a directory); give --format "
+                        "safetensors-hf|gguf|llmc|llmc-bf16|checkpoint");
 }
 
 int run_convert(const ConvertOptions& o) {
   int world = comm::Runtime::process_world_size();
   AXONN_CHECK_ARG(world == 1, "axonn convert runs in one process (the job has ", world, "); run it without mpirun -n");
-  const std::string format = output_format(o);
-  const DType hf_dtype = parse_precision(o.dtype);
-  AXONN_CHECK_ARG((hf_dtype == DType::kF32 && o.shard_size == "0") || format == "safetensors-hf",
-                  "--dtype and --shard-size apply to Hugging Face output (--format safetensors-hf) only");
+  std::string format = output_format(o);
+  const bool gguf = format == "gguf";
+  const checkpoint::GgufType gguf_type = gguf ? checkpoint::parse_gguf_type(o.dtype) : checkpoint::GgufType::kF32;
+  const DType hf_dtype = gguf ? DType::kF32 : parse_precision(o.dtype);
+  AXONN_CHECK_ARG((hf_dtype == DType::kF32 && o.shard_size == "0") || format == "safetensors-hf" || gguf,
+                  "--dtype and --shard-size apply to Hugging Face output (--format safetensors-hf) only, and --dtype "
+                  "to GGUF output");
+  AXONN_CHECK_ARG(o.shard_size == "0" || !gguf, "--shard-size applies to Hugging Face output only; a GGUF file is one file");
+  AXONN_CHECK_ARG(o.tokenizer.empty() || gguf || format == "safetensors-hf", "--tokenizer applies to GGUF and ",
+                  "Hugging Face output only");
+  // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files)
+  const std::string carried = carried_tokenizer_dir(o.from);
+  const std::string tok_name = !o.tokenizer.empty() ? o.tokenizer : carried;
+  AXONN_CHECK_ARG(!tok_name.empty() || !gguf, "a GGUF file holds the model's tokenizer, and '", o.from, "' carries ",
+                  "none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was prepared ",
+                  "with, or gpt2)");
   const uint64_t shard_bytes = parse_size(o.shard_size);
+  // the tokenizer before the weights, so that a wrong path is refused at once
+  std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);
   Loaded m = load_any(o);
+  if (tok) checkpoint::check_tokenizer_fits(*tok, m.config);  // before anything is written
 
   std::string written = o.to;
   // the tensors' bytes as stored (HF files leave the vocabulary's padding rows out: a little less)
-  const bool half = format == "llmc-bf16" || (format == "safetensors-hf" && hf_dtype == DType::kBF16);
+  const bool half = format == "llmc-bf16" || (format == "safetensors-hf" && hf_dtype == DType::kBF16) ||
+                    (gguf && gguf_type != checkpoint::GgufType::kF32);
   const int64_t out_bytes = half ? param_bytes(m.config) / 2 : param_bytes(m.config);
-  if (format == "llmc" || format == "llmc-bf16") {
+  if (gguf) {
+    Progress progress("convert write", out_bytes, byte_progress());
+    checkpoint::save_gguf(o.to, m.config, m.params, gguf_type, *tok, fs::path(o.to).stem().string(), &progress);
+    format = "gguf " + std::string(checkpoint::gguf_type_name(gguf_type)) + ", tokenizer " + tok->describe();
+  } else if (format == "llmc" || format == "llmc-bf16") {
     Progress progress("convert write", out_bytes, byte_progress());
     checkpoint::save_llmc(o.to, m.config, m.params, format == "llmc" ? 3 : 5, &progress);
   } else if (format == "safetensors-hf") {
@@ -162,6 +196,8 @@ int run_convert(const ConvertOptions& o) {
       // needs to load them
       checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes, &progress);
       written = o.to;
+      // and the tokenizer's files, as transformers finds them beside the weights
+      if (tok) checkpoint::save_hf_tokenizer(o.to, m.config, tok_name);
     } else {
       AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
       checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype, &progress);
@@ -200,7 +236,8 @@ void add_convert_command(CLI::App& app, Action* action) {
   sub->footer(
       "Examples:\n"
       "  axonn convert --from gpt2_124M.bin --to hf/               # Hugging Face safetensors + config.json\n"
-      "  axonn convert --from runs/x/checkpoints --to model.bin   # a checkpoint of any grid to llm.c");
+      "  axonn convert --from runs/x/checkpoints --to model.bin   # a checkpoint of any grid to llm.c\n"
+      "  axonn convert --from runs/x/checkpoints --to model.gguf --tokenizer data/tokenizer.model   # for llama.cpp");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--from", o->from,
                   "input: llm.c model file, HF safetensors file or model directory (GPT-2 or Llama), or "
@@ -208,13 +245,19 @@ void add_convert_command(CLI::App& app, Action* action) {
       ->required();
   sub->add_option("--to", o->to, "output file (or directory, for HF's layout or --format checkpoint)")->required();
   sub->add_option("--format", o->format,
-                  "auto|safetensors-hf|llmc|llmc-bf16|checkpoint (auto: from --to: .bin llmc, .safetensors or a "
-                  "directory safetensors-hf)")
-      ->check(CLI::IsMember({"auto", "safetensors-hf", "llmc", "llmc-bf16", "checkpoint"}));
+                  "auto|safetensors-hf|gguf|llmc|llmc-bf16|checkpoint (auto: from --to: .bin llmc, .gguf gguf, "
+                  ".safetensors or a directory safetensors-hf)")
+      ->check(CLI::IsMember({"auto", "safetensors-hf", "gguf", "llmc", "llmc-bf16", "checkpoint"}));
   sub->add_option("--heads", o->heads,
                   "attention heads, for safetensors input without n_head metadata or config.json (0: from the file)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--dtype", o->dtype, "fp32|bf16: the tensors' type in Hugging Face output");
+  sub->add_option("--dtype", o->dtype,
+                  "the tensors' type: fp32|bf16 in Hugging Face output; f32|f16|bf16|q8_0 of the matrices in GGUF "
+                  "output (norms and biases stay f32)");
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "the model's tokenizer (a tokenizer.model, tokenizer.json, GPT-2's files or gpt2), written into a "
+                  "GGUF file or copied into a Hugging Face directory (default: the one the model carries: a "
+                  "checkpoint's, from the data `axonn prepare` made, or an HF directory's)");
   sub->add_option("--shard-size", o->shard_size,
                   "Hugging Face directory output: at most this many bytes per shard, e.g. 2GB "
                   "(model-0000N-of-0000M.safetensors + model.safetensors.index.json; 0: one model.safetensors)");

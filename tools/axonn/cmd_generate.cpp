@@ -22,7 +22,7 @@ namespace {
 
 struct GenerateFlags {
   std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu";
-  bool have_prompt = false, print_ids = false;
+  bool have_prompt = false, print_ids = false, print_logprobs = false;
   int max_new_tokens = 64, num_samples = 1;
   infer::Sampling sampling;
 };
@@ -41,9 +41,11 @@ int run_generate(const GenerateFlags& f) {
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
   const train::ModelSource source = train::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
-  // a tokenizer for text in or out; ids in and out need none
+  // a tokenizer for text in or out; ids in and out need none, but a named one still gives its stop ids
   std::unique_ptr<text::Tokenizer> tok;
-  if (f.have_prompt || !f.print_ids) {
+  AXONN_CHECK_ARG(!f.print_logprobs || f.print_ids, "--print-logprobs goes with --print-ids (a line of ids, then a "
+                  "line of their log-probabilities, per sample)");
+  if (f.have_prompt || !f.print_ids || !f.tokenizer.empty()) {
     tok = infer::model_tokenizer(source, f.tokenizer);
     AXONN_CHECK_ARG(tok != nullptr, "no tokenizer is known for ", f.init, ": give --tokenizer PATH (or use ",
                     "--prompt-ids and --print-ids)");
@@ -99,6 +101,7 @@ int run_generate(const GenerateFlags& f) {
   o.max_new_tokens = f.max_new_tokens;
   o.sampling = f.sampling;
   o.stop_ids = infer::stop_ids(mc, tok.get());
+  o.logprobs = f.print_logprobs;
   const bool printer = world->rank() == 0;
   auto is_stop = [&](int id) { return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end(); };
   // one sample streams its text as it comes; several are printed whole, one after another
@@ -121,6 +124,15 @@ int run_generate(const GenerateFlags& f) {
         std::string line;
         if (f.print_ids) {
           for (size_t i = 0; i < samples[s].size(); i++) line += (i ? "," : "") + std::to_string(samples[s][i]);
+          if (f.print_logprobs) {
+            line += "\n";
+            const std::vector<double>& lp = gen.last_logprobs()[s];
+            char buf[32];
+            for (size_t i = 0; i < lp.size(); i++) {
+              std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", lp[i]);
+              line += buf;
+            }
+          }
         } else {
           std::vector<int> ids = prompt;
           for (int id : samples[s])
@@ -165,9 +177,13 @@ void add_generate_command(CLI::App& app, Action* action) {
   sub->add_option("--seed", f->sampling.seed, "sampling seed: sample s's token at position t is drawn from "
                                               "(seed, s, t), the same on every grid");
   sub->add_option("--num-samples", f->num_samples, "continuations of the prompt, generated together");
-  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the Hugging Face directory's, "
-                                               "else GPT-2's for GPT-2 models)");
+  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the model's own: the one a "
+                                               "checkpoint carries from the data `axonn prepare` made, or the Hugging "
+                                               "Face directory's; else GPT-2's for GPT-2 models)");
   sub->add_flag("--print-ids", f->print_ids, "print only the generated ids, comma-separated, one line per sample");
+  sub->add_flag("--print-logprobs", f->print_logprobs,
+                "with --print-ids: after each sample's ids, a line of their log-probabilities under the model "
+                "(log-softmax of the logits, before temperature and cuts)");
   sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: not built yet for generation)");
   sub->callback([f, action, sub] {
     f->have_prompt = sub->count("--prompt") > 0;

@@ -46,7 +46,8 @@ int run_memorization(const MemorizationFlags& f) {
   std::unique_ptr<text::Tokenizer> tok = infer::model_tokenizer(source, f.tokenizer);
   AXONN_CHECK_ARG(tok != nullptr, "no tokenizer is known for ", f.init, ": give --tokenizer PATH");
   AXONN_CHECK_ARG(tok->vocab_size() <= mc.vocab_size, "the tokenizer ", tok->describe(), " has ", tok->vocab_size(),
-                  " ids, more than the model's vocabulary of ", mc.vocab_size, ": give the tokenizer it was trained with");
+                  " ids, more than the model's vocabulary of ", mc.vocab_size, ": give --tokenizer the one its data was "
+                  "prepared with");
   text::DocumentOptions dopt;
   dopt.separator = f.doc_separator;
   dopt.exclude = f.exclude;
@@ -98,8 +99,9 @@ void add_memorization_command(CLI::App& app, Action* action) {
                                      "directory")->required();
   sub->add_option("--shards", f->shards, "documents from token shards instead (a file, a glob or a directory, as "
                                          "axonn prepare writes them; cut at the document separator)");
-  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the Hugging Face directory's, "
-                                               "else GPT-2's for GPT-2 models)");
+  sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the model's own: the one a "
+                                               "checkpoint carries from the data `axonn prepare` made, or the Hugging "
+                                               "Face directory's; else GPT-2's for GPT-2 models)");
   sub->add_option("--suffix-len", f->suffix_len, "tokens at the end of each document (cut to the model's context) "
                                                  "to reproduce");
   sub->add_option("--max-documents", f->max_documents, "score the first N documents that are long enough (0: all)");

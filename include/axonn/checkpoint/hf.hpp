@@ -30,6 +30,7 @@
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/tensor/arena.hpp"
+#include "axonn/text/tokenizer.hpp"
 
 namespace axonn::checkpoint {
 
@@ -62,6 +63,20 @@ model::GptConfig parse_hf_config_json(std::string_view text, const std::string& 
 // generation_config.json for transformers: the model's special ids (bos, eos) and the library's defaults
 // for the rest ("_from_model_config": true), as transformers writes one for a model without its own.
 std::string hf_generation_config_json(const model::GptConfig& config);
+
+// A tokenizer with more ids than the model is another model's: InvalidArgument naming both sizes and
+// --tokenizer. (Fewer is fine: a vocabulary padded for the model, or ids the tokenizer never makes.)
+void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& config);
+
+// Writes the tokenizer `name_or_path` (as text::load_tokenizer takes it) into an HF model directory, each
+// file atomically, under Hugging Face's names: tokenizer.json (with its tokenizer_config.json), GPT-2's
+// vocab.json + merges.txt (encoder.json and vocab.bpe renamed; the same formats), or tokenizer.model; and,
+// where the tokenizer has none, a tokenizer_config.json of transformers' conventions: tokenizer_class
+// (PreTrainedTokenizerFast, GPT2Tokenizer or LlamaTokenizer), the special tokens' text (bos_token, eos_token,
+// unk_token), model_max_length (the model's context). check_tokenizer_fits first.
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& config, const std::string& name_or_path);
+std::string hf_tokenizer_config_json(const model::GptConfig& config, const text::Tokenizer& tok,
+                                     const std::string& tokenizer_class);
 
 // True for a directory holding config.json and model.safetensors or model.safetensors.index.json.
 bool is_hf_model_dir(const std::string& path);

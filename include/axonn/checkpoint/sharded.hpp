@@ -26,6 +26,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
@@ -54,10 +55,12 @@ struct SaveResult {
 // when adam_m/adam_v are given, the moments; arenas laid out as Gpt::params() on this rank); the
 // entries are gathered to rank 0, which commits (manifest, rename, `latest`, prune to `keep`; 0 keeps
 // all). `manifest` gives model, step, tokens, loader, RNG and extra; grid and files are filled in
-// here. A failure on any rank throws the same IoError on every rank, and the previous checkpoint
-// stays the latest.
+// here. `carry`: files rank 0 copies into the step as they are, {path, name} (the tokenizer's, from
+// text::tokenizer_files), listed in the manifest with their checksums like the shards. A failure on any
+// rank throws the same IoError on every rank, and the previous checkpoint stays the latest.
 SaveResult save_sharded(const std::string& root, Manifest manifest, const parallel::Grid& grid, const Arena& params,
-                        const Arena* adam_m, const Arena* adam_v, int keep = 0);
+                        const Arena* adam_m, const Arena* adam_v, int keep = 0,
+                        const std::vector<std::pair<std::string, std::string>>& carry = {});
 
 struct LoadResult {
   std::string dir;          // the step directory read

@@ -82,5 +82,9 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& options,
 // trained on it needs (axonn train --data DIR without --vocab). nullopt for anything else (a file, a
 // glob, a directory prepare did not make, an incomplete one).
 std::optional<int> prepared_vocab_size(const std::string& data);
+// The directory DATA/tokenizer holding the files of the tokenizer that prepared DATA (prepare copies them
+// there and records it in prepare.json's "tokenizer_dir"), or nullopt (not prepare's output, or older).
+constexpr const char* kPreparedTokenizerDir = "tokenizer";
+std::optional<std::string> prepared_tokenizer(const std::string& data);
 
 }  // namespace axonn::data

@@ -34,6 +34,9 @@ struct GenerateOptions {
   Sampling sampling;
   // A sequence ends after one of these (the id is part of its output). Empty: default_stop_ids(model).
   std::vector<int> stop_ids;
+  // Keep each new token's log-probability under the model (log-softmax of its logits, before any
+  // temperature or cut): Generator::last_logprobs().
+  bool logprobs = false;
 };
 
 // GPT-2's end of text (50256, when the vocabulary has it); Llama's eos ids (config.json's eos_token_id).
@@ -41,7 +44,8 @@ std::vector<int> default_stop_ids(const model::GptConfig& config);
 
 // The tokenizer of a model: `name` (gpt2 or a path, as text::load_tokenizer takes them) when given; else the
 // tokenizer files of a Hugging Face checkpoint's directory (tokenizer.json, vocab.json + merges.txt,
-// tokenizer.model); else GPT-2's for the GPT-2 family; else null (none is known: the user names one).
+// tokenizer.model) or of a checkpoint step (the prepared data's, which train carries); else GPT-2's for the
+// GPT-2 family; else null (none is known: the user names one).
 std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name);
 // default_stop_ids(config) and the tokenizer's end-of-text and end-of-sequence ids within the vocabulary.
 std::vector<int> stop_ids(const model::GptConfig& config, const text::Tokenizer* tokenizer);
@@ -84,11 +88,14 @@ class Generator {
   std::vector<std::vector<int>> generate(const std::vector<int>& prompt, const GenerateOptions& options,
                                          const OnToken& on_token = {});
   const GenerateStats& last_stats() const { return stats_; }
+  // With GenerateOptions::logprobs: the log-probability of each new token of the last generate(), per sequence.
+  const std::vector<std::vector<double>>& last_logprobs() const { return logprobs_; }
 
  private:
   const parallel::Grid& grid_;
   std::unique_ptr<model::Gpt> gpt_;
   GenerateStats stats_;
+  std::vector<std::vector<double>> logprobs_;
 };
 
 }  // namespace axonn::infer

@@ -37,4 +37,7 @@ std::vector<std::pair<int, double>> candidates(std::span<const float> logits, co
 // The token of candidates(logits, s) in whose cumulative-probability interval u falls.
 int sample_token(std::span<const float> logits, const Sampling& s, double u);
 
+// log softmax(logits)[id], in double: the model's log-probability of a token (no temperature or cut).
+double log_softmax_at(std::span<const float> logits, int id);
+
 }  // namespace axonn::infer

@@ -60,6 +60,7 @@ class BpeTokenizer final : public Tokenizer {
 
   // The bytes of one token (empty for an id no token has).
   const std::string& token_bytes(int id) const { return bytes_of_.at(static_cast<size_t>(id)); }
+  std::optional<TokenizerListing> listing() const override;
 
  private:
   struct Merge {
@@ -93,6 +94,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> bytes_of_;             // by id
   std::unordered_map<std::string, int> id_of_;    // by bytes
   MergeTable merges_;
+  std::vector<std::pair<std::string, std::string>> merge_list_;  // in rank order, raw bytes (for listing())
+  std::vector<std::string> patterns_;
   std::array<int, 256> byte_id_{};
   std::vector<RegexSplitter> splitters_;
   std::vector<std::pair<std::string, int>> specials_;  // longest first

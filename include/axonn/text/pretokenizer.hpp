@@ -22,6 +22,9 @@ namespace axonn::text {
 // GPT-2's pre-tokenizer (openai/gpt-2 encoder.py; tiktoken's "gpt2"; spec §3.3).
 inline constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Llama 3's (its tokenizer.json's Split regex; llama.cpp's pre-tokenizer "llama-bpe").
+inline constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 class RegexSplitter {
  public:

@@ -35,6 +35,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string decode(std::span<const int> ids) const override;
   bool decodes_by_concatenation() const override { return false; }
   bool implies_leading_space() const override { return dummy_prefix_; }
+  std::optional<TokenizerListing> listing() const override;
 
  private:
   SentencePieceTokenizer();

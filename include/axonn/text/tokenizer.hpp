@@ -17,11 +17,29 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "axonn/text/utf8.hpp"
 
 namespace axonn::text {
+
+// A tokenizer's whole vocabulary as its files spell it, for writing it into another format (a GGUF file's
+// tokenizer.ggml.* keys, checkpoint/gguf.hpp).
+struct TokenizerListing {
+  enum class Kind { kByteBpe, kSentencePiece };
+  // SentencePiece's piece types, which GGUF's token_type takes over.
+  enum Type { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+  Kind kind = Kind::kByteBpe;
+  std::vector<std::string> tokens;    // by id: byte-level BPE in GPT-2's byte characters, special tokens as
+                                      // their text; SentencePiece's pieces; "" for an id no token has
+  std::vector<float> scores;          // SentencePiece's, by id
+  std::vector<int> types;             // Type, by id
+  std::vector<std::string> merges;    // byte-level BPE: "left right" in the files' characters, in rank order
+  std::vector<std::string> patterns;  // byte-level BPE: its pre-tokenizer regexes, applied in turn
+  bool add_prefix_space = false;      // byte-level BPE: a space before text that does not start with one
+  bool dummy_prefix = false;          // SentencePiece: encode() starts the text with "▁" (implies_leading_space)
+};
 
 class Tokenizer {
  public:
@@ -58,6 +76,8 @@ class Tokenizer {
   // The token written before each document in a token shard, as llm.c's data scripts do: BOS where
   // the tokenizer has one (Llama 2 and 3), else end-of-text (GPT-2).
   int document_separator() const { return bos_ >= 0 ? bos_ : eot_; }
+  // The whole vocabulary (TokenizerListing), or nullopt for a tokenizer that cannot encode (llm.c's).
+  virtual std::optional<TokenizerListing> listing() const { return std::nullopt; }
 
  protected:
   int eot_ = -1, bos_ = -1, eos_ = -1;
@@ -73,6 +93,14 @@ class Tokenizer {
 // Throws IoError naming the file and what is wrong with it, InvalidArgument for a name it does not know.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);
 
+// The files a tokenizer is made of, as {path, name}: `name` is what load_tokenizer looks for in a directory
+// (tokenizer.json with a tokenizer_config.json beside it, if any; vocab.json + merges.txt or encoder.json +
+// vocab.bpe; tokenizer.model), so that copying each file under its name into one directory makes a
+// directory load_tokenizer reads as the same tokenizer. Empty for llm.c's gpt2_tokenizer.bin (it only
+// decodes). Throws as load_tokenizer does for a name or path it cannot resolve.
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const std::string& name_or_path);
+// A directory's tokenizer files (tokenizer_files of the directory), or an empty list where it has none.
+std::vector<std::pair<std::string, std::string>> tokenizer_files_in(const std::string& dir);
 // `text` cut into pieces of at most `max_bytes` bytes, for encoding one by one: encoding time and
 // memory grow with the text (SentencePiece takes ~100 bytes per byte of its input), so a huge
 // document is encoded piece by piece (axonn prepare). Each cut is made before a space between two

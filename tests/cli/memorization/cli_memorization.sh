@@ -84,7 +84,7 @@ PY
     expect_error "--suffix-len must be in \[1, 64\)" \
       "$axonn" memorization --init "$model" --tokenizer "$tmp/tok.json" --suffix-len 64 "$tmp/d.jsonl"
     expect_error "--batch must be >= 1" "$axonn" memorization --init "$model" --tokenizer "$tmp/tok.json" --batch 0 "$tmp/d.jsonl"
-    expect_error "has 50257 ids, more than the model's vocabulary of 500" \
+    expect_error "has 50257 ids, more than the model's vocabulary of 500: give --tokenizer the one" \
       "$axonn" memorization --init "$model" --tokenizer gpt2 "$tmp/d.jsonl"
     : >"$tmp/empty.jsonl"
     expect_error "the inputs hold no documents" "$axonn" memorization --init "$model" --tokenizer "$tmp/tok.json" "$tmp/empty.jsonl"

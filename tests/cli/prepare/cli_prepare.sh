@@ -91,9 +91,10 @@ case $case_name in
     done
     n=$(ls "$tmp/t1"/*.bin | wc -l)
     [ "$n" -ge 7 ] || fail "expected several shards, got $n"
-    for f in "$tmp/t1"/*; do
-      same "$f" "$tmp/t2/$(basename "$f")"
-      same "$f" "$tmp/t3/$(basename "$f")"
+    for f in "$tmp/t1"/* "$tmp/t1"/tokenizer/*; do  # the shards, prepare.json and the tokenizer's copy
+      [ -f "$f" ] || continue
+      same "$f" "$tmp/t2/${f#"$tmp/t1/"}"
+      same "$f" "$tmp/t3/${f#"$tmp/t1/"}"
     done ;;
 
   shard_size)

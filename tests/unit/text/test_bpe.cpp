@@ -404,3 +404,38 @@ TEST(Gpt2Files, NamesWhereItLookedWhenGpt2IsNotInstalled) {
   }
   EXPECT_THROW(text::load_tokenizer(""), InvalidArgument);
 }
+
+// The files a tokenizer is made of, under the names load_tokenizer looks for in a directory: copied so, they
+// are the same tokenizer (what prepare, the checkpoints and the HF export carry). And its listing (GGUF):
+// tokens in the files' characters, merges in rank order.
+TEST(TokenizerFiles, NamedForADirectoryAndListed) {
+  test::TempDir d;
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; b++) vocab[text::byte_to_symbol(static_cast<unsigned char>(b))] = b;
+  vocab[spelled("ab")] = 256;
+  test::write_text(d.file("encoder.json"), vocab.dump());
+  test::write_text(d.file("vocab.bpe"), "#version: 0.2\na b\n");
+  using Files = std::vector<std::pair<std::string, std::string>>;
+  const Files pair = {{d.file("encoder.json"), "encoder.json"}, {d.file("vocab.bpe"), "vocab.bpe"}};
+  EXPECT_EQ(text::tokenizer_files(d.file("encoder.json")), pair);
+  EXPECT_EQ(text::tokenizer_files(d.file("")), pair);
+  EXPECT_EQ(text::tokenizer_files_in(d.file("")), pair);
+  const auto listing = text::load_tokenizer(d.file(""))->listing();
+  ASSERT_TRUE(listing.has_value());
+  EXPECT_EQ(listing->tokens.size(), 257u);
+  EXPECT_EQ(listing->tokens[256], "ab");
+  EXPECT_EQ(listing->tokens[' '], "\xC4\xA0");  // 'Ġ'
+  EXPECT_EQ(listing->merges, std::vector<std::string>{"a b"});
+  EXPECT_EQ(listing->patterns, std::vector<std::string>{std::string(text::kGpt2Pattern)});
+  // a tokenizer.json of any name, with the tokenizer_config.json beside it
+  test::TempDir e;
+  nlohmann::json t = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b"}}}},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}}};
+  test::write_text(e.file("my-tok.json"), t.dump());
+  EXPECT_EQ(text::tokenizer_files(e.file("my-tok.json")), (Files{{e.file("my-tok.json"), "tokenizer.json"}}));
+  test::write_text(e.file("tokenizer_config.json"), R"({"eos_token": "ab"})");
+  EXPECT_EQ(text::tokenizer_files(e.file("my-tok.json")),
+            (Files{{e.file("my-tok.json"), "tokenizer.json"}, {e.file("tokenizer_config.json"), "tokenizer_config.json"}}));
+  EXPECT_TRUE(text::tokenizer_files_in(e.file("")).empty());  // no tokenizer.json by that name
+  test::expect_error_with([&] { text::tokenizer_files(e.file("absent.model")); }, "no such file or directory");
+}

@@ -154,6 +154,19 @@ TEST(SentencePiece, TrainedModelRoundTrips) {
   for (int id : ids) streamed += s.push(id);
   streamed += s.finish();
   EXPECT_EQ(streamed, texts.back());
+  // its whole vocabulary for other formats (GGUF): pieces, scores, SentencePiece's types, the dummy prefix
+  const std::optional<text::TokenizerListing> l = sp->listing();
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->kind, text::TokenizerListing::Kind::kSentencePiece);
+  ASSERT_EQ(l->tokens.size(), 600u);
+  ASSERT_EQ(l->scores.size(), 600u);
+  EXPECT_EQ(l->types[0], text::TokenizerListing::kUnknown);
+  EXPECT_EQ(l->types[1], text::TokenizerListing::kControl);
+  EXPECT_EQ(l->types[2], text::TokenizerListing::kControl);
+  EXPECT_EQ(l->tokens[3], "<0x00>");  // byte fallback: the 256 bytes after the specials
+  EXPECT_EQ(l->types[3], text::TokenizerListing::kByte);
+  EXPECT_EQ(l->types[599], text::TokenizerListing::kNormal);
+  EXPECT_TRUE(l->dummy_prefix);
   // a long text in pieces (the space at each cut is the dummy prefix's "▁") encodes as the whole
   EXPECT_TRUE(sp->implies_leading_space());
   std::string joined;

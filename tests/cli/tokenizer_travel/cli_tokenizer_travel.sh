@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The tokenizer travels with the model (tests/cli/tokenizer_travel/CMakeLists.txt). The data: this
+# repository's docs, prepared with a SentencePiece tokenizer of 400 ids trained on them (`axonn tokenizer
+# train`), or with a byte-level tokenizer.json of 500 ids (tests/common/byte_tokenizer_500.py); the models
+# gpt2-tiny and llama-tiny of that vocabulary (prepare.json's), trained a few steps.
+# Usage: cli_tokenizer_travel.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC
+case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../common.sh"
+docs=$(cd "$here/../../../docs" && pwd)
+
+# prepare_sp: $tmp/data prepared with $tmp/sp.model (SentencePiece, 400 ids)
+prepare_sp() {
+  run "$axonn" tokenizer train "$docs"/*.md --vocab-size 400 --output "$tmp/sp.model"
+  run "$axonn" prepare "$docs"/*.md --tokenizer "$tmp/sp.model" --output "$tmp/data" --val-fraction 0.1
+}
+# train_on NP GRID MODEL: MODEL trained 20 steps on $tmp/data, checkpoints in $tmp/ck
+train_on() {
+  run_np "$1" train --model "$3" --grid "$2" --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 20 --lr 3e-3 \
+    --quiet --checkpoint-dir "$tmp/ck"
+}
+
+case "$case_name" in
+  prepare_copies)
+    prepare_sp
+    check "prepare copies a SentencePiece model as tokenizer.model" cmp "$tmp/sp.model" "$tmp/data/tokenizer/tokenizer.model"
+    grep -q '"tokenizer_dir": "tokenizer"' "$tmp/data/prepare.json" || fail "prepare.json does not record tokenizer_dir"
+    # a tokenizer.json, whatever its name, as tokenizer.json
+    python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/bytes.json"
+    run "$axonn" prepare "$docs/cli.md" --tokenizer "$tmp/bytes.json" --output "$tmp/data2" --val-fraction 0
+    check "prepare copies a tokenizer.json" cmp "$tmp/bytes.json" "$tmp/data2/tokenizer/tokenizer.json"
+    run "$axonn" tokenizer info --tokenizer "$tmp/data2/tokenizer"
+    expect_output "500"
+    echo "ok: the prepared data holds its tokenizer" ;;
+
+  checkpoint_carries)
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    step=$(ls -d "$tmp"/ck/step-*)
+    check "the checkpoint carries the tokenizer" cmp "$tmp/sp.model" "$step/tokenizer.model"
+    grep -q '"name": "tokenizer.model"' "$step/manifest.json" || fail "the manifest does not list tokenizer.model"
+    # listed with its checksum: a changed byte is found by verification
+    run "$axonn" inspect "$tmp/ck"
+    printf 'x' | dd of="$step/tokenizer.model" bs=1 seek=100 conv=notrunc 2>/dev/null
+    expect_error "tokenizer.model" "$axonn" inspect "$tmp/ck"
+    ;;
+
+  generate_default)
+    # GPT-2 family on SentencePiece data: before, generate took GPT-2's tokenizer (50,257 ids, garbage or a
+    # refusal); now the checkpoint's own, with no word of a mismatch
+    prepare_sp
+    train_on 1 1,1,1,1 gpt2-tiny
+    run "$axonn" generate --init "$tmp/ck" --prompt "The model" --max-new-tokens 8 --temperature 0
+    expect_output "^The model"
+    if grep -q "ids and the model" "$tmp/out"; then fail "a tokenizer mismatch was reported"; fi
+    # the same text as with --tokenizer naming it
+    grep "^The model" "$tmp/out" >"$tmp/default.txt"
+    run "$axonn" generate --init "$tmp/ck" --prompt "The model" --max-new-tokens 8 --temperature 0 --tokenizer "$tmp/sp.model"
+    grep "^The model" "$tmp/out" >"$tmp/named.txt"
+    same "$tmp/default.txt" "$tmp/named.txt"
+    # Llama: before, "no tokenizer is known"
+    rm -rf "$tmp/ck"
+    train_on 1 1,1,1,1 llama-tiny
+    run "$axonn" generate --init "$tmp/ck" --prompt "The model" --max-new-tokens 8 --temperature 0
+    expect_output "^The model" ;;
+
+  grid_carries)
+    prepare_sp
+    # and the run directory records it (run.json)
+    run_np 4 train --model llama-tiny --grid 2,2,1,1 --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 20 \
+      --lr 3e-3 --quiet --run-dir "$tmp/run"
+    grep -q "\"tokenizer\": \"$tmp/data/tokenizer\"" "$tmp/run/run.json" || fail "run.json does not record the tokenizer"
+    mv "$tmp/run/checkpoints" "$tmp/ck"
+    step=$(ls -d "$tmp"/ck/step-*)
+    check "the checkpoint of a 2x2 grid carries the tokenizer" cmp "$tmp/sp.model" "$step/tokenizer.model"
+    run_np 4 generate --init "$tmp/ck" --grid 2,2,1,1 --prompt "The model" --max-new-tokens 8 --temperature 0
+    expect_output "^The model" ;;
+
+  memorization_default)
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    run "$axonn" memorization --init "$tmp/ck" --suffix-len 8 --max-documents 2 "$docs/cli.md" "$docs/text.md"
+    # before, a Llama's tokenizer was unknown here: "give --tokenizer PATH"
+    expect_output "^documents +2 " ;;
+
+  convert_default)
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    # GGUF: the carried tokenizer inside, without --tokenizer (before: refused)
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
+    expect_output "tokenizer SentencePiece"
+    grep -qa "tokenizer.ggml.model" "$tmp/m.gguf" || fail "no tokenizer in the GGUF file"
+    # Hugging Face: tokenizer.model beside the weights, and generate reads the directory with it
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/"
+    check "the HF directory carries tokenizer.model" cmp "$tmp/sp.model" "$tmp/hf/tokenizer.model"
+    run "$axonn" generate --init "$tmp/ck" --prompt "The model" --max-new-tokens 8 --temperature 0
+    grep "^The model" "$tmp/out" >"$tmp/ck.txt"
+    run "$axonn" generate --init "$tmp/hf" --prompt "The model" --max-new-tokens 8 --temperature 0
+    grep "^The model" "$tmp/out" >"$tmp/hf.txt"
+    same "$tmp/ck.txt" "$tmp/hf.txt"
+    # with transformers' tokenizer_config.json (the class and the special tokens' text)
+    grep -q '"tokenizer_class": "LlamaTokenizer"' "$tmp/hf/tokenizer_config.json" || fail "no LlamaTokenizer config"
+    grep -q '"eos_token": "</s>"' "$tmp/hf/tokenizer_config.json" || fail "no eos_token </s>"
+    grep -q '"model_max_length": 64' "$tmp/hf/tokenizer_config.json" || fail "no model_max_length"
+    # a byte-level tokenizer.json: PreTrainedTokenizerFast, read back with the directory
+    python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/bytes.json"
+    run "$axonn" convert --from "$ref/gpt2-tiny/model.bin" --to "$tmp/hf2/" --tokenizer "$tmp/bytes.json"
+    check "tokenizer.json beside the weights" cmp "$tmp/bytes.json" "$tmp/hf2/tokenizer.json"
+    grep -q '"tokenizer_class": "PreTrainedTokenizerFast"' "$tmp/hf2/tokenizer_config.json" || fail "no fast config"
+    grep -q '"eos_token": "<|endoftext|>"' "$tmp/hf2/tokenizer_config.json" || fail "no eos_token <|endoftext|>"
+    run "$axonn" generate --init "$tmp/hf2" --prompt "hello" --max-new-tokens 4 --temperature 0
+    expect_output "^hello"
+    # a tokenizer that does not fit is refused before anything is written
+    expect_error "has 500 ids but the model's vocabulary 400" \
+      "$axonn" convert --from "$tmp/ck" --to "$tmp/hf3/" --tokenizer "$tmp/bytes.json"
+    [ ! -e "$tmp/hf3/model.safetensors" ] || fail "a refused conversion wrote weights" ;;
+
+  refused)
+    # no tokenizer known: GGUF needs one, and says how to give it
+    run "$axonn" convert --from "$ref/gpt2-tiny/model.bin" --to "$tmp/a.bin"
+    expect_error "a GGUF file holds the model's tokenizer, and .* carries none: give --tokenizer" \
+      "$axonn" convert --from "$ref/gpt2-tiny/model.bin" --to "$tmp/x.gguf"
+    # a tokenizer larger than the model: refused, naming both sizes and --tokenizer
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/bytes.json"
+    expect_error "has 500 ids but the model's vocabulary 400: it is not the model's tokenizer; give --tokenizer" \
+      "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/" --tokenizer "$tmp/bytes.json"
+    expect_error "has 500 ids but the model's vocabulary 400: it is not the model's tokenizer; give --tokenizer" \
+      "$axonn" convert --from "$tmp/ck" --to "$tmp/y.gguf" --tokenizer "$tmp/bytes.json"
+    [ ! -e "$tmp/y.gguf" ] || fail "a refused conversion wrote $tmp/y.gguf" ;;
+
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+echo PASS

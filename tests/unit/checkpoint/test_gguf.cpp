@@ -1,0 +1,352 @@
+// GGUF files (checkpoint/gguf.hpp) read back by a reader written here from ggml's docs/gguf.md: the header,
+// the metadata and tokenizer keys, tensor names, shapes, types and aligned offsets, Llama's Q and K rows in
+// llama.cpp's rotary order (V's untouched), the dtypes' bytes, f16 rounding, and refusals. llama.cpp itself
+// reads the files in tests/peer/llamacpp.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <variant>
+
+#include "axonn/checkpoint/gguf.hpp"
+#include "axonn/core/error.hpp"
+#include "axonn/model/gpt.hpp"
+#include "axonn/text/bpe.hpp"
+#include "axonn/text/pretokenizer.hpp"
+
+using namespace axonn;
+namespace ck = axonn::checkpoint;
+
+namespace {
+
+// The file as the spec lays it out; metadata values as u64, f64, string or a count of array items.
+struct GgufFile {
+  uint32_t version = 0;
+  std::map<std::string, std::variant<uint64_t, double, std::string>> kv;
+  std::map<std::string, std::vector<std::string>> string_arrays;
+  struct Info {
+    std::vector<uint64_t> ne;
+    uint32_t type = 0;
+    uint64_t offset = 0;
+  };
+  std::map<std::string, Info> tensors;
+  std::vector<std::string> order;
+  uint64_t data_start = 0;
+  std::string bytes;
+
+  template <class T>
+  T get(size_t& at) const {
+    T v;
+    EXPECT_LE(at + sizeof v, bytes.size());
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::string str(size_t& at) const {
+    const auto n = get<uint64_t>(at);
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+  // A scalar of GGUF type t; arrays skipped (strings kept).
+  std::variant<uint64_t, double, std::string> value(uint32_t t, size_t& at, const std::string& key) {
+    switch (t) {
+      case 4: return static_cast<uint64_t>(get<uint32_t>(at));
+      case 5: return static_cast<uint64_t>(get<int32_t>(at));
+      case 6: return static_cast<double>(get<float>(at));
+      case 7: return static_cast<uint64_t>(get<uint8_t>(at));
+      case 8: return str(at);
+      case 9: {
+        const auto et = get<uint32_t>(at);
+        const auto n = get<uint64_t>(at);
+        for (uint64_t i = 0; i < n; i++) {
+          auto v = value(et, at, key);
+          if (et == 8) string_arrays[key].push_back(std::get<std::string>(v));
+        }
+        return n;
+      }
+      default: ADD_FAILURE() << "unexpected GGUF type " << t << " of " << key; return uint64_t{0};
+    }
+  }
+  explicit GgufFile(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+    EXPECT_EQ(bytes.substr(0, 4), "GGUF");
+    size_t at = 4;
+    version = get<uint32_t>(at);
+    const auto n_tensors = get<uint64_t>(at), n_kv = get<uint64_t>(at);
+    for (uint64_t i = 0; i < n_kv; i++) {
+      std::string key = str(at);
+      const auto t = get<uint32_t>(at);
+      kv[key] = value(t, at, key);
+    }
+    for (uint64_t i = 0; i < n_tensors; i++) {
+      std::string name = str(at);
+      Info info;
+      const auto dims = get<uint32_t>(at);
+      for (uint32_t d = 0; d < dims; d++) info.ne.push_back(get<uint64_t>(at));
+      info.type = get<uint32_t>(at);
+      info.offset = get<uint64_t>(at);
+      order.push_back(name);
+      tensors[name] = info;
+    }
+    data_start = (at + 31) / 32 * 32;
+  }
+  uint64_t u(const std::string& k) const { return std::get<uint64_t>(kv.at(k)); }
+  double d(const std::string& k) const { return std::get<double>(kv.at(k)); }
+  std::string s(const std::string& k) const { return std::get<std::string>(kv.at(k)); }
+  const float* f32(const std::string& name) const {
+    return reinterpret_cast<const float*>(bytes.data() + data_start + tensors.at(name).offset);
+  }
+};
+
+// A byte-level BPE of the 256 bytes, one merge ("a" + "b" = 257) and <|endoftext|> = 256.
+std::unique_ptr<text::BpeTokenizer> byte_tokenizer(int extra_tokens = 0,
+                                                   std::string_view pattern = text::kGpt2Pattern) {
+  text::BpeSpec spec;
+  spec.describe = "test BPE";
+  for (int b = 0; b < 256; b++) spec.vocab.emplace_back(std::string(1, static_cast<char>(b)), b);
+  spec.vocab.emplace_back("ab", 257);
+  spec.merges.emplace_back("a", "b");
+  for (int i = 0; i < extra_tokens; i++) spec.vocab.emplace_back("tok" + std::to_string(i), 258 + i);
+  spec.specials.emplace_back("<|endoftext|>", 256);
+  spec.patterns.emplace_back(pattern);
+  spec.eot = 256;
+  return std::make_unique<text::BpeTokenizer>(std::move(spec));
+}
+
+model::GptConfig llama_config() {
+  model::GptConfig c = model::gpt_preset("llama-tiny");
+  c.vocab_size = 300;
+  c.padded_vocab_size = 384;
+  return c;
+}
+
+struct Weights {
+  model::GptConfig config;
+  Arena params{"parameters"};
+  explicit Weights(const model::GptConfig& c) : config(c) {
+    model::reserve_params(params, model::model_spec(c));
+    params.allocate();
+    // every element its own value: element k of tensor t is t + k * 1e-4 (distinct within a row and column)
+    for (size_t t = 0; t < params.size(); t++) {
+      Tensor x = params.tensor(t);
+      for (int64_t k = 0; k < x.numel(); k++) x.f32()[k] = static_cast<float>(t) + static_cast<float>(k) * 1e-4f;
+    }
+  }
+};
+
+class Gguf : public ::testing::Test {
+ protected:
+  std::string dir = (std::filesystem::temp_directory_path() / ("axonn_gguf_" + std::to_string(::getpid()))).string();
+  void SetUp() override { std::filesystem::create_directories(dir); }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+};
+
+}  // namespace
+
+TEST(GgufF16, RoundsToNearestEven) {
+  EXPECT_EQ(ck::f32_to_f16(0.0f), 0x0000);
+  EXPECT_EQ(ck::f32_to_f16(-0.0f), 0x8000);
+  EXPECT_EQ(ck::f32_to_f16(1.0f), 0x3C00);
+  EXPECT_EQ(ck::f32_to_f16(-2.0f), 0xC000);
+  EXPECT_EQ(ck::f32_to_f16(65504.0f), 0x7BFF);                 // the largest half
+  EXPECT_EQ(ck::f32_to_f16(65519.99f), 0x7BFF);                // rounds down to it
+  EXPECT_EQ(ck::f32_to_f16(65520.0f), 0x7C00);                 // the tie rounds to even: infinity
+  EXPECT_EQ(ck::f32_to_f16(1.0f + 1.0f / 2048), 0x3C00);       // a tie: to the even mantissa
+  EXPECT_EQ(ck::f32_to_f16(1.0f + 3.0f / 2048), 0x3C02);       // a tie: to the even mantissa (up)
+  EXPECT_EQ(ck::f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);    // the smallest normal
+  EXPECT_EQ(ck::f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);    // the smallest subnormal
+  EXPECT_EQ(ck::f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);    // a tie between 0 and it: 0
+  EXPECT_EQ(ck::f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);    // a tie between 1 and 2: 2
+  EXPECT_EQ(ck::f32_to_f16(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(ck::f32_to_f16(std::nanf("")) & 0x7C00, 0x7C00);
+  EXPECT_NE(ck::f32_to_f16(std::nanf("")) & 0x03FF, 0);
+  // every half that is a float's value converts back to itself
+  for (uint32_t h = 0; h < 0x7C00; h++) {
+    const int e = static_cast<int>(h >> 10), m = static_cast<int>(h & 0x3FF);
+    const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, e - 15);
+    ASSERT_EQ(ck::f32_to_f16(v), h) << v;
+    ASSERT_EQ(ck::f32_to_f16(-v), h | 0x8000) << -v;
+  }
+}
+
+TEST_F(Gguf, LlamaMetadataTokenizerAndTensors) {
+  Weights w(llama_config());
+  const model::GptConfig& c = w.config;
+  const auto tok = byte_tokenizer();
+  const std::string path = dir + "/m.gguf";
+  ck::save_gguf(path, c, w.params, ck::GgufType::kF32, *tok, "tiny");
+  GgufFile g(path);
+  EXPECT_EQ(g.version, 3u);
+  EXPECT_EQ(g.s("general.architecture"), "llama");
+  EXPECT_EQ(g.s("general.name"), "tiny");
+  EXPECT_EQ(g.u("general.alignment"), 32u);
+  EXPECT_EQ(g.u("llama.context_length"), 64u);
+  EXPECT_EQ(g.u("llama.embedding_length"), 64u);
+  EXPECT_EQ(g.u("llama.block_count"), 2u);
+  EXPECT_EQ(g.u("llama.feed_forward_length"), 176u);
+  EXPECT_EQ(g.u("llama.attention.head_count"), 4u);
+  EXPECT_EQ(g.u("llama.attention.head_count_kv"), 2u);
+  EXPECT_EQ(g.u("llama.rope.dimension_count"), 16u);
+  EXPECT_EQ(g.u("llama.vocab_size"), 300u);
+  EXPECT_FLOAT_EQ(static_cast<float>(g.d("llama.attention.layer_norm_rms_epsilon")), c.norm_eps);
+  EXPECT_DOUBLE_EQ(g.d("llama.rope.freq_base"), 10000.0);
+  // the tokenizer: GPT-2's byte characters, the special token's text, placeholders up to the model's 300
+  EXPECT_EQ(g.s("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(g.s("tokenizer.ggml.pre"), "gpt-2");
+  const auto& tokens = g.string_arrays.at("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.size(), 300u);
+  EXPECT_EQ(tokens[32], "\xC4\xA0");  // the space: 'Ġ'
+  EXPECT_EQ(tokens[97], "a");
+  EXPECT_EQ(tokens[256], "<|endoftext|>");
+  EXPECT_EQ(tokens[257], "ab");
+  EXPECT_EQ(tokens[299], "[PAD299]");
+  EXPECT_EQ(g.string_arrays.at("tokenizer.ggml.merges"), std::vector<std::string>{"a b"});
+  EXPECT_EQ(g.u("tokenizer.ggml.eos_token_id"), 256u);
+
+  // tensors: llama.cpp's names, ne fastest first, V rows of the vocabulary, offsets aligned in order
+  EXPECT_EQ(g.order.front(), "token_embd.weight");
+  EXPECT_EQ(g.tensors.at("token_embd.weight").ne, (std::vector<uint64_t>{64, 300}));
+  EXPECT_EQ(g.tensors.at("output.weight").ne, (std::vector<uint64_t>{64, 300}));
+  EXPECT_EQ(g.tensors.at("blk.1.attn_q.weight").ne, (std::vector<uint64_t>{64, 64}));
+  EXPECT_EQ(g.tensors.at("blk.1.attn_k.weight").ne, (std::vector<uint64_t>{64, 32}));
+  EXPECT_EQ(g.tensors.at("blk.0.ffn_gate.weight").ne, (std::vector<uint64_t>{64, 176}));
+  EXPECT_EQ(g.tensors.at("blk.0.ffn_down.weight").ne, (std::vector<uint64_t>{176, 64}));
+  EXPECT_EQ(g.tensors.at("output_norm.weight").ne, (std::vector<uint64_t>{64}));
+  EXPECT_EQ(g.tensors.size(), 3u + 2 * 9);  // token_embd, output_norm, output, 9 per layer
+  EXPECT_EQ(g.tensors.count("rope_freqs.weight"), 0u);
+  uint64_t end = 0;
+  for (const std::string& n : g.order) {
+    const auto& t = g.tensors.at(n);
+    EXPECT_EQ(t.type, 0u) << n;
+    EXPECT_EQ(t.offset % 32, 0u) << n;
+    EXPECT_GE(t.offset, end) << n;
+    uint64_t numel = 1;
+    for (uint64_t d : t.ne) numel *= d;
+    end = t.offset + 4 * numel;
+  }
+  EXPECT_EQ(g.bytes.size(), g.data_start + (end + 31) / 32 * 32);
+
+  // Q and K: each head's row 2i + s is our row s*d/2 + i (d = 16); V and the rest as they are
+  const model::ModelSpec spec = model::model_spec(c);
+  const Tensor qkv = w.params.tensor(static_cast<size_t>(spec.index("qkv_proj")))[1];
+  auto ours = [&](int64_t row, int64_t col) { return qkv.f32()[row * 64 + col]; };
+  const float* q = g.f32("blk.1.attn_q.weight");
+  const float* k = g.f32("blk.1.attn_k.weight");
+  const float* v = g.f32("blk.1.attn_v.weight");
+  for (int64_t h = 0; h < 4; h++)
+    for (int64_t i = 0; i < 8; i++)
+      for (int64_t s = 0; s < 2; s++)
+        for (int64_t col : {0, 5, 63}) {
+          EXPECT_EQ(q[(h * 16 + 2 * i + s) * 64 + col], ours(h * 16 + s * 8 + i, col));
+          if (h < 2) EXPECT_EQ(k[(h * 16 + 2 * i + s) * 64 + col], ours(64 + h * 16 + s * 8 + i, col));
+        }
+  for (int64_t r = 0; r < 32; r++) EXPECT_EQ(v[r * 64 + 7], ours(96 + r, 7));
+  const float* emb = g.f32("token_embd.weight");
+  EXPECT_EQ(emb[299 * 64 + 63], w.params.tensor(static_cast<size_t>(spec.token_embedding)).f32()[299 * 64 + 63]);
+}
+
+TEST_F(Gguf, Gpt2TensorsAndHalfTypes) {
+  model::GptConfig c = model::gpt_preset("gpt2-tiny");
+  c.vocab_size = 300;
+  c.padded_vocab_size = 384;
+  Weights w(c);
+  const auto tok = byte_tokenizer();
+  ck::save_gguf(dir + "/f32.gguf", c, w.params, ck::GgufType::kF32, *tok);
+  GgufFile g(dir + "/f32.gguf");
+  EXPECT_EQ(g.s("general.architecture"), "gpt2");
+  EXPECT_EQ(g.u("gpt2.feed_forward_length"), 256u);
+  EXPECT_FLOAT_EQ(static_cast<float>(g.d("gpt2.attention.layer_norm_epsilon")), 1e-5f);
+  EXPECT_EQ(g.tensors.at("position_embd.weight").ne, (std::vector<uint64_t>{64, 64}));
+  EXPECT_EQ(g.tensors.at("blk.0.attn_qkv.weight").ne, (std::vector<uint64_t>{64, 192}));  // [out, in], not Conv1D's
+  EXPECT_EQ(g.tensors.at("blk.0.attn_qkv.bias").ne, (std::vector<uint64_t>{192}));
+  EXPECT_EQ(g.tensors.at("blk.1.ffn_down.weight").ne, (std::vector<uint64_t>{256, 64}));
+  EXPECT_EQ(g.tensors.count("output.weight"), 0u);  // tied: llama.cpp takes token_embd
+  const model::ModelSpec spec = model::model_spec(c);
+  const float* qkvw = w.params.tensor(static_cast<size_t>(spec.index("qkvw")))[1].f32();
+  EXPECT_EQ(g.f32("blk.1.attn_qkv.weight")[100 * 64 + 3], qkvw[100 * 64 + 3]);
+  const float* qkvw0 = w.params.tensor(static_cast<size_t>(spec.index("qkvw")))[0].f32();
+
+  // F16, BF16: matrices in two bytes, norms and biases F32; Q8_0: 34 bytes per 32 values
+  for (auto [type, id] : {std::pair{ck::GgufType::kF16, 1u}, {ck::GgufType::kBF16, 30u}, {ck::GgufType::kQ8_0, 8u}}) {
+    const std::string path = dir + "/" + std::string(ck::gguf_type_name(type)) + ".gguf";
+    ck::save_gguf(path, c, w.params, type, *tok);
+    GgufFile h(path);
+    EXPECT_EQ(h.tensors.at("blk.0.attn_qkv.weight").type, id);
+    EXPECT_EQ(h.tensors.at("blk.0.attn_qkv.bias").type, 0u);
+    EXPECT_EQ(h.tensors.at("blk.0.attn_norm.weight").type, 0u);
+    const auto& t = h.tensors.at("blk.0.attn_qkv.weight");
+    const char* p = h.bytes.data() + h.data_start + t.offset;
+    uint16_t first;
+    std::memcpy(&first, p, 2);
+    const float x = qkvw0[0];  // layer 0, element 0
+    if (type == ck::GgufType::kF16) EXPECT_EQ(first, ck::f32_to_f16(x));
+    if (type == ck::GgufType::kBF16) EXPECT_EQ(first, f32_to_bf16(x));
+    if (type == ck::GgufType::kQ8_0) {  // the block's scale, then round(x / scale)
+      float amax = 0;
+      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(qkvw0[i]));
+      EXPECT_EQ(first, ck::f32_to_f16(amax / 127));
+      EXPECT_EQ(static_cast<int8_t>(p[2]), static_cast<int8_t>(std::lround(x * 127 / amax)));
+    }
+  }
+}
+
+TEST_F(Gguf, Llama3RopeScalingAsRopeFreqs) {
+  model::GptConfig c = llama_config();
+  c.rope_theta = 500000.0;
+  c.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  Weights w(c);
+  ck::save_gguf(dir + "/m.gguf", c, w.params, ck::GgufType::kF32, *byte_tokenizer());
+  GgufFile g(dir + "/m.gguf");
+  ASSERT_EQ(g.tensors.at("rope_freqs.weight").ne, (std::vector<uint64_t>{8}));  // head size 16 / 2
+  const float* f = g.f32("rope_freqs.weight");
+  // frequency i: theta^(-2i/16); wavelengths below 8192/4 kept (1), above 8192/1 divided by 8, a blend between
+  for (int i = 0; i < 8; i++) {
+    const double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 * i / 16);
+    if (wavelen < 2048) {
+      EXPECT_EQ(f[i], 1.0f) << i;
+    } else if (wavelen > 8192) {
+      EXPECT_EQ(f[i], 8.0f) << i;
+    } else {
+      EXPECT_GT(f[i], 1.0f) << i;
+      EXPECT_LT(f[i], 8.0f) << i;
+    }
+  }
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[7], 8.0f);
+}
+
+// llama.cpp names its pre-tokenizers: GPT-2's and Llama 3's regexes are written by name, another refused
+// (llama.cpp would split text its own way).
+TEST_F(Gguf, PreTokenizerByName) {
+  Weights w(llama_config());
+  ck::save_gguf(dir + "/l3.gguf", w.config, w.params, ck::GgufType::kF32, *byte_tokenizer(0, text::kLlama3Pattern));
+  EXPECT_EQ(GgufFile(dir + "/l3.gguf").s("tokenizer.ggml.pre"), "llama-bpe");
+  try {
+    ck::save_gguf(dir + "/x.gguf", w.config, w.params, ck::GgufType::kF32, *byte_tokenizer(0, R"(\p{L}+|\s+)"));
+    FAIL() << "an unknown pre-tokenizer was written";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("pre-tokenizer that llama.cpp does not name"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
+}
+
+TEST_F(Gguf, RefusesATokenizerLargerThanTheModel) {
+  Weights w(llama_config());
+  const auto tok = byte_tokenizer(100);  // 358 ids for a model of 300
+  try {
+    ck::save_gguf(dir + "/x.gguf", w.config, w.params, ck::GgufType::kF32, *tok);
+    FAIL() << "a tokenizer of 358 ids was written for a model of 300";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("has 358 ids but the model's vocabulary 300"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--tokenizer"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf.tmp"));
+  EXPECT_THROW(ck::parse_gguf_type("q4_0"), InvalidArgument);
+}
