@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/spelling.hpp"
 #include "axonn/model/spec.hpp"
 
 namespace axonn::model {
@@ -183,12 +184,13 @@ GptConfig gpt_preset(std::string_view name) {
       if (p.eos >= 0) c.eos_token_ids = {p.eos};
       return c;
     }
-  throw InvalidArgument("unknown model '" + std::string(name) + "'; known models: " + [] {
-    std::string known;
-    for (const std::string& n : gpt_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    for (const auto& [alias, preset] : kAliases) known += std::string(", ") + alias;
-    return known;
-  }());
+  std::vector<std::string> names = gpt_preset_names();
+  for (const auto& [alias, preset] : kAliases) names.push_back(alias);
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  const std::optional<std::string> near = nearest_word(std::string(name), names);
+  throw InvalidArgument("unknown model '" + std::string(name) + "'; " + (near ? "did you mean " + *near + "? " : "") +
+                        "known models: " + known);
 }
 
 std::vector<std::string> gpt_preset_names() {

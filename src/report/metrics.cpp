@@ -44,7 +44,9 @@ std::vector<MetricsRecord> parse_metrics(std::string_view text, const std::strin
     r.step = j["step"].get<int64_t>();
     const std::pair<const char*, std::optional<double>*> keys[] = {
         {"loss", &r.loss},       {"val_loss", &r.val_loss}, {"lr", &r.lr},   {"grad_norm", &r.grad_norm},
-        {"step_ms", &r.step_ms}, {"tokens_per_s", &r.tokens_per_s}, {"mfu", &r.mfu}, {"tokens", &r.tokens}};
+        {"step_ms", &r.step_ms}, {"tokens_per_s", &r.tokens_per_s}, {"mfu", &r.mfu}, {"tokens", &r.tokens},
+        {"loss_all_tokens", &r.loss_all_tokens}, {"loss_dropped_tokens", &r.loss_dropped_tokens},
+        {"goldfish_dropped_fraction", &r.dropped_fraction}};
     for (const auto& [key, value] : keys)
       if (j.contains(key)) *value = number(j[key], key, where);
     if (j.contains("memory_bytes")) {

@@ -170,9 +170,24 @@ RunData load_run(const ReportSources& s, Progress* progress) {
     tick();
   }
   if (!s.run_info.empty()) {
-    const nlohmann::json j = nlohmann::json::parse(read_text(s.run_info, "run file"), nullptr, false);
+    // in the file's order (run.json is written in the order a reader wants)
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_text(s.run_info, "run file"), nullptr, false);
     AXONN_CHECK_ARG(!j.is_discarded() && j.is_object(), "run file '", s.run_info, "' is not a JSON object");
     for (const auto& [key, value] : j.items()) {
+      if (key == "memory_per_rank") {  // [{"params": bytes, ...}, ...]
+        AXONN_CHECK_ARG(value.is_array(), "run file '", s.run_info, "': memory_per_rank is not an array");
+        for (const nlohmann::ordered_json& rank : value) {
+          AXONN_CHECK_ARG(rank.is_object(), "run file '", s.run_info, "': memory_per_rank holds a non-object");
+          std::vector<std::pair<std::string, double>> parts;
+          for (const auto& [part, bytes] : rank.items()) {
+            AXONN_CHECK_ARG(bytes.is_number(), "run file '", s.run_info, "': memory_per_rank's ", part,
+                            " is not a number");
+            parts.push_back({part, bytes.get<double>()});
+          }
+          run.memory_per_rank.push_back(std::move(parts));
+        }
+        continue;
+      }
       std::string text = value.is_string() ? value.get<std::string>() : value.dump();
       if (text.size() > 300) text = text.substr(0, 300) + "...";
       run.run_info.push_back({key, text});
@@ -251,8 +266,47 @@ std::vector<NamedChart> report_charts(const RunData& run) {
     for (const StepChart& c : step_charts)
       add(c.id, c.section, line_chart(c.title, "step", c.y_label, {metric_series(c.series, m, steps, c.member, c.scale)}),
           c.caption);
+    // the Goldfish loss: the loss the model trains on (the kept targets') beside every target's and the
+    // dropped ones' (what a memorising model would drive down too), and the dropped share
+    const bool goldfish =
+        std::any_of(m.begin(), m.end(), [](const MetricsRecord& r) { return r.loss_all_tokens.has_value(); });
+    if (goldfish)
+      add("chart-goldfish-loss", "goldfish",
+          line_chart("loss by targets", "step", "loss",
+                     {metric_series("kept (trained)", m, steps, &MetricsRecord::loss),
+                      metric_series("all", m, steps, &MetricsRecord::loss_all_tokens),
+                      metric_series("dropped", m, steps, &MetricsRecord::loss_dropped_tokens)}),
+          "Under the Goldfish loss: the cross-entropy of the kept targets (the loss trained on), of every target, "
+          "and of the dropped targets, which the model never trains on (docs/goldfish.md).");
+    add("chart-goldfish-dropped", "goldfish",
+        line_chart("dropped targets", "step", "% of targets",
+                   {metric_series("dropped", m, steps, &MetricsRecord::dropped_fraction, 100)}),
+        "The share of each step's targets the Goldfish mask dropped from the loss (about 1/k).");
     size_t ranks = 0;
     for (const MetricsRecord& r : m) ranks = std::max(ranks, r.memory_bytes.size());
+    // what each rank allocates, by part (run.json, written at the start: the arenas do not grow)
+    if (!run.memory_per_rank.empty()) {
+      Chart c;
+      c.kind = ChartKind::kBar;
+      c.title = "memory per rank, by part";
+      c.x_label = "rank";
+      c.y_label = "MiB";
+      std::vector<Series> parts;
+      for (size_t k = 0; k < run.memory_per_rank.size(); k++) {
+        c.categories.push_back("rank " + std::to_string(k));
+        for (const auto& [part, bytes] : run.memory_per_rank[k]) {
+          auto it = std::find_if(parts.begin(), parts.end(), [&](const Series& x) { return x.name == part; });
+          if (it == parts.end()) it = parts.insert(parts.end(), Series{part, {}, {}});
+          it->y.resize(k, 0.0);
+          it->y.push_back(bytes / (1024.0 * 1024.0));
+        }
+      }
+      for (Series& p : parts) p.y.resize(run.memory_per_rank.size(), 0.0);
+      c.series = std::move(parts);
+      add("chart-memory-parts", "memory", std::move(c),
+          "What each rank allocates at the start of the run, by part: its shards of the parameters and gradients, "
+          "AdamW's two moments, the activations and scratch of its micro-batch, the communication buffers.");
+    }
     if (ranks > 0) {
       std::vector<Series> per_rank(ranks);
       for (size_t k = 0; k < ranks; k++) per_rank[k].name = "rank " + std::to_string(k);
@@ -267,6 +321,9 @@ std::vector<NamedChart> report_charts(const RunData& run) {
   }
   for (size_t t = 0; t < run.traces.size(); t++) {
     const TraceData& tr = run.traces[t];
+    // one rank (or a grid whose groups all have one rank) communicates nothing: nothing to hide
+    if (std::none_of(tr.ranks.begin(), tr.ranks.end(), [](const train::TraceRankSummary& r) { return r.comm_ms > 0; }))
+      continue;
     Chart c;
     c.kind = ChartKind::kBar;
     c.title = "communication hidden under compute: " + base_name(tr.path);
@@ -309,18 +366,18 @@ namespace {
 struct SectionInfo {
   const char* id;
   const char* title;
-  const char* missing;  // what the page says when the section has no chart
+  const char* missing;  // what the page says when the section has no chart; null: the section is left out
 };
 constexpr SectionInfo kSections[] = {
     {"loss", "Loss", "No loss: the run has no metrics file (axonn train --metrics FILE)."},
     {"optimizer", "Optimizer", "No learning rate or gradient norm in the metrics."},
     {"throughput", "Throughput", "No step time, tokens/s or MFU in the metrics."},
+    {"goldfish", "Goldfish loss", nullptr},
     {"memory", "Memory per rank",
-     "No per-rank memory in the metrics (the key \"memory_bytes\": one number per rank; docs/report.md)."},
+     "No per-rank memory: run.json's memory_per_rank (axonn train writes it) or the metrics' memory_bytes."},
     {"overlap", "Communication hidden under compute",
      "No trace: run axonn train --trace RUN_DIR/trace.json (docs/overlap.md)."},
-    {"planner", "Planner: predicted against measured",
-     "No planner validation: bench_plan_validate --json RUN_DIR/plan_validate.json (docs/perf-model.md)."},
+    {"planner", "Planner: predicted against measured", nullptr},
 };
 
 void table_row(std::string* h, std::initializer_list<std::string> cells, bool header = false) {
@@ -488,16 +545,20 @@ std::string report_html(const RunData& run) {
 
   const std::vector<NamedChart> charts = report_charts(run);
   for (const SectionInfo& sec : kSections) {
-    h += std::string("<section id=\"") + sec.id + "\">\n<h2>" + sec.title + "</h2>\n";
     std::string figures;
     for (const NamedChart& c : charts) {
       if (c.section != sec.id) continue;
       std::string caption = c.caption;
       if (const size_t bad = non_finite(c.chart))
-        caption += " " + std::to_string(bad) + " non-finite value" + (bad > 1 ? "s" : "") + " (NaN or infinity) not drawn.";
+        caption = ::axonn::detail::concat(caption, " ", bad, " non-finite value", bad > 1 ? "s" : "",
+                                          " (NaN or infinity) not drawn.");
       figures += "<figure>\n" + to_svg(layout_chart(c.chart), c.id) + "\n<figcaption>" + escape_xml(caption) +
                  "</figcaption>\n</figure>\n";
     }
+    // a section with nothing to show is left out, or says in one line how to get it
+    if (figures.empty() && sec.missing == nullptr) continue;
+    if (figures.empty() && std::string(sec.id) == "overlap" && !run.traces.empty()) continue;  // no communication
+    h += std::string("<section id=\"") + sec.id + "\">\n<h2>" + sec.title + "</h2>\n";
     if (figures.empty())
       h += std::string("<p class=\"note\">") + escape_xml(sec.missing) + "</p>\n";
     else

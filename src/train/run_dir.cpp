@@ -61,6 +61,21 @@ void make_run_dir(const std::string& dir) {
   probe_writable(dir + "/.probe-" + std::to_string(::getpid()), "--run-dir", dir);
 }
 
+// What every rank allocates, by part, as the model's arenas reserve it (model::Gpt::memory_need, pure:
+// rank 0 counts every rank's without communicating); AdamW's two moments mirror the gradients.
+nlohmann::ordered_json memory_per_rank(const Session& s) {
+  const parallel::GridShape& g = s.grid().shape();
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (int r = 0; r < g.size(); r++) {
+    const model::GptMemory m =
+        model::Gpt::memory_need(s.model_config(), g, parallel::grid_coords(g, r), s.micro_batch_size(),
+                                s.config().seq_len, s.compute().backend, s.gpt().run_options());
+    ranks.push_back({{"params", m.params}, {"grads", m.grads}, {"optimizer", 2 * m.grads},
+                     {"activations", m.activations}, {"comm buffers", m.comm_buffers}});
+  }
+  return ranks;
+}
+
 std::string run_info_json(const Session& s) {
   const parallel::GridShape& g = s.grid().shape();
   const nlohmann::ordered_json j = {
@@ -81,6 +96,7 @@ std::string run_info_json(const Session& s) {
       // the tokenizer that prepared the data (prepare's copy, which every checkpoint carries), if any
       {"tokenizer", data::prepared_tokenizer(s.config().data).value_or("")},
       {"batch", ::axonn::detail::concat(s.config().batch_size, " sequences x ", s.config().seq_len, " tokens")},
+      {"memory_per_rank", memory_per_rank(s)},
       {"mpi", comm::mpi_library_version()},
       {"onednn", kernels::onednn_version()},
       {"openblas", kernels::openblas_version()},

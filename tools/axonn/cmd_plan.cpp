@@ -10,6 +10,7 @@
 #include <string>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/spelling.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/model/gpt_config.hpp"
@@ -73,8 +74,15 @@ planner::ModelShape resolve_model(const PlanOptions& o) {
   planner::ModelShape m;
   if (!o.model.empty()) {
     auto found = planner::find_model(o.model);
-    AXONN_CHECK_ARG(found, "unknown --model '", o.model, "'; known models: ", known_model_names(),
-                    "; or give --layers, --hidden, --heads (and --vocab) instead");
+    if (!found) {
+      std::vector<std::string> names;
+      for (const planner::ModelShape& k : planner::known_models()) names.push_back(k.name);
+      const std::optional<std::string> near = nearest_word(o.model, names);
+      throw InvalidArgument(::axonn::detail::concat("unknown --model '", o.model, "'; ",
+                                                    near ? "did you mean " + *near + "? " : std::string(),
+                                                    "known models: ", known_model_names(),
+                                                    "; or give --layers, --hidden, --heads (and --vocab) instead"));
+    }
     m = *found;
   } else {
     AXONN_CHECK_ARG(o.layers > 0 && o.hidden > 0 && o.heads > 0, "give --model NAME (", known_model_names(),

@@ -11,6 +11,7 @@
 
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/spelling.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/version.hpp"
 #include "commands.hpp"
@@ -29,33 +30,6 @@ namespace {
   Runtime::abort(code);
 }
 
-// Levenshtein distance: how many one-character edits make `a` into `b`.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
-  for (size_t i = 1; i <= a.size(); i++) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); j++) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The candidate nearest `word` (at most 2 edits, or one that begins with it), if any.
-std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::optional<std::string> best;
-  size_t best_distance = 3;
-  for (const std::string& c : candidates) {
-    const size_t d = c.rfind(word, 0) == 0 && word.size() >= 3 ? 1 : edit_distance(word, c);
-    if (d < best_distance) best = c, best_distance = d;
-  }
-  return best;
-}
-
 // "did you mean" for a command line CLI11 refused: an unknown subcommand (axonn trian) or an unknown
 // flag of a subcommand (train --step 10). Empty when there is nothing near.
 std::string suggestion(const CLI::App& app, int argc, char** argv) {
@@ -67,7 +41,7 @@ std::string suggestion(const CLI::App& app, int argc, char** argv) {
   for (const CLI::App* s : app.get_subcommands({}))
     if (s->get_name() == command) sub = s;
   if (!sub) {
-    const auto near = nearest(command, commands);
+    const auto near = axonn::nearest_word(command, commands);
     return near ? "axonn has no command '" + command + "': did you mean 'axonn " + *near + "'?" : "";
   }
   std::vector<std::string> flags;
@@ -79,7 +53,7 @@ std::string suggestion(const CLI::App& app, int argc, char** argv) {
     if (arg.rfind("--", 0) != 0) continue;
     arg = arg.substr(0, arg.find('='));
     if (std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
-    if (const auto near = nearest(arg, flags))
+    if (const auto near = axonn::nearest_word(arg, flags))
       said += (said.empty() ? "" : "; ") + std::string("axonn ") + command + " has no flag " + arg + ": did you mean " +
               *near + "?";
   }

@@ -8,6 +8,9 @@
 //   step_ms        step time                                   tokens_per_s, mfu (0..1)
 //   tokens         tokens trained so far, this step included; if absent, summed from tokens_per_s·step_ms
 //   memory_bytes   per-rank memory: an array, one number per rank (or one number for rank 0)
+//   loss_all_tokens, loss_dropped_tokens, goldfish_dropped_fraction   under the Goldfish loss (docs/goldfish.md):
+//                  the loss over every target and over the dropped ones, and the dropped share (loss is the
+//                  kept targets')
 // A value may be null (nlohmann::json writes NaN and infinity as null): it is read as NaN. A line that
 // has only some keys (a validation line with step and val_loss) is fine; the others are absent.
 // Blank lines are skipped.
@@ -28,6 +31,7 @@ struct MetricsRecord {
   int64_t step = 0;      // 0-based
   // nullopt when the line lacks the key; NaN when its value is null
   std::optional<double> loss, val_loss, lr, grad_norm, step_ms, tokens_per_s, mfu, tokens;
+  std::optional<double> loss_all_tokens, loss_dropped_tokens, dropped_fraction;  // the Goldfish loss's
   std::vector<double> memory_bytes;  // per rank; empty when absent
 };
 

@@ -64,6 +64,8 @@ struct RunData {
   std::vector<MetricsRecord> metrics;                       // empty without a metrics file
   std::string config_text;                                  // config.toml as written
   std::vector<std::pair<std::string, std::string>> run_info;  // run.json's top-level keys and values
+  // run.json's "memory_per_rank": each rank's bytes by part ("params", "grads", ...), in rank order
+  std::vector<std::vector<std::pair<std::string, double>>> memory_per_rank;
   std::vector<TraceData> traces;
   std::optional<PlanData> plan;
 };

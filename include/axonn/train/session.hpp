@@ -57,6 +57,7 @@ class Session {
   const Launch& launch() const { return launch_; }  // launcher, Slurm job and step, hosts
   const model::GptConfig& model_config() const { return mc_; }
   model::Gpt& gpt() { return *gpt_; }
+  const model::Gpt& gpt() const { return *gpt_; }
   optim::AdamW& opt() { return *opt_; }
   const data::BatchLoader& loader() const { return *loader_; }
   const detail::StartPlan& start() const { return *start_; }

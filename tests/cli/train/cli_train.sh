@@ -332,7 +332,10 @@ PY
     expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
     expect_error "no flag --lr-sched: did you mean --lr-schedule\?" "$axonn" train --lr-sched cosine
     expect_error "The following arguments were not expected" "$axonn" train --zzzzzzzz 1
-    expect_no_output "did you mean" ;;
+    expect_no_output "did you mean"
+    # and a mistyped model name
+    expect_error "unknown model 'gpt2-124'; did you mean gpt2-124m\? known models: " "$axonn" train --model gpt2-124
+    expect_error "unknown model 'lama-tiny'; did you mean llama-tiny\? known models: " "$axonn" train --model lama-tiny ;;
   threads_fit_affinity)
     # more threads than the CPUs a rank may run on are cut to that many, with the launcher flags that
     # give it its cores (issue 36: mpirun binds a rank to one core when it starts at most 2)

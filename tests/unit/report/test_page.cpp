@@ -59,6 +59,13 @@ std::string metrics_text(int steps, bool val = false, bool memory = false) {
 }
 
 // Two ranks: rank 0's collective lies wholly under compute, rank 1's half of it.
+// The chart `id` among `charts`, or null.
+const NamedChart* find_chart(const std::vector<NamedChart>& charts, const std::string& id) {
+  for (const NamedChart& c : charts)
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
 const char* kTrace = R"({"traceEvents":[
   {"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}},
   {"ph":"X","name":"matmul","cat":"compute","pid":0,"tid":0,"ts":0,"dur":100},
@@ -126,10 +133,12 @@ TEST(Report, APageFromMetricsOnly) {
     EXPECT_NE(html.find(std::string("<svg id=\"") + id + "\" class=\"chart\""), std::string::npos) << id;
   EXPECT_EQ(count(html, "<svg "), 7u);
   EXPECT_EQ(count(html, "<path class=\"data\" d=\"M"), 7u);
-  // what is missing is said
-  EXPECT_NE(html.find("No per-rank memory in the metrics"), std::string::npos);
+  // what is missing is said where the run can record it; a planner validation, which a training run
+  // never writes, is left out, and so is the Goldfish section of a run without the Goldfish loss
+  EXPECT_NE(html.find("No per-rank memory:"), std::string::npos);
   EXPECT_NE(html.find("No trace"), std::string::npos);
-  EXPECT_NE(html.find("No planner validation"), std::string::npos);
+  EXPECT_EQ(html.find("planner"), std::string::npos);
+  EXPECT_EQ(html.find("<section id=\"goldfish\">"), std::string::npos);
   EXPECT_NE(html.find("No config.toml"), std::string::npos);
   EXPECT_GE(count(html, "<td class=\"missing\">missing</td>"), 4u);  // config, run.json, traces, checkpoints, plan
   // self-contained
@@ -159,11 +168,7 @@ TEST(Report, ValidationMemoryTracesAndThePlanner) {
   EXPECT_EQ(run.plan->grids.size(), 2u);
 
   const auto charts = report_charts(run);
-  auto find = [&](const std::string& id) -> const NamedChart* {
-    for (const NamedChart& c : charts)
-      if (c.id == id) return &c;
-    return nullptr;
-  };
+  auto find = [&](const std::string& id) { return find_chart(charts, id); };
   const NamedChart* loss = find("chart-loss-step");
   ASSERT_TRUE(loss);
   ASSERT_EQ(loss->chart.series.size(), 2u);
@@ -218,5 +223,50 @@ TEST(Report, BadInputsNameTheirFile) {
   EXPECT_NE(error_of([&] { load_run(e); }).find("is empty"), std::string::npos);
 }
 
+// The Goldfish loss's curves, the memory per rank by part from run.json, and no communication section
+// for a run that communicated nothing (issue 35: a 1-rank run's empty chart).
+TEST(Report, GoldfishCurvesMemoryByPartAndNoEmptySections) {
+  TempDir d;
+  std::string m;
+  for (int s = 0; s < 6; s++)
+    m += "{\"step\":" + std::to_string(s) + ",\"loss\":" + std::to_string(5.0 - 0.1 * s) +
+         ",\"loss_all_tokens\":" + std::to_string(5.1 - 0.1 * s) + ",\"loss_dropped_tokens\":" +
+         std::to_string(5.6 - 0.05 * s) + ",\"goldfish_dropped_fraction\":0.25,\"step_ms\":10}\n";
+  d.write(kMetricsFile, m);
+  d.write(kRunInfoFile, R"({"world_size":2,"memory_per_rank":[
+    {"params":1048576,"grads":1048576,"optimizer":2097152,"activations":3145728,"comm buffers":0},
+    {"params":2097152,"grads":2097152,"optimizer":4194304,"activations":3145728,"comm buffers":524288}]})");
+  // one rank: its trace has no collective
+  d.write(kTraceFile, R"({"traceEvents":[
+    {"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}},
+    {"ph":"X","name":"matmul","cat":"compute","pid":0,"tid":0,"ts":0,"dur":100}]})");
+  const RunData run = load_run(find_sources(d.path, {}));
+  ASSERT_EQ(run.memory_per_rank.size(), 2u);
+  EXPECT_EQ(run.memory_per_rank[1][4].first, "comm buffers");
+  const auto charts = report_charts(run);
+  auto find = [&](const std::string& id) { return find_chart(charts, id); };
+  const NamedChart* goldfish = find("chart-goldfish-loss");
+  ASSERT_TRUE(goldfish);
+  ASSERT_EQ(goldfish->chart.series.size(), 3u);
+  EXPECT_EQ(goldfish->chart.series[2].name, "dropped");
+  EXPECT_NEAR(goldfish->chart.series[2].y[0], 5.6, 1e-6);
+  const NamedChart* dropped = find("chart-goldfish-dropped");
+  ASSERT_TRUE(dropped);
+  EXPECT_DOUBLE_EQ(dropped->chart.series[0].y[3], 25.0);  // percent
+  const NamedChart* parts = find("chart-memory-parts");
+  ASSERT_TRUE(parts);
+  EXPECT_EQ(parts->chart.categories, (std::vector<std::string>{"rank 0", "rank 1"}));
+  ASSERT_EQ(parts->chart.series.size(), 5u);
+  EXPECT_EQ(parts->chart.series[2].name, "optimizer");
+  EXPECT_DOUBLE_EQ(parts->chart.series[2].y[1], 4.0);  // MiB
+  EXPECT_FALSE(find("chart-overlap-0"));  // nothing communicated: no chart of what was hidden
+  const std::string html = report_html(run);
+  EXPECT_NE(html.find("<section id=\"goldfish\">"), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"memory\">"), std::string::npos);
+  EXPECT_EQ(html.find("<section id=\"overlap\">"), std::string::npos);
+  EXPECT_EQ(html.find("No per-rank memory"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace axonn::report
+
