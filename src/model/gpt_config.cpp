@@ -1,5 +1,7 @@
 #include "axonn/model/gpt_config.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -149,6 +151,45 @@ constexpr LlamaPreset kLlamaPresets[] = {
 };
 
 }  // namespace
+
+bool ShapeOverrides::any() const {
+  return layers || heads || kv_heads || channels || ffn || vocab || max_seq_len || rope_theta != 0.0 ||
+         !tie_embeddings.empty();
+}
+
+GptConfig apply_shape(GptConfig c, const ShapeOverrides& o) {
+  for (const auto& [value, flag] : {std::pair{o.layers, "--layers"}, {o.heads, "--heads"}, {o.kv_heads, "--kv-heads"},
+                                    {o.channels, "--channels"}, {o.ffn, "--ffn"}, {o.vocab, "--vocab"},
+                                    {o.max_seq_len, "--max-seq-len"}})
+    AXONN_CHECK_ARG(value >= 0, flag, " must be positive, got ", value);
+  AXONN_CHECK_ARG(o.rope_theta >= 0.0 && std::isfinite(o.rope_theta), "--rope-theta must be positive, got ",
+                  o.rope_theta);
+  AXONN_CHECK_ARG(o.tie_embeddings.empty() || o.tie_embeddings == "on" || o.tie_embeddings == "off",
+                  "--tie-embeddings takes on or off, got '", o.tie_embeddings, "'");
+  const bool gpt2 = c.family == Family::kGpt2;
+  AXONN_CHECK_ARG(!gpt2 || (!o.kv_heads && !o.ffn && o.rope_theta == 0.0 && o.tie_embeddings != "off"),
+                  "--kv-heads, --ffn, --rope-theta and --tie-embeddings off shape a Llama; a GPT-2 has as many KV "
+                  "heads as heads, an MLP of 4C, learned positions and its LM head tied to the token embedding: "
+                  "use a llama model (--model llama-tiny, ...) for other shapes");
+  if (o.layers) c.num_layers = o.layers;
+  if (o.heads) c.num_heads = o.heads;
+  if (o.channels) c.channels = o.channels;
+  if (o.heads || o.channels) c.head_dim = 0;  // C/NH again
+  if (o.kv_heads) c.num_kv_heads = o.kv_heads;
+  if (o.ffn) c.ffn_hidden = o.ffn;
+  if (o.max_seq_len) c.max_seq_len = o.max_seq_len;
+  if (o.rope_theta != 0.0) c.rope_theta = o.rope_theta;
+  if (!o.tie_embeddings.empty()) c.tied_embeddings = o.tie_embeddings == "on";
+  if (o.vocab) {
+    // padded to a multiple of 128 in an int: beyond this it would overflow
+    constexpr int kMaxVocab = INT32_MAX / 128 * 128;
+    AXONN_CHECK_ARG(o.vocab <= kMaxVocab, "--vocab ", o.vocab, " is too large: at most ", kMaxVocab);
+    c.vocab_size = o.vocab;
+    c.padded_vocab_size = pad_vocab(o.vocab);
+  }
+  c.validate();
+  return c;
+}
 
 GptConfig gpt_preset(std::string_view name) {
   for (const auto& [alias, preset] : kAliases)

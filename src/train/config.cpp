@@ -77,6 +77,10 @@ void validate_goldfish(const TrainConfig& c) {
 
 }  // namespace
 
+model::ShapeOverrides shape_overrides(const TrainConfig& c) {
+  return {c.layers, c.heads, c.kv_heads, c.channels, c.ffn, c.vocab, c.max_seq_len, c.rope_theta, c.tie_embeddings};
+}
+
 TrainChoices parse_choices(const TrainConfig& c) {
   TrainChoices t;
   t.backend = kernels::parse_backend(c.kernels);
@@ -112,10 +116,13 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.gx >= 0 && c.gy >= 0 && c.gz >= 0 && c.gdata >= 0, "--gx, --gy, --gz and --gdata must be positive");
   AXONN_CHECK_ARG(c.grid.empty() || !(c.gx || c.gy || c.gz || c.gdata),
                   "give the grid either as --grid GX,GY,GZ,GD or as --gx --gy --gz --gdata, not both");
-  bool overrides = c.layers || c.heads || c.channels || c.vocab || c.max_seq_len;
-  AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && !overrides),
-                  "--init takes the model's shape from the checkpoint; drop --model and the shape flags "
-                  "(--layers --heads --channels --vocab --max-seq-len)");
+  const bool overrides = shape_overrides(c).any();
+  AXONN_CHECK_ARG(c.init.empty() || (c.model.empty() && c.model_config.empty() && !overrides),
+                  "--init takes the model's shape from the checkpoint; drop --model and the shape flags (and "
+                  "--model-config: --layers --heads --kv-heads --channels --ffn --vocab --max-seq-len --rope-theta "
+                  "--tie-embeddings)");
+  AXONN_CHECK_ARG(c.model.empty() || c.model_config.empty(),
+                  "give the shape either as --model NAME or as --model-config config.json, not both");
   AXONN_CHECK_ARG(c.val_every >= 0, "--val-every must be >= 0 (0: after the last step only), got ", c.val_every);
   AXONN_CHECK_ARG(c.val_batches >= 1, "--val-batches must be >= 1, got ", c.val_batches);
   AXONN_CHECK_ARG(!c.val_data.empty() || c.val_every == 0,

@@ -53,6 +53,14 @@ const std::vector<ConfigOption>& config_options() {
       {"model", "--channels", &C::channels, "override the hidden size"},
       {"model", "--vocab", &C::vocab, "override the vocabulary size (padded to a multiple of 128)"},
       {"model", "--max-seq-len", &C::max_seq_len, "override the number of positions"},
+      {"model", "--kv-heads", &C::kv_heads, "Llama: override the key/value heads of grouped-query attention"},
+      {"model", "--ffn", &C::ffn, "Llama: override the MLP's intermediate size"},
+      {"model", "--rope-theta", &C::rope_theta, "Llama: override RoPE's base theta"},
+      {"model", "--tie-embeddings", &C::tie_embeddings,
+       "Llama: on|off, the LM head tied to the token embedding or its own (default: the model's)"},
+      {"model", "--model-config", &C::model_config,
+       "a Hugging Face config.json (GPT2LMHeadModel or LlamaForCausalLM) as the shape for random init, instead of "
+       "--model; the shape flags override it"},
       // what it reads
       {"data", "--data", &C::data,
        "llm.c token shards: a file, a glob, or a directory (its *.bin without 'val', as axonn prepare writes "

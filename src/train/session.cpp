@@ -10,6 +10,8 @@
 #include <new>
 #include <optional>
 
+#include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
@@ -85,25 +87,20 @@ void validate_on_grid(const TrainConfig& c, const parallel::GridShape& shape, in
 
 model::GptConfig resolve_model(const TrainConfig& c, const detail::StartPlan& start) {
   if (start.model) return *start.model;
-  model::GptConfig m = model::gpt_preset(c.model.empty() ? "gpt2-tiny" : c.model);
-  if (c.layers) m.num_layers = c.layers;
-  if (c.heads) m.num_heads = c.heads;
-  if (c.channels) m.channels = c.channels;
-  if (c.max_seq_len) m.max_seq_len = c.max_seq_len;
+  // the base: a Hugging Face config.json (--model-config), else a preset (--model, default gpt2-tiny)
+  const model::GptConfig base = c.model_config.empty()
+                                    ? model::gpt_preset(c.model.empty() ? "gpt2-tiny" : c.model)
+                                    : checkpoint::parse_hf_config_json(checkpoint::read_text_file(c.model_config),
+                                                                       c.model_config);
   // the vocabulary: --vocab, else that of the tokenizer --data DIR was prepared with (its prepare.json)
+  model::ShapeOverrides shape = shape_overrides(c);
   const std::optional<int> prepared = c.vocab ? std::nullopt : data::prepared_vocab_size(c.data);
-  if (const int vocab = c.vocab ? c.vocab : prepared.value_or(0)) {
-    // padded to a multiple of 128 in an int: beyond this it would overflow
-    constexpr int kMaxVocab = INT32_MAX / 128 * 128;
-    AXONN_CHECK_ARG(vocab <= kMaxVocab, "--vocab ", vocab, " is too large: at most ", kMaxVocab);
-    m.vocab_size = vocab;
-    m.padded_vocab_size = model::pad_vocab(vocab);
-    if (prepared)
-      log_info("model     vocabulary of %d ids from '%s/prepare.json' (the tokenizer the data was prepared with; "
-               "--vocab overrides it)", vocab, c.data.c_str());
+  if (prepared) {
+    shape.vocab = *prepared;
+    log_info("model     vocabulary of %d ids from '%s/prepare.json' (the tokenizer the data was prepared with; "
+             "--vocab overrides it)", *prepared, c.data.c_str());
   }
-  m.validate();
-  return m;
+  return model::apply_shape(base, shape);
 }
 
 // --grid auto: the planner's best admissible grid for this model, batch and job size, predicted with

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/spelling.hpp"
 #include "axonn/parallel/grid.hpp"
@@ -25,7 +27,11 @@ constexpr long kDefaultVocab = 50304;  // GPT-2 BPE (50257) padded to a multiple
 struct PlanOptions {
   std::string machine = "perlmutter";
   std::string model;
+  std::string model_config;  // a Hugging Face config.json as the shape
   long layers = 0, hidden = 0, heads = 0, vocab = 0;
+  int kv_heads = 0, ffn = 0;
+  double rope_theta = 0.0;
+  std::string tie_embeddings;
   long seq_len = 2048;
   long batch_size = 0;
   long gpus = 0;
@@ -72,7 +78,12 @@ std::string known_model_names() {
 // --model, the first three are required (a GPT-2-shaped model).
 planner::ModelShape resolve_model(const PlanOptions& o) {
   planner::ModelShape m;
-  if (!o.model.empty()) {
+  AXONN_CHECK_ARG(o.model.empty() || o.model_config.empty(),
+                  "give the shape either as --model NAME or as --model-config config.json, not both");
+  if (!o.model_config.empty()) {
+    m.name = o.model_config;
+    m.config = checkpoint::parse_hf_config_json(checkpoint::read_text_file(o.model_config), o.model_config);
+  } else if (!o.model.empty()) {
     auto found = planner::find_model(o.model);
     if (!found) {
       std::vector<std::string> names;
@@ -94,7 +105,16 @@ planner::ModelShape resolve_model(const PlanOptions& o) {
   if (o.hidden != 0) c.channels = static_cast<int>(o.hidden);
   if (o.heads != 0) c.num_heads = static_cast<int>(o.heads);
   if (o.vocab != 0) c.vocab_size = c.padded_vocab_size = static_cast<int>(o.vocab);
-  if (!o.model.empty() && (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0)) m.name += " (modified)";
+  // the Llama shape flags `axonn train` has, with the same names and meaning (model::apply_shape)
+  model::ShapeOverrides shape;
+  shape.kv_heads = o.kv_heads;
+  shape.ffn = o.ffn;
+  shape.rope_theta = o.rope_theta;
+  shape.tie_embeddings = o.tie_embeddings;
+  if (shape.any()) c = model::apply_shape(c, shape);
+  if ((!o.model.empty() || !o.model_config.empty()) &&
+      (o.layers != 0 || o.hidden != 0 || o.heads != 0 || o.vocab != 0 || shape.any()))
+    m.name += " (modified)";
   return m;
 }
 
@@ -151,7 +171,17 @@ void add_plan_command(CLI::App& app, Action* action) {
   sub->add_option("--model", o->model,
                   "model name (or give the shape below): " + model::gpt_preset_help());
   sub->add_option("--layers", o->layers, "transformer layers L (0: from --model)")->capture_default_str();
-  sub->add_option("--hidden", o->hidden, "hidden size H (0: from --model)")->capture_default_str();
+  sub->add_option("--hidden,--channels", o->hidden, "hidden size H, as train's --channels (0: from --model)")
+      ->capture_default_str();
+  sub->add_option("--kv-heads", o->kv_heads, "Llama: key/value heads of grouped-query attention (0: from --model)")
+      ->capture_default_str();
+  sub->add_option("--ffn", o->ffn, "Llama: the MLP's intermediate size (0: from --model)")
+      ->capture_default_str();
+  sub->add_option("--rope-theta", o->rope_theta, "Llama: RoPE's base theta (0: from --model)")
+      ->capture_default_str();
+  sub->add_option("--tie-embeddings", o->tie_embeddings, "Llama: on|off, the LM head tied to the token embedding");
+  sub->add_option("--model-config", o->model_config,
+                  "a Hugging Face config.json (GPT2LMHeadModel or LlamaForCausalLM) as the model, instead of --model");
   sub->add_option("--heads", o->heads, "attention heads (0: from --model)")->capture_default_str();
   sub->add_option("--vocab", o->vocab, "vocabulary size V, padded (0: from --model, else 50304)")
       ->capture_default_str();

@@ -69,6 +69,20 @@ struct GptConfig {
 // V rounded up to a multiple of `multiple` (llm.c: 128).
 int pad_vocab(int vocab_size, int multiple = 128);
 
+// The shape flags shared by `axonn train` and `axonn plan` (0 / empty: the base model's value):
+// --layers --heads --kv-heads --channels --ffn --vocab --max-seq-len --rope-theta --tie-embeddings on|off.
+struct ShapeOverrides {
+  int layers = 0, heads = 0, kv_heads = 0, channels = 0, ffn = 0, vocab = 0, max_seq_len = 0;
+  double rope_theta = 0.0;
+  std::string tie_embeddings;  // "on", "off" or "" (the base model's)
+  bool any() const;
+};
+// The base model with the overrides applied, validated. A new --heads or --channels makes the head size
+// C/NH again (a preset's explicit head_dim would no longer fit); a vocabulary is padded to a multiple
+// of 128. InvalidArgument naming the flag for a value the family cannot take (a GPT-2 has as many KV
+// heads as heads, an MLP of 4C and a tied head; RoPE belongs to Llama).
+GptConfig apply_shape(GptConfig base, const ShapeOverrides& o);
+
 // Named presets: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m (OpenAI's GPT-2 family), gpt2-tiny (the
 // shape of shared/reference/gpt2-tiny), 5B ... 175B (the GPT models of AxoNN's SC24 runs); tinyllama-1.1b, llama-3.2-1b, llama-2-7b, llama-3.1-8b,
 // llama-3.1-70b, llama-3.1-405b (the shapes of their published config.json files), llama-124m (a

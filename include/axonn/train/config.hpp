@@ -15,6 +15,7 @@
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/model/goldfish.hpp"
+#include "axonn/model/gpt_config.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/parallel/overlap.hpp"
@@ -26,7 +27,11 @@ struct TrainConfig {
   // shape (random init) with optional overrides
   std::string init;                 // --init FILE|DIR
   std::string model;                // --model NAME (default gpt2-tiny when no --init)
+  std::string model_config;         // --model-config config.json: a Hugging Face config as the shape
   int layers = 0, heads = 0, channels = 0, vocab = 0, max_seq_len = 0;  // overrides; 0 = from --model
+  int kv_heads = 0, ffn = 0;        // Llama: --kv-heads, --ffn (intermediate size); 0 = from --model
+  double rope_theta = 0.0;          // Llama: --rope-theta; 0 = from --model
+  std::string tie_embeddings;       // Llama: --tie-embeddings on|off; empty = from --model
   // data: llm.c token shards (a file, a glob, or a directory's training shards: data::find_shards);
   // empty = a synthetic Markov-chain corpus generated in memory
   std::string data;                 // --data FILE|GLOB|DIR
@@ -134,6 +139,9 @@ std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
 
 // The steps (1-based) of --fault-nonfinite-grad. InvalidArgument for a malformed list.
 std::set<int> fault_steps(const TrainConfig& c);
+
+// The shape flags (model::apply_shape's overrides).
+model::ShapeOverrides shape_overrides(const TrainConfig& c);
 
 // The Goldfish settings as the mask takes them (k = 0: off). The strategy must be valid (validate_config).
 model::GoldfishConfig goldfish_config(const TrainConfig& c);

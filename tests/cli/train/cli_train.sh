@@ -25,6 +25,16 @@ PY
 
 case $case_name in
   # Llama (docs/llama.md): a preset trains; the oracle's Hugging Face directory as --init; refusals
+  llama_shape_flags)
+    # every Llama shape from the command line (issue 34), and a GPT-2 refusing what only a Llama has
+    run "$axonn" train --model llama-tiny --heads 8 --channels 128 --kv-heads 4 --ffn 256 --rope-theta 500000 \
+      --tie-embeddings off --steps 1 --batch-size 2 --seq-len 16 --peak-gflops 100
+    expect_output "model     llama L=2 NH=8 KV=4 C=128 FFN=256 V=500 \(padded 512\) maxT=64 theta=500000 untied"
+    expect_error "--kv-heads, --ffn, --rope-theta and --tie-embeddings off shape a Llama" \
+      "$axonn" train --model gpt2-tiny --kv-heads 2 --steps 1
+    expect_error "--tie-embeddings takes on or off, got 'maybe'" "$axonn" train --model llama-tiny --tie-embeddings maybe
+    expect_error "num_key_value_heads 3 does not divide the 4 attention heads" \
+      "$axonn" train --model llama-tiny --kv-heads 3 --steps 1 ;;
   llama_preset_trains)
     timeout 100 "$axonn" train --model llama-tiny --steps 3 --peak-gflops 100 >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
     grep -Eq "model     llama L=2 NH=4 KV=2 C=64 FFN=176" "$tmp/out" || { echo "FAIL: no llama model line"; cat "$tmp/out"; exit 1; }
