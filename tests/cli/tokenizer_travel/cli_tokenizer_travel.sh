@@ -113,6 +113,17 @@ case "$case_name" in
       train --model llama-tiny --grid 1,1,2,1 --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 2 --save "$tmp/l.bin"
     expect_no_output "step +1/2"
     [ ! -e "$tmp/l.bin" ] || fail "the refused --save was written" ;;
+  save_dir_is_input)
+    # a Hugging Face directory --init reads is not --save's, with or without the '/'
+    prepare_sp
+    save_matches llama-tiny 1 1,1,1,1 hf
+    hf=$tmp/llama-tiny-1,1,1,1-hf/save/model
+    sum=$(md5sum "$hf"/*)
+    for p in "$hf/" "$hf"; do
+      expect_error "--save '$p' is the file --init '$hf' reads" "$axonn" train --init "$hf" --data "$tmp/data" \
+        --batch-size 4 --seq-len 32 --steps 2 --save "$p"
+    done
+    [ "$(md5sum "$hf"/*)" = "$sum" ] || fail "the --init directory changed" ;;
   save_gguf_needs_tokenizer)
     # no --data: the run carries no tokenizer, and a GGUF file holds one; every rank gets the error
     expect_once 2 "a GGUF file holds the model's tokenizer, and this run carries none" \
