@@ -463,4 +463,52 @@ Manifest load_consolidated_params(const std::string& path, Arena& full, std::str
   return m;
 }
 
+void gather_full_params(const parallel::Grid& grid, const model::GptConfig& config, const Arena& shard, Arena* full) {
+  const parallel::GridShape& g = grid.shape();
+  comm::Communicator& xyz = grid.xyz();
+  const bool sends = grid.coords().d == 0;  // data replicas hold the same shards: the first one sends
+  const bool root = sends && xyz.rank() == 0;
+  AXONN_CHECK(root == (full != nullptr), "gather_full_params: a full arena on the gathering rank only");
+  const model::ShardMap mine(config, g, grid.coords());
+  std::vector<model::ShardMap> from;  // the root: each XYZ member's map, in group order
+  if (root) {
+    for (int r : parallel::grid_group_members(g, grid.rank(), parallel::GridGroup::kXYZ))
+      from.emplace_back(config, g, parallel::grid_coords(g, r));
+    model::reserve_params(*full, mine.spec());
+    full->allocate();
+  }
+  const int members = xyz.size();
+  std::vector<size_t> send_counts(static_cast<size_t>(members), 0), recv_counts(send_counts.size(), 0);
+  std::vector<float> recv;
+  for (int p = 0; p < static_cast<int>(mine.size()); p++) {
+    const model::ParamSpec& ps = mine.spec().params[static_cast<size_t>(p)];
+    const int64_t layers = ps.per_layer ? ps.shape[0] : 1;
+    const int64_t n = mine.shard_layer_numel(p);
+    send_counts[0] = sends && !mine.is_replica(p) ? static_cast<size_t>(n) : 0;
+    size_t total = 0;
+    for (int r = 0; r < members && root; r++) {
+      const model::ShardMap& a = from[static_cast<size_t>(r)];
+      recv_counts[static_cast<size_t>(r)] = a.is_replica(p) ? 0 : static_cast<size_t>(a.shard_layer_numel(p));
+      total += recv_counts[static_cast<size_t>(r)];
+    }
+    recv.resize(total);
+    const float* src = shard.tensor(static_cast<size_t>(p)).f32();
+    for (int64_t l = 0; l < layers; l++) {
+      xyz.all_to_all_v(src + l * n, send_counts, recv.data(), recv_counts, DType::kF32);
+      if (!root) continue;
+      float* f = full->tensor(static_cast<size_t>(p)).f32() + l * mine.full_layer_numel(p);
+      const float* in = recv.data();
+      for (int r = 0; r < members; r++) {
+        const model::ShardMap& a = from[static_cast<size_t>(r)];
+        const auto m = static_cast<int64_t>(recv_counts[static_cast<size_t>(r)]);
+        for (int64_t j = 0, len = 0; j < m; j += len) {
+          len = a.run_length(p, j);
+          std::memcpy(f + a.global_index(p, j), in + j, static_cast<size_t>(len) * 4);
+        }
+        in += m;
+      }
+    }
+  }
+}
+
 }  // namespace axonn::checkpoint

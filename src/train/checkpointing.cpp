@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
+#include <filesystem>
 
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
@@ -147,6 +148,10 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
   } else if (plan.init && plan.init->kind == ModelSource::Kind::kCheckpoint) {
     tokenizer_ = text::tokenizer_files_in(plan.init->path);
   }
+}
+
+std::string Checkpointer::tokenizer_dir() const {
+  return tokenizer_.empty() ? "" : std::filesystem::path(tokenizer_.front().first).parent_path().string();
 }
 
 bool Checkpointer::due(int done) const {

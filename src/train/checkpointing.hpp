@@ -58,6 +58,8 @@ class Checkpointer {
                               const optim::AdamW& opt, const std::map<std::string, std::string>& state);
   // The step of the last checkpoint saved or resumed from (-1: none).
   int last_saved() const { return last_saved_; }
+  // The directory of the tokenizer the checkpoints carry (text::load_tokenizer reads it); "" if none.
+  std::string tokenizer_dir() const;
 
  private:
   const TrainConfig& c_;

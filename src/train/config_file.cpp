@@ -163,7 +163,7 @@ const std::vector<ConfigOption>& config_options() {
        "peak for MFU in GFLOP/s per rank (0: the local profile's from axonn calibrate, else measured at start: "
        "sgemm or the bf16 GEMM, a dense bf16 GEMM with --kernels cuda; docs/performance.md)"},
       // checkpoints, resuming and stopping (docs/checkpoints.md, docs/resilience.md)
-      {"checkpoint", "--save", &C::save, "write the final weights as an llm.c checkpoint (version 3)", R::kOutput, kPath},
+      {"checkpoint", "--save", &C::save, "write the final weights (any grid; gathered to rank 0): FILE.bin llm.c (GPT-2), FILE.gguf GGUF, DIR/ Hugging Face", R::kOutput, kPath},
       {"checkpoint", "--checkpoint-dir", &C::checkpoint_dir,
        "write sharded checkpoints here (one step-N directory each; also at the end of training; default with "
        "--run-dir: DIR/checkpoints)", R::kOutput, kPath},

@@ -13,11 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/gguf.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/parallel/overlap.hpp"
+#include "axonn/text/tokenizer.hpp"
 
 namespace axonn::train::detail {
 
@@ -245,6 +249,62 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
 
 // --- checkpoints ---------------------------------------------------------------------------------
 
+SaveFormat save_format(const std::string& path, model::Family family) {
+  std::error_code ec;
+  const std::string ext = fs::path(path).extension().string();
+  SaveFormat f = SaveFormat::kHf;
+  if (path.ends_with('/') || fs::is_directory(path, ec) || ext.empty()) {
+    f = SaveFormat::kHf;
+  } else if (ext == ".bin") {
+    f = SaveFormat::kLlmc;
+  } else if (ext == ".gguf") {
+    f = SaveFormat::kGguf;
+  } else {
+    throw InvalidArgument("--save '" + path + "': cannot tell the format from '" + ext + "'; give FILE.bin (llm.c, "
+                          "GPT-2 only), FILE.gguf (GGUF) or a directory DIR/ (Hugging Face)");
+  }
+  AXONN_CHECK_ARG(f != SaveFormat::kLlmc || family == model::Family::kGpt2, "--save '", path, "': an llm.c file "
+                  "(.bin) holds GPT-2 models only; for this model give FILE.gguf (GGUF) or a directory DIR/ "
+                  "(Hugging Face safetensors)");
+  return f;
+}
+
+namespace {
+
+// Writes --save from the full tensors (rank 0), in the format its path names, with the run's tokenizer
+// (`tokenizer`: its directory, "" if none) where the format holds one, as `axonn convert` does.
+void write_save(const std::string& path, const model::GptConfig& config, const Arena& params,
+                const std::string& tokenizer, int done) {
+  const int64_t bad = count_nonfinite(params);
+  AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
+                 "run diverged; --save '", path, "' was not written. Lower --lr or enable --grad-clip");
+  switch (save_format(path, config.family)) {
+    case SaveFormat::kLlmc:
+      checkpoint::save_llmc(path, config, params);
+      break;
+    case SaveFormat::kGguf: {
+      AXONN_CHECK_IO(!tokenizer.empty(), "--save '", path, "': a GGUF file holds the model's tokenizer, and this run "
+                     "carries none (train on prepared --data, or save a directory DIR/ or, for GPT-2, FILE.bin)");
+      const std::unique_ptr<text::Tokenizer> tok = text::load_tokenizer(tokenizer);
+      checkpoint::check_tokenizer_fits(*tok, config);
+      checkpoint::save_gguf(path, config, params, checkpoint::GgufType::kF32, *tok, fs::path(path).stem().string());
+      break;
+    }
+    case SaveFormat::kHf: {
+      std::unique_ptr<text::Tokenizer> tok;
+      if (!tokenizer.empty()) {
+        tok = text::load_tokenizer(tokenizer);
+        checkpoint::check_tokenizer_fits(*tok, config);  // before anything is written
+      }
+      checkpoint::save_hf_dir(path, config, params);
+      if (tok) checkpoint::save_hf_tokenizer(path, config, tokenizer);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 CheckpointHook::CheckpointHook(Session& s)
     : checkpointer_(s.config(), s.model_config(), s.host_grid(), s.start()) {
   // the outputs are checked before step 1, not found unwritable after the last (the construction of
@@ -255,9 +315,14 @@ CheckpointHook::CheckpointHook(Session& s)
     probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
   }
   if (!c.save.empty()) {
-    std::error_code ec;
-    AXONN_CHECK_IO(!fs::is_directory(c.save, ec), "--save '", c.save, "' is a directory; give a file name");
-    probe_writable(c.save + ".probe-" + std::to_string(::getpid()), "--save", c.save);
+    if (save_format(c.save, s.model_config().family) == SaveFormat::kHf) {
+      std::error_code ec;
+      fs::create_directories(c.save, ec);  // where the user pointed; each file is written into it atomically
+      AXONN_CHECK_IO(!ec, "cannot create the --save directory '", c.save, "': ", ec.message());
+      probe_writable((fs::path(c.save) / (".probe-" + std::to_string(::getpid()))).string(), "--save", c.save);
+    } else {
+      probe_writable(c.save + ".probe-" + std::to_string(::getpid()), "--save", c.save);
+    }
   }
 }
 
@@ -299,11 +364,22 @@ void CheckpointHook::at_end(Session& s, int done) {
     host->allocate();
     host->copy_from(gpt.params());  // download
   }
-  const Arena& params = host ? *host : gpt.params();
-  const int64_t bad = count_nonfinite(params);  // --save runs on one rank
-  AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
-                 "run diverged; --save '", c.save, "' was not written. Lower --lr or enable --grad-clip");
-  checkpoint::save_llmc(c.save, s.model_config(), params);
+  // the full tensors on rank 0 (the other ranks send their shards), then rank 0 writes; its error, if
+  // any, reaches every rank
+  const parallel::Grid& grid = s.host_grid();
+  const bool root = grid.rank() == 0;
+  std::optional<Arena> full;
+  if (root) full.emplace("parameters (full, for --save)");
+  checkpoint::gather_full_params(grid, s.model_config(), host ? *host : gpt.params(), root ? &*full : nullptr);
+  std::exception_ptr error;
+  if (root) {
+    try {
+      write_save(c.save, s.model_config(), *full, checkpointer_.tokenizer_dir(), done);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  checkpoint::agree_on_errors(grid.world(), error);
   log_info("saved     %s", c.save.c_str());
 }
 

@@ -246,12 +246,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   const int token_groups = shape_.gz * shape_.gdata;  // the batch is split over Z and data
   AXONN_CHECK_ARG(c.batch_size % token_groups == 0, "--batch-size ", c.batch_size, " is not divisible by Gz*Gdata = ",
                   shape_.gz, "*", shape_.gdata, " = ", token_groups, "; choose a multiple of ", token_groups);
-  AXONN_CHECK_ARG(c.save.empty() || mc_.family == model::Family::kGpt2, "--save writes an llm.c file, which holds "
-                  "GPT-2 models only; for ", mc_.str(), " use --checkpoint-dir DIR and `axonn convert --from DIR "
-                  "--to hf/` (Hugging Face safetensors)");
-  AXONN_CHECK_ARG(c.save.empty() || world_->size() == 1,
-                  "--save writes an llm.c file from one rank's full weights; with several ranks use "
-                  "--checkpoint-dir DIR and `axonn convert --from DIR --to model.bin`");
+  if (!c.save.empty()) detail::save_format(c.save, mc_.family);  // a format the model fits, before training
   B_local_ = c.batch_size / token_groups;
   validate_on_grid(c, shape_, B_local_);
   if (c.goldfish_k) goldfish_.emplace(goldfish_config(c));  // loads --goldfish-table on every rank

@@ -126,6 +126,13 @@ class ShardFiles {
 Manifest load_consolidated_params(const std::string& path, Arena& full, std::string* dir_out = nullptr,
                                   Progress* progress = nullptr);
 
+// Gathers the model's full tensors to world rank 0 of `grid` (host buffers): per tensor and layer, the
+// ranks of the first data replica's XYZ group send their shards (replicas of a tensor send nothing) to
+// that group's rank 0 (all_to_all_v over xyz, the other counts 0), which places them by model::ShardMap.
+// No rank but the root holds more than its shard and one layer's slice. `full`: on the root, filled
+// (reserved here with model::reserve_params and allocated); null elsewhere. Collective over the grid.
+void gather_full_params(const parallel::Grid& grid, const model::GptConfig& config, const Arena& shard, Arena* full);
+
 // Makes every rank of `comm` agree on failure: each passes its own error (null if none); if any has
 // one, every rank throws the lowest failing rank's error (same type, IoError or InvalidArgument,
 // same message). Collective.

@@ -215,7 +215,9 @@ PY
     expect_once 2 "cannot create checkpoint directory '$tmp/afile/ck'" \
       train "${flags[@]}" --grid 2,1,1,1 --steps 300 --checkpoint-dir "$tmp/afile/ck" --checkpoint-every 0
     expect_no_output "step +1/300"
-    expect_error "--save '$tmp' is a directory" "$axonn" train "${flags[@]}" --steps 3 --save "$tmp" ;;
+    # a path whose format cannot be told (not .bin, .gguf or a directory)
+    expect_error "--save '$tmp/w.pt': cannot tell the format from '.pt'" "$axonn" train "${flags[@]}" --steps 3 --save "$tmp/w.pt"
+    expect_no_output "step +1/3" ;;
   outputs_read_only)
     # a read-only file system (root ignores file modes, not a read-only mount)
     mkdir -p "$tmp/ro"

@@ -20,6 +20,38 @@ train_on() {
     --quiet --checkpoint-dir "$tmp/ck"
 }
 
+# save_matches MODEL NP GRID FORMAT...: MODEL trained 4 steps on GRID with --save in each FORMAT (bin: an llm.c
+# file, gguf: a GGUF file, hf: a Hugging Face directory), each byte for byte what `axonn convert` makes of the
+# run's last checkpoint (same file names: GGUF names the model by its file's stem)
+save_matches() {
+  local model=$1 np=$2 grid=$3 fmt out f
+  shift 3
+  for fmt in "$@"; do
+    local d="$tmp/$model-$grid-$fmt"
+    case $fmt in bin) out=model.bin ;; gguf) out=model.gguf ;; hf) out=model/ ;; esac
+    mkdir -p "$d/save" "$d/convert"
+    run_np "$np" train --model "$model" --grid "$grid" --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 4 \
+      --lr 3e-3 --quiet --checkpoint-dir "$d/ck" --save "$d/save/$out"
+    run "$axonn" convert --from "$d/ck" --to "$d/convert/$out"
+    if [ "$fmt" = hf ]; then
+      [ "$(ls -A "$d/save/$out")" = "$(ls -A "$d/convert/$out")" ] ||
+        fail "$model on $grid: --save $out holds $(ls -A "$d/save/$out"), convert's $(ls -A "$d/convert/$out")"
+      for f in "$d/convert/$out"*; do same "$d/save/$out$(basename "$f")" "$f"; done
+      [ -e "$d/save/${out}tokenizer.model" ] || fail "$model on $grid: the HF directory lacks the run's tokenizer"
+      # it loads back: the same greedy ids as the checkpoint's
+      run "$axonn" generate --init "$d/save/$out" --prompt-ids 1,2,3 --print-ids --temperature 0 --max-new-tokens 8
+      grep -E '^[0-9]+(,[0-9]+)+$' "$tmp/out" >"$d/ids-save"
+      run "$axonn" generate --init "$d/ck" --prompt-ids 1,2,3 --print-ids --temperature 0 --max-new-tokens 8
+      grep -E '^[0-9]+(,[0-9]+)+$' "$tmp/out" >"$d/ids-ck"
+      [ -s "$d/ids-save" ] || fail "$model on $grid: generate printed no ids"
+      same "$d/ids-save" "$d/ids-ck"
+    else
+      same "$d/save/$out" "$d/convert/$out"
+    fi
+  done
+  echo "ok: $model on $np rank(s), grid $grid: --save $* equal convert's"
+}
+
 case "$case_name" in
   prepare_copies)
     prepare_sp
@@ -63,6 +95,40 @@ case "$case_name" in
     train_on 1 1,1,1,1 llama-tiny
     run "$axonn" generate --init "$tmp/ck" --prompt "The model" --max-new-tokens 8 --temperature 0
     expect_output "^The model" ;;
+
+  # --save on any grid (issue 34): the shards gathered to rank 0, written by the path's extension
+  save_gpt2)
+    prepare_sp
+    save_matches gpt2-tiny 1 1,1,1,1 bin gguf hf
+    save_matches gpt2-tiny 4 2,2,1,1 bin gguf hf
+    save_matches gpt2-tiny 2 1,1,2,1 bin gguf hf ;;
+  save_llama)
+    prepare_sp
+    save_matches llama-tiny 1 1,1,1,1 gguf hf
+    save_matches llama-tiny 4 2,2,1,1 gguf hf
+    save_matches llama-tiny 2 1,1,2,1 gguf hf
+    save_matches llama-tiny 4 1,2,1,2 hf
+    # an llm.c file holds GPT-2 only: refused on every rank before training, nothing written
+    expect_once 2 "an llm.c file \\(.bin\\) holds GPT-2 models only; for this model give FILE.gguf \\(GGUF\\) or a directory DIR/" \
+      train --model llama-tiny --grid 1,1,2,1 --data "$tmp/data" --batch-size 4 --seq-len 32 --steps 2 --save "$tmp/l.bin"
+    expect_no_output "step +1/2"
+    [ ! -e "$tmp/l.bin" ] || fail "the refused --save was written" ;;
+  save_dir_is_input)
+    # a Hugging Face directory --init reads is not --save's, with or without the '/'
+    prepare_sp
+    save_matches llama-tiny 1 1,1,1,1 hf
+    hf=$tmp/llama-tiny-1,1,1,1-hf/save/model
+    sum=$(md5sum "$hf"/*)
+    for p in "$hf/" "$hf"; do
+      expect_error "--save '$p' is the file --init '$hf' reads" "$axonn" train --init "$hf" --data "$tmp/data" \
+        --batch-size 4 --seq-len 32 --steps 2 --save "$p"
+    done
+    [ "$(md5sum "$hf"/*)" = "$sum" ] || fail "the --init directory changed" ;;
+  save_gguf_needs_tokenizer)
+    # no --data: the run carries no tokenizer, and a GGUF file holds one; every rank gets the error
+    expect_once 2 "a GGUF file holds the model's tokenizer, and this run carries none" \
+      train --model gpt2-tiny --grid 1,1,2,1 --batch-size 4 --seq-len 32 --steps 1 --save "$tmp/m.gguf"
+    [ ! -e "$tmp/m.gguf" ] || fail "a GGUF file without a tokenizer was written" ;;
 
   grid_carries)
     prepare_sp

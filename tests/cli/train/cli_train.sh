@@ -59,8 +59,11 @@ PY
     expect_once 4 "KV heads 2 are not divisible by Gy=4; K/V heads are split over Y together with their query heads: choose Gy from 1, 2" \
       train --model llama-tiny --grid 1,4,1,1 ;;
   llama_save_refused)
-    expect_error "--save writes an llm.c file, which holds GPT-2 models only" \
-      "$axonn" train --model llama-tiny --steps 1 --save "$tmp/x.bin" ;;
+    # refused before training, naming the formats that hold a Llama
+    expect_error "--save '$tmp/x.bin': an llm.c file \\(.bin\\) holds GPT-2 models only; for this model give FILE.gguf \\(GGUF\\) or a directory DIR/" \
+      "$axonn" train --model llama-tiny --steps 1 --save "$tmp/x.bin"
+    expect_no_output "step +1/1"
+    [ ! -e "$tmp/x.bin" ] || fail "the refused --save was written" ;;
   missing_checkpoint) expect_error "cannot open checkpoint '/nonexistent.bin'" "$axonn" train --init /nonexistent.bin ;;
   truncated_checkpoint)
     head -c 5000 "$model" >"$tmp/m.bin"
