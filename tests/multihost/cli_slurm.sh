@@ -30,13 +30,14 @@ train_args=(train "${run_args[@]}" --steps 30)
 export OMP_NUM_THREADS=1
 CLI_TIMEOUT=200
 
-# stop_and_resume SIGNAL: the sbatch job of 300 steps stopped by SIGNAL after 20, resumed for 5 more
+# stop_and_resume SIGNAL: the sbatch job of 20,000 steps stopped by SIGNAL after 20 or more, resumed for 5
+# more. A step of this model takes about 3 ms: 300 steps were once over before scancel reached the job.
 stop_and_resume() {
-  local sig=$1 send=() job at
+  local sig=$1 send=() job at total=20000
   [ "$sig" = TERM ] || send=(--signal "$sig")
   export AXONN=$axonn
   run sbatch -N 2 --ntasks-per-node 2 --output "$tmp/job.out" "$src/scripts/axonn.sbatch" \
-    "${run_args[@]}" --steps 300 --metrics "$tmp/slurm.jsonl" --checkpoint-dir "$tmp/ck"
+    "${run_args[@]}" --steps $total --metrics "$tmp/slurm.jsonl" --checkpoint-dir "$tmp/ck"
   job=$(grep -Eo "Submitted batch job [0-9]+" "$tmp/out" | grep -Eo "[0-9]+")
   for _ in $(seq 400); do
     [ "$(cat "$tmp/slurm.jsonl" 2>/dev/null | wc -l)" -ge 20 ] && break
@@ -47,14 +48,14 @@ stop_and_resume() {
   for _ in $(seq 200); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.25; done
   ! squeue -h -j "$job" 2>/dev/null | grep -q . || fail "job $job still runs 50 s after scancel"
   cp "$tmp/job.out" "$tmp/out"
-  expect_output "stopped   by SIG$sig after step [0-9]+ of 300; checkpoint .*step-[0-9]+\. Continue with"
+  expect_output "stopped   by SIG$sig after step [0-9]+ of $total; checkpoint .*step-[0-9]+\. Continue with"
   expect_no_output "Killed|exited on signal"
   at=$(grep -Eo "after step [0-9]+ of" "$tmp/out" | grep -Eo "[0-9]+" | head -1)
-  [ "$at" -lt 300 ] || fail "the job was not stopped early"
+  [ "$at" -lt $total ] || fail "the job was not stopped early"
   [ "$(wc -l <"$tmp/slurm.jsonl")" -eq "$at" ] || fail "the metrics hold $(wc -l <"$tmp/slurm.jsonl") steps, not $at"
   # a new job step continues from the checkpoint, on the same 2 nodes, for 5 steps
   run srun -N 2 -n 4 "$axonn" train --checkpoint-dir "$tmp/ck" --resume --exit-after-steps 5 --metrics "$tmp/slurm.jsonl"
-  expect_output "stopped   by --exit-after-steps 5 after step $((at + 5)) of 300"
+  expect_output "stopped   by --exit-after-steps 5 after step $((at + 5)) of $total"
   # what the uninterrupted run gives (constant learning rate: --steps does not change the trajectory)
   run "$mpiexec" -n 4 --oversubscribe "$axonn" train "${run_args[@]}" --steps $((at + 5)) --metrics "$tmp/mpirun.jsonl"
   python3 - "$tmp/mpirun.jsonl" "$tmp/slurm.jsonl" "$sig" <<'PY'
