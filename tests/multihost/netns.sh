@@ -175,6 +175,14 @@ ip link set lo up
 mount -t tmpfs -o mode=755 axonn-run /run || skip "cannot mount a tmpfs on /run in the sandbox"
 work=${AXONN_NETNS_DIR:-/run/axonn-netns}
 mkdir -p "$work"
+# a private /dev/shm and temporary directory: Open MPI names its shared-memory segments and session
+# directories by host name, process id and job, and every sandbox has the same host names, process ids
+# from 1 and a Slurm whose first job is 1, so what a killed job of an earlier sandbox left in the
+# machine's /tmp met this sandbox's ranks (one died of SIGSEGV in MPI_Init, after "A system call failed
+# during shared memory initialization ... open(2)")
+mount -t tmpfs -o mode=1777 axonn-shm /dev/shm || skip "cannot mount a tmpfs on /dev/shm in the sandbox"
+export TMPDIR=$work/tmp
+mkdir -p -m 1777 "$TMPDIR"
 
 # --- the network: a bridge in namespace "switch", one veth per host ---
 ip netns add switch || skip "cannot create network namespaces (ip netns add)"
