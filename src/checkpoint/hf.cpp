@@ -620,13 +620,25 @@ const TensorInfo* HfCheckpoint::find(const std::string& name, const SafetensorsF
 
 void HfCheckpoint::load(Arena& params, Progress* progress) const {
   const model::ModelSpec spec = model::model_spec(config_);
-  const std::string where = kind() + " '" + path_ + "'";
   AXONN_CHECK(params.size() == spec.params.size(), "HfCheckpoint::load needs the model's ", spec.params.size(),
               " tensors, got ", params.size());
+  load_ranges(
+      [&](int t, int layer, int64_t first, int64_t count, const float* values) {
+        Tensor dst = params.tensor(static_cast<size_t>(t));
+        if (spec.params[static_cast<size_t>(t)].per_layer) dst = dst[layer];
+        params.memory().upload(dst.f32() + first, values, sizeof(float) * static_cast<size_t>(count));
+      },
+      progress);
+}
+
+void HfCheckpoint::load_ranges(const RangeSink& sink, Progress* progress) const {
+  const model::ModelSpec spec = model::model_spec(config_);
+  const std::string where = kind() + " '" + path_ + "'";
   std::set<std::string> used;
-  // padded vocabulary rows: zero, as every model axonn or llm.c makes has them
-  for (int t : {spec.token_embedding, spec.lm_head}) params.memory().zero(params.tensor(static_cast<size_t>(t)).data(),
-                                                                          params.tensor(static_cast<size_t>(t)).bytes());
+  // By blocks of elements in the file's order; each block's pages of the mapping leave this process's memory
+  // once read (the file stays in the page cache), so that no tensor is resident twice.
+  constexpr int64_t kBlock = int64_t{1} << 20;  // elements
+  std::vector<float> block;
   for (const HfPiece& p : hf_pieces(spec)) {
     const SafetensorsFile* file = nullptr;
     const TensorInfo* t = find(p.name, &file);
@@ -638,17 +650,37 @@ void HfCheckpoint::load(Arena& params, Progress* progress) const {
                    TensorInfo{"", DType::kF32, want, 0, 0}.shape_str(), " for ", config_.str());
     used.insert(t->name);
     const std::byte* src = file->data(*t);
-    float* out = const_cast<float*>(piece_source(params, spec, p));
-    if (p.transposed) {  // [cols, rows] in the file
-      for (int64_t c = 0; c < p.cols; c++)
-        for (int64_t r = 0; r < p.rows; r++)
-          out[r * p.cols + c] = load_f32(src, t->dtype, static_cast<size_t>(c * p.rows + r));
-    } else if (t->dtype == DType::kF32) {
-      std::memcpy(out, src, static_cast<size_t>(p.numel()) * sizeof(float));
+    const int64_t n = p.numel(), elem = static_cast<int64_t>(dtype_size(t->dtype));
+    const int64_t first = p.row0 * (p.cols ? p.cols : 1);  // the piece's rows in the layer's slice
+    if (p.transposed) {
+      // [cols, rows] in the file (GPT-2's Conv1D): the whole piece is turned, then delivered
+      block.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; i++)  // file element i is (c, r) = (i / rows, i % rows)
+        block[static_cast<size_t>((i % p.rows) * p.cols + i / p.rows)] = load_f32(src, t->dtype, static_cast<size_t>(i));
+      file->release(src, static_cast<size_t>(n * elem));
+      sink(p.t, p.layer, first, n, block.data());
     } else {
-      for (size_t i = 0; i < static_cast<size_t>(p.numel()); i++) out[i] = load_f32(src, t->dtype, i);
+      block.resize(static_cast<size_t>(std::min(n, kBlock)));
+      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+        const int64_t m = std::min(kBlock, n - i0);
+        if (t->dtype == DType::kF32)
+          std::memcpy(block.data(), src + i0 * elem, static_cast<size_t>(m) * sizeof(float));
+        else
+          for (int64_t i = 0; i < m; i++) block[static_cast<size_t>(i)] = load_f32(src, t->dtype, static_cast<size_t>(i0 + i));
+        file->release(src + i0 * elem, static_cast<size_t>(m * elem));
+        sink(p.t, p.layer, first + i0, m, block.data());
+      }
     }
-    if (progress) progress->add(p.numel() * static_cast<int64_t>(sizeof(float)));
+    if (progress) progress->add(n * static_cast<int64_t>(sizeof(float)));
+  }
+  // the padded vocabulary rows [V, Vp): zero, as every model axonn or llm.c makes has them
+  const int64_t C = config_.channels, pad = static_cast<int64_t>(config_.padded_vocab_size - config_.vocab_size) * C;
+  if (pad > 0) {
+    const std::vector<float> zeros(static_cast<size_t>(pad), 0.0f);
+    for (int t : {spec.token_embedding, spec.lm_head}) {
+      sink(t, 0, static_cast<int64_t>(config_.vocab_size) * C, pad, zeros.data());
+      if (spec.lm_head == spec.token_embedding) break;
+    }
   }
   // Anything left must be a buffer HF saves alongside the weights, or a tied head.
   const bool gpt2 = config_.family == model::Family::kGpt2;

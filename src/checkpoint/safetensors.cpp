@@ -293,6 +293,14 @@ const std::byte* SafetensorsFile::data(const TensorInfo& t) const {
   return static_cast<const std::byte*>(map_) + 8 + header_bytes_ + t.begin;
 }
 
+void SafetensorsFile::release(const std::byte* begin, size_t bytes) const {
+  // whole pages around the range: a neighbour's bytes on the edge pages are read again when needed
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);  // advice: a failure changes nothing
+}
+
 void SafetensorsFile::read(std::string_view name, const Tensor& dst) const {
   const TensorInfo& t = get(name);
   std::vector<int64_t> want;

@@ -16,10 +16,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Inference holds the weights, the KV cache and the activations of one chunk of positions: no gradients, no
+// optimizer state, and the logits of at most kHeadRows rows at a time.
+constexpr int kHeadRows = 64;
+
 model::GptRunOptions inference_run() {
   model::GptRunOptions run;
-  run.cache_gathered_weights = true;  // each weight block gathered over Z once per generation
-  run.recompute = true;               // the training activations of one block only (inference keeps none)
+  run.inference = true;                // no gradient arena
+  run.cache_gathered_weights = true;   // each weight block gathered over Z once per generation
+  run.recompute = true;                // the training activations of one block only (inference keeps none)
+  run.lm_head_chunk = kHeadRows;       // [64, V] logits at most, not [sequences x context, V]
   return run;
 }
 

@@ -76,7 +76,7 @@ void reserve_model(const ModelSpec& spec, const ShardMap& shards, const parallel
     size_t slot = params.reserve(spec.params[static_cast<size_t>(i)].name, shards.shard_shape(i));
     AXONN_CHECK(slot == static_cast<size_t>(i), "parameter slots out of order");
   }
-  grads = params.clone_layout("gradients");
+  if (!run.inference) grads = params.clone_layout("gradients");  // inference: none
   if (run.precision == DType::kBF16)
     params_bf16 = params.clone_layout("parameters (bf16 copies)", params.device(), DType::kBF16);
 
@@ -272,14 +272,30 @@ void Gpt::load_full_layer(int t, int layer, const float* full) {
   Tensor p = param(t);
   float* dst = per_layer ? p[layer].f32() : p.f32();
   int64_t n = per_layer ? p[layer].numel() : p.numel();
-  if (!on_device()) {
-    for (int64_t j = 0; j < n; j++) dst[j] = full[global_index(t, j)];
-    return;
-  }
   // device: the shard is picked out on the host, then uploaded
-  std::vector<float> shard(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; j++) shard[static_cast<size_t>(j)] = full[global_index(t, j)];
-  mem_->upload(dst, shard.data(), sizeof(float) * static_cast<size_t>(n));
+  std::vector<float> staged(on_device() ? static_cast<size_t>(n) : 0);
+  float* out = on_device() ? staged.data() : dst;
+  // the shard is runs of consecutive elements of the full tensor (rows, or a block row's columns)
+  for (int64_t j = 0, len = 0; j < n; j += len) {
+    len = shards_->run_length(t, j);
+    std::memcpy(out + j, full + global_index(t, j), sizeof(float) * static_cast<size_t>(len));
+  }
+  if (on_device()) mem_->upload(dst, staged.data(), sizeof(float) * static_cast<size_t>(n));
+}
+
+void Gpt::load_full_range(int t, int layer, int64_t first, int64_t count, const float* values) {
+  AXONN_CHECK(!on_device(), "load_full_range() fills host memory; a device model loads whole layers (load_full_layer)");
+  weights_updated();
+  const bool per_layer = spec_.params[static_cast<size_t>(t)].per_layer;
+  Tensor p = param(t);
+  float* dst = per_layer ? p[layer].f32() : p.f32();
+  const int64_t n = per_layer ? p[layer].numel() : p.numel(), last = first + count;
+  // the runs of the shard (consecutive elements of the full tensor) that meet [first, last)
+  for (int64_t j = 0, len = 0; j < n; j += len) {
+    len = shards_->run_length(t, j);
+    const int64_t g = global_index(t, j), lo = std::max(g, first), hi = std::min(g + len, last);
+    if (lo < hi) std::memcpy(dst + j + (lo - g), values + (lo - first), sizeof(float) * static_cast<size_t>(hi - lo));
+  }
 }
 
 void Gpt::init_random(uint64_t seed) {
@@ -398,6 +414,7 @@ float Gpt::forward(const int* inputs, const int* targets, const uint8_t* keep, c
   AXONN_CHECK_ARG(keep == nullptr || targets != nullptr, "a loss mask needs the targets");
   AXONN_CHECK_ARG(!options.loss_scale || targets != nullptr, "a training forward (ForwardOptions::loss_scale) "
                   "needs the targets");
+  if (options.loss_scale) require_gradients("a training forward (ForwardOptions::loss_scale)");
   AXONN_CHECK(!head_gradient_scale_, "forward() after a training forward whose backward() has not run: "
               "the LM head's gradient of that forward would be left without the rest of its backward");
   return run_.precision == DType::kBF16 ? forward_pass<kernels::bf16>(inputs, targets, keep, options)
@@ -546,7 +563,13 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
   return sums[2] > 0 ? static_cast<float>(sums[1] / sums[2]) : 0.0f;
 }
 
+void Gpt::require_gradients(const char* call) const {
+  AXONN_CHECK_ARG(!run_.inference, call, " needs gradients, and this model was built for inference without them "
+                  "(GptRunOptions::inference)");
+}
+
 void Gpt::backward(const BackwardOptions& options) {
+  require_gradients("backward()");
   AXONN_CHECK(have_targets_, "backward() needs a forward() with targets");
   AXONN_CHECK(!sync_->pending() && !sync_->armed(),
               "backward() after the step's last backward: call sync_gradients() (and the optimizer) first");
@@ -706,11 +729,13 @@ void Gpt::head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_fu
 }
 
 void Gpt::sync_gradients() {
+  require_gradients("sync_gradients()");
   auto scope = tl_.group("sync_gradients");
   sync_->sync(spec_.config.num_layers);
 }
 
 void Gpt::zero_grad() {
+  require_gradients("zero_grad()");
   AXONN_CHECK(!head_gradient_scale_, "zero_grad() between a training forward and its backward() would drop the LM "
               "head's gradient that the forward took: zero the gradients before the forward");
   sync_->reset();
@@ -724,6 +749,7 @@ void Gpt::weights_updated() {
 }
 
 void Gpt::update(const UpdatePass& pass) {
+  require_gradients("update()");
   AXONN_CHECK(!step_open_, "update() during a step: the optimizer runs after the last backward");
   pass(params_, grads_, bf16_copies(), ops_bf16_);
   if (ops_bf16_) bf16_copies_current_ = true;  // rounded in the pass
@@ -731,6 +757,7 @@ void Gpt::update(const UpdatePass& pass) {
 }
 
 double Gpt::grad_norm() const {
+  require_gradients("grad_norm()");
   AXONN_CHECK(rs_.empty() && !sync_->pending(), "grad_norm() before sync_gradients(): gradients are incomplete");
   auto scope = tl_.group("grad_norm");
   const parallel::GridShape& g = grid_.shape();
@@ -831,17 +858,21 @@ void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool 
   float* lnf = A(kLnf).f32();
   final_norm<float>(lnf, last, rows);
   const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);
+  // by chunks of the head's rows (GptRunOptions::lm_head_chunk): each chunk's logits against this rank's
+  // vocabulary rows, placed in a [n, Vp] block that is zero elsewhere, summed over X*Y (one non-zero term
+  // per element: exact); the first V columns are the logits
   float* local = A(kLogits).f32();
-  AXONN_OP(matmul_forward, local, lnf_full, P(spec_.lm_head).f32(), nullptr, rows, C, Vr);
-  // every rank's vocabulary rows into one [rows, Vp] block, zero elsewhere, summed over X*Y (one
-  // non-zero term per element: exact); the first V columns are the logits
-  vocab_rows_full_.assign(static_cast<size_t>(rows) * Vp, 0.0f);
-  mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
-                sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
-                static_cast<size_t>(rows));
-  tl.all_reduce(grid_.xy(), vocab_rows_full_.data(), vocab_rows_full_.size());  // over X*Y
-  for (int64_t r = 0; r < rows; r++)
-    std::memcpy(logits + r * V, vocab_rows_full_.data() + r * Vp, sizeof(float) * static_cast<size_t>(V));
+  for (int64_t r0 = 0; r0 < rows; r0 += head_rows_) {
+    const int64_t n_rows = std::min(head_rows_, rows - r0);
+    AXONN_OP(matmul_forward, local, lnf_full + r0 * C, P(spec_.lm_head).f32(), nullptr, n_rows, C, Vr);
+    vocab_rows_full_.assign(static_cast<size_t>(n_rows) * Vp, 0.0f);
+    mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
+                  sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
+                  static_cast<size_t>(n_rows));
+    tl.all_reduce(grid_.xy(), vocab_rows_full_.data(), vocab_rows_full_.size());  // over X*Y
+    for (int64_t r = 0; r < n_rows; r++)
+      std::memcpy(logits + (r0 + r) * V, vocab_rows_full_.data() + r * Vp, sizeof(float) * static_cast<size_t>(V));
+  }
 }
 
 }  // namespace axonn::model

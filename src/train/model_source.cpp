@@ -1,7 +1,10 @@
 // What `--init` names, and loading its weights onto a grid (train/model_source.hpp).
 #include "axonn/train/model_source.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/hf.hpp"
@@ -44,16 +47,31 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
       });
       return "weights of the llm.c model " + source.path;
     case ModelSource::Kind::kHuggingFace: {
-      // the whole model on every rank for a moment; each keeps its shard
-      Arena full("init");
-      model::reserve_params(full, gpt.spec());
-      full.allocate();
-      checkpoint::HfCheckpoint(source.path).load(full);
-      for (int i = 0; i < static_cast<int>(gpt.spec().params.size()); i++) {
-        const bool per_layer = gpt.spec().params[static_cast<size_t>(i)].per_layer;
-        Tensor t = full.tensor(static_cast<size_t>(i));
-        for (int l = 0; l < (per_layer ? mc.num_layers : 1); l++)
-          gpt.load_full_layer(i, l, per_layer ? t[l].f32() : t.f32());
+      // every rank reads the file by pieces and keeps its shard's part of each; a device model takes one
+      // layer of one tensor at a time, assembled on the host
+      const checkpoint::HfCheckpoint hf(source.path);
+      if (gpt.device() == Device::kCpu) {
+        hf.load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
+          gpt.load_full_range(t, layer, first, count, values);
+        });
+      } else {
+        struct Slice {
+          std::vector<float> values;
+          int64_t filled = 0;
+        };
+        std::map<std::pair<int, int>, Slice> open;  // by (tensor, layer): those not complete yet
+        hf.load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
+          const int64_t numel = gpt.full_layer_numel(t);
+          Slice& s = open[{t, layer}];
+          if (s.values.empty()) s.values.assign(static_cast<size_t>(numel), 0.0f);
+          std::copy_n(values, count, s.values.begin() + first);
+          s.filled += count;
+          if (s.filled == numel) {
+            gpt.load_full_layer(t, layer, s.values.data());
+            open.erase({t, layer});
+          }
+        });
+        AXONN_CHECK(open.empty(), "the HF reader left ", open.size(), " layer slices incomplete");
       }
       return "weights of the Hugging Face checkpoint " + source.path;
     }

@@ -22,6 +22,7 @@
 //   hf.load(full);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -105,6 +106,14 @@ class HfCheckpoint {
   // equal to the token embedding; any other tensor, a missing one, a wrong shape or dtype is an IoError.
   // `progress`, if any, counts the arena's bytes filled.
   void load(Arena& params, Progress* progress = nullptr) const;
+  // The same checks and conversions, delivered by ranges: sink(t, layer, first, count, values) receives the
+  // values of elements [first, first + count) of the full slice of tensor t (model_spec(config()).params[t])
+  // of that layer (layer 0 for a tensor that is not per-layer); `values` is valid during the call. Every
+  // element of every slice is delivered once (the padded vocabulary rows as zeros). At most one piece (an
+  // HF tensor, a million elements for most) is held at a time, and the mapped file's pages are released
+  // once read: a model that keeps only its shards (each rank of a grid) loads without a full copy.
+  using RangeSink = std::function<void(int t, int layer, int64_t first, int64_t count, const float* values)>;
+  void load_ranges(const RangeSink& sink, Progress* progress = nullptr) const;
 
  private:
   // The tensor called `name` (GPT-2 files may prefix "transformer."), or null.

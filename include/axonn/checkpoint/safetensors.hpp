@@ -112,6 +112,10 @@ class SafetensorsFile {
   // The tensor's raw bytes inside the mapping (valid while this object lives). Not necessarily
   // aligned to the element size: copy out with memcpy.
   const std::byte* data(const TensorInfo& t) const;
+  // Drops the pages of `bytes` bytes of the mapping from `begin` (inside data() of a tensor) from this
+  // process's memory (madvise MADV_DONTNEED on the read-only mapping, whole pages around the range): what
+  // has been read need not stay resident. data() stays valid; reading again reads the file again.
+  void release(const std::byte* begin, size_t bytes) const;
 
   // Copies tensor `name` into `dst`, whose shape must equal the stored one (IoError otherwise).
   // Dtypes must match, except that a BF16 tensor widens into an F32 destination (exactly).

@@ -114,6 +114,10 @@ struct GptRunOptions {
   // head's weight gradient is summed chunk by chunk (equal to rounding). A forward without targets
   // (output(): the logits) needs 0.
   int lm_head_chunk = 0;
+  // A model for inference only (infer::Generator): no gradient arena is allocated (grads() is empty), and
+  // what needs gradients (a training forward, backward(), zero_grad(), sync_gradients(), grad_norm(),
+  // update()) is refused with InvalidArgument. forward() for the loss and forward_cached() run as ever.
+  bool inference = false;
 };
 
 // What one rank's Gpt allocates, in bytes: the parts that param_bytes(), grad_bytes(), activation_bytes() and
@@ -191,6 +195,10 @@ class Gpt {
   int64_t full_layer_numel(int t) const;
   // Copies this rank's shard out of one layer of the full tensor t (full: full_layer_numel floats).
   void load_full_layer(int t, int layer, const float* full);
+  // The same for the elements [first, first + count) of one layer of the full tensor t only (values: those
+  // count floats): this rank's shard is filled piece by piece (checkpoint::HfCheckpoint::load_ranges), with
+  // no copy of a whole layer. Host models (Backend::kCpu) only.
+  void load_full_range(int t, int layer, int64_t first, int64_t count, const float* values);
 
   void init_random(uint64_t seed);
 
@@ -330,6 +338,7 @@ class Gpt {
   std::unique_ptr<ShardMap> shards_;
   // this rank's share of the dimensions
   int Cx_, vocab_begin_, vocab_rows_, vocab_valid_;
+  void require_gradients(const char* call) const;  // InvalidArgument under GptRunOptions::inference
   int64_t head_rows_ = 0;  // rows of the LM head at a time (GptRunOptions::lm_head_chunk; all: B·T)
   Arena params_, grads_, acts_, scratch_;
   Arena params_bf16_;  // mixed precision: the bf16 copies of params_ that the kernels read (else empty)

@@ -258,3 +258,72 @@ TEST(Generate, BadPromptsAndOptionsAreRefused) {
 }
 
 }  // namespace axonn
+
+namespace axonn {
+
+// An inference model (GptRunOptions::inference, as infer::Generator builds it) allocates no gradients,
+// refuses the calls of training, and its LM head by chunks of rows gives the logits of the model that
+// computes the head at once, on every grid.
+TEST(Generate, AnInferenceModelHasNoGradientsAndTheLogitsOfTheWholeHead) {
+  for (const model::GptConfig& cfg : configs()) {
+    SCOPED_TRACE(cfg.str());
+    constexpr int B = 2, T = 12;
+    const std::vector<int> tokens = test::randint(B * T, cfg.vocab_size, 7);
+    for_each_grid(cfg, [&](const parallel::Grid& grid) {
+      model::Gpt whole(cfg, grid, B, T, kernels::Backend::kCpu);
+      whole.init_random(kSeed);
+      model::GptRunOptions run;
+      run.inference = true;
+      run.recompute = true;
+      run.lm_head_chunk = 5;  // 24 rows: chunks of 5, 5, 5, 5, 4
+      model::Gpt inference(cfg, grid, B, T, kernels::Backend::kCpu, run);
+      inference.init_random(kSeed);
+      EXPECT_EQ(inference.grad_bytes(), 0u);
+      EXPECT_EQ(model::Gpt::memory_need(cfg, grid.shape(), grid.coords(), B, T, kernels::Backend::kCpu, run, true).grads,
+                0u);
+      EXPECT_EQ(infer::Generator::memory_need(cfg, grid.shape(), grid.coords(), B, T, kernels::Backend::kCpu).grads, 0u);
+      const int V = cfg.vocab_size;
+      std::vector<float> want(static_cast<size_t>(B) * T * V), got(want.size());
+      whole.forward_cached(tokens.data(), 0, T, want.data(), /*all_positions=*/true);
+      inference.forward_cached(tokens.data(), 0, T, got.data(), /*all_positions=*/true);
+      EXPECT_TRUE(test::allclose(got, want, 1e-6f, 1e-6f));
+      EXPECT_THROW(inference.zero_grad(), InvalidArgument);
+      EXPECT_THROW(inference.backward(), InvalidArgument);
+      EXPECT_THROW(inference.grad_norm(), InvalidArgument);
+      EXPECT_THROW(inference.forward(tokens.data(), tokens.data(), nullptr, model::ForwardOptions{1.0, {}}),
+                   InvalidArgument);
+    });
+  }
+}
+
+// Loading a shard by pieces of the full tensors (Gpt::load_full_range, as the HF reader delivers them) fills
+// the shard load_full_layer fills from the whole layer, bit for bit, on every grid.
+TEST(Generate, LoadingByRangesEqualsLoadingWholeLayers) {
+  for (const model::GptConfig& cfg : configs()) {
+    SCOPED_TRACE(cfg.str());
+    for_each_grid(cfg, [&](const parallel::Grid& grid) {
+      model::Gpt by_layer(cfg, grid, 1, 4, kernels::Backend::kCpu), by_range(cfg, grid, 1, 4, kernels::Backend::kCpu);
+      const model::ModelSpec& spec = by_layer.spec();
+      for (int t = 0; t < static_cast<int>(spec.params.size()); t++) {
+        const int layers = spec.params[static_cast<size_t>(t)].per_layer ? cfg.num_layers : 1;
+        const int64_t n = by_layer.full_layer_numel(t);
+        for (int l = 0; l < layers; l++) {
+          std::vector<float> full(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; i++) full[static_cast<size_t>(i)] = static_cast<float>(t * 1000003 + l * 7919 + i);
+          by_layer.load_full_layer(t, l, full.data());
+          // three uneven pieces, the last one first
+          const int64_t a = n / 3, b = n / 3 + n / 5;
+          by_range.load_full_range(t, l, b, n - b, full.data() + b);
+          by_range.load_full_range(t, l, 0, a, full.data());
+          by_range.load_full_range(t, l, a, b - a, full.data() + a);
+        }
+      }
+      for (size_t i = 0; i < spec.params.size(); i++)
+        EXPECT_TRUE(test::allclose(by_range.params().tensor(i).f32(), by_layer.params().tensor(i).f32(),
+                                   static_cast<size_t>(by_layer.params().tensor(i).numel()), 0.0f, 0.0f))
+            << spec.params[i].name;
+    });
+  }
+}
+
+}  // namespace axonn
