@@ -248,7 +248,11 @@ Drawing layout_chart(const Chart& c) {
         const double v = std::clamp(ser.y[k], f.y.lo, f.y.hi);
         const double x = f.left + static_cast<double>(k) * group + gap / 2 + static_cast<double>(si) * bw;
         const double y0 = f.py(std::clamp(0.0, f.y.lo, f.y.hi)), y1 = f.py(v);
-        s.push_back(RectShape{x, std::min(y0, y1), bw, std::max(1.0, std::fabs(y0 - y1)), color, true});
+        // a bar of (nearly) zero is a 3-pixel sliver above the x axis, which is drawn over the bars' foot: the
+        // bar is seen to exist (the value above it says 0) rather than vanish under the axis
+        constexpr double kLeast = 3.0;
+        const double h = std::fabs(y0 - y1);
+        s.push_back(RectShape{x, h >= kLeast ? std::min(y0, y1) : y0 - kLeast, bw, std::max(kLeast, h), color, true});
         if (c.series.size() == 1)  // one bar per group: its value above it
           s.push_back(TextShape{{x + bw / 2, std::min(y0, y1) - 4}, value_label(ser.y[k]), kTickSize,
                                 kText, Anchor::kMiddle, false, false});

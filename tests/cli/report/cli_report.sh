@@ -60,13 +60,15 @@ PY
 
 case $case_name in
   browser_renders)
-    # a real run's report in headless Chromium: every chart drawn, nothing loaded
+    # a real run's report in headless Chromium: every chart drawn, nothing loaded. --overlap none: no
+    # communication is hidden, and bars of 0 % must still be seen (they once vanished under the x axis, which
+    # a slow machine's run showed even with overlap)
     needs_chromium
     run_dir=$tmp/run
     mkdir -p "$run_dir"
     CLI_TIMEOUT=200 run_np 2 train --grid 2,1,1,1 --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 \
       --steps 8 --lr 3e-3 --peak-gflops 100 --metrics "$run_dir/metrics.jsonl" --trace "$run_dir/trace.json" \
-      --trace-steps 2:3 --val-data "$tokens" --val-every 4 --val-batches 1 --quiet
+      --trace-steps 2:3 --val-data "$tokens" --val-every 4 --val-batches 1 --overlap none --quiet
     run "$axonn" report "$run_dir" --quiet
     screenshot "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
     run python3 "$(dirname "$0")/browser_check.py" "$run_dir/report.html" "$tmp/shot.png" "$tmp/chromium.log"
