@@ -2,6 +2,7 @@
 //
 //   axonn generate --init model.bin --prompt "Once upon a time" --max-new-tokens 100 --temperature 0.8 --top-k 40
 //   mpirun -np 4 axonn generate --init runs/x/checkpoints --grid 2,2,1,1 --prompt-ids 50256 --print-ids
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ struct GenerateFlags {
 };
 
 int run_generate(const GenerateFlags& f) {
+  const auto started = std::chrono::steady_clock::now();
   set_log_info_to_stderr(true);  // stdout is the generated text (or ids) alone
   // everything is checked before the first collective (the grid's), alike on every rank
   AXONN_CHECK_ARG(f.have_prompt != !f.prompt_ids.empty(),
@@ -97,6 +99,8 @@ int run_generate(const GenerateFlags& f) {
            mc.str().c_str(), grid.shape().str().c_str(), f.num_samples, f.num_samples == 1 ? "" : "s", f.max_new_tokens,
            prompt.size());
 
+  // the start: from the command's entry to a model ready to prefill (the file read, the model built and loaded)
+  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   infer::GenerateOptions o;
   o.max_new_tokens = f.max_new_tokens;
   o.sampling = f.sampling;
@@ -146,8 +150,9 @@ int run_generate(const GenerateFlags& f) {
   }
   const infer::GenerateStats& st = gen.last_stats();
   auto rate = [](int64_t tokens, double s) { return s > 0 ? static_cast<double>(tokens) / s : 0.0; };
-  log_info("generate  %lld new tokens in %.2f s: prefill %lld tokens in %.3f s (%.0f tokens/s), decode %.1f tokens/s",
-           static_cast<long long>(st.new_tokens), st.prefill_seconds + st.decode_seconds,
+  log_info("generate  %lld new tokens in %.2f s after a start of %.2f s: prefill %lld tokens in %.3f s (%.0f "
+           "tokens/s), decode %.1f tokens/s",
+           static_cast<long long>(st.new_tokens), st.prefill_seconds + st.decode_seconds, start_seconds,
            static_cast<long long>(st.prompt_tokens), st.prefill_seconds, rate(st.prompt_tokens, st.prefill_seconds),
            rate(st.decode_tokens, st.decode_seconds));
   return 0;
