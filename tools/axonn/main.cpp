@@ -1,8 +1,11 @@
 // axonn — one binary, many subcommands (train, ...). Runs under MPI even on one rank, once its
 // command line has parsed: --help, --version and flag errors need no MPI, so they work where MPI's
 // start-up does not (a login node, a broken launcher environment, a singleton start that fails).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <optional>
@@ -17,6 +20,23 @@
 #include "commands.hpp"
 
 namespace {
+
+// The OpenMP threads' wait between parallel regions, chosen per command. Generation (generate, memorization)
+// runs a few hundred small parallel regions per token; with GNU OpenMP's default, threads spin for a while at
+// each region's end, which on a machine whose cores other processes also use makes every region wait for a
+// spinning thread's time slice: decode at 2 threads with two busy processes beside it measured 5-7 tokens/s
+// against 22 passive (llama-124m; docs/generate.md). Passive waiting costs little where regions are few and
+// large (training keeps the default). libgomp reads OMP_WAIT_POLICY once, as it loads, before main() (and a
+// setenv from the executable's .preinit_array is not seen by it): so the command starts itself again with the
+// variable set, before MPI starts (the same process: a launcher sees no difference). A user's own
+// OMP_WAIT_POLICY is kept; if the new start fails, the command runs as it is.
+void choose_omp_wait_policy(int argc, char** argv) {
+  if (argc < 2 || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  const std::string command = argv[1];
+  if (command != "generate" && command != "memorization") return;
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  execv("/proc/self/exe", argv);  // returns only on failure
+}
 
 // Bad input (flags, grid, files) is normally met alike by every rank, which validate the same
 // things before any collective: rank 0 prints the message, and when every rank arrives here within
@@ -63,6 +83,7 @@ std::string suggestion(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  choose_omp_wait_policy(argc, argv);
   using axonn::comm::Runtime;
   CLI::App app{"axonn: 4D hybrid-parallel (AxoNN) training of GPT models, in C++ on MPI"};
   app.require_subcommand(1);
