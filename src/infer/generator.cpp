@@ -38,16 +38,16 @@ std::vector<int> default_stop_ids(const model::GptConfig& config) {
   return {};
 }
 
-std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name) {
+std::unique_ptr<text::Tokenizer> model_tokenizer(const checkpoint::ModelSource& source, const std::string& name) {
   if (!name.empty()) return text::load_tokenizer(name);
   // the tokenizer the model carries: an HF directory's files, or those a checkpoint step holds (train copies
   // them from the prepared data)
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string dir;
-  if (source.kind == train::ModelSource::Kind::kHuggingFace)
+  if (source.kind == checkpoint::ModelSource::Kind::kHuggingFace)
     dir = fs::is_directory(source.path, ec) ? source.path : fs::path(source.path).parent_path().string();
-  if (source.kind == train::ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (source.kind == checkpoint::ModelSource::Kind::kCheckpoint) dir = source.path;
   if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) return text::load_tokenizer(dir);
   if (source.config.family == model::Family::kGpt2) return text::load_tokenizer("gpt2");
   return nullptr;

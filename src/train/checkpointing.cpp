@@ -43,7 +43,7 @@ void validate_checkpoint_flags(const TrainConfig& c) {
 StartPlan plan_start(const TrainConfig& c) {
   StartPlan s;
   if (!c.init.empty()) {
-    s.init = find_model_source(c.init);
+    s.init = checkpoint::find_model_source(c.init);
     s.model = s.init->config;
   }
   if (c.resume) {
@@ -126,7 +126,7 @@ int start_state(const StartPlan& plan, const TrainConfig& c, const model::GptCon
     return static_cast<int>(got.step);
   }
   if (plan.init)
-    log_info("init      %s, fresh optimizer", load_weights(*plan.init, grid, gpt).c_str());
+    log_info("init      %s, fresh optimizer", checkpoint::load_weights(*plan.init, grid, gpt).c_str());
   else
     gpt.init_random(c.seed);
   return 0;
@@ -145,7 +145,7 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     tokenizer_ = text::tokenizer_files_in(*dir);
   } else if (!plan.resume_dir.empty()) {
     tokenizer_ = text::tokenizer_files_in(plan.resume_dir);
-  } else if (plan.init && plan.init->kind == ModelSource::Kind::kCheckpoint) {
+  } else if (plan.init && plan.init->kind == checkpoint::ModelSource::Kind::kCheckpoint) {
     tokenizer_ = text::tokenizer_files_in(plan.init->path);
   }
 }

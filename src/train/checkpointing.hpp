@@ -17,7 +17,7 @@
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/config.hpp"
-#include "axonn/train/model_source.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 
 namespace axonn::train::detail {
 
@@ -27,7 +27,7 @@ void validate_checkpoint_flags(const TrainConfig& c);
 // What the run starts from, decided before anything is built; the same on every rank (it reads only
 // headers and manifests).
 struct StartPlan {
-  std::optional<ModelSource> init;           // --init (none: random weights)
+  std::optional<checkpoint::ModelSource> init;           // --init (none: random weights)
   std::string resume_dir;                    // the step directory to continue; empty: start at step 0
   std::optional<checkpoint::Manifest> resume_manifest;
   std::optional<model::GptConfig> model;     // the model --init or the resumed checkpoint dictates

@@ -14,7 +14,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
 #include "axonn/train/memory_check.hpp"
-#include "axonn/train/model_source.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -41,7 +41,7 @@ int run_generate(const GenerateFlags& f) {
   AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate has no CUDA kernels yet (the attention over the KV cache); "
                                        "use --kernels cpu");
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
-  const train::ModelSource source = train::find_model_source(f.init);
+  const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
   // a tokenizer for text in or out; ids in and out need none, but a named one still gives its stop ids
   std::unique_ptr<text::Tokenizer> tok;
@@ -94,7 +94,7 @@ int run_generate(const GenerateFlags& f) {
                            "the samples and their length), more model-parallel ranks (--grid), or fewer ranks per node");
   const parallel::Grid grid(shape, world);
   infer::Generator gen(mc, grid, f.num_samples, context, backend);
-  const std::string loaded = train::load_weights(source, grid, gen.model());
+  const std::string loaded = checkpoint::load_weights(source, grid, gen.model());
   log_info("generate  %s: %s, grid %s, %d sample%s of up to %d tokens after a prompt of %zu", loaded.c_str(),
            mc.str().c_str(), grid.shape().str().c_str(), f.num_samples, f.num_samples == 1 ? "" : "s", f.max_new_tokens,
            prompt.size());

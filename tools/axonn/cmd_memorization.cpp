@@ -16,7 +16,7 @@
 #include "axonn/eval/memorization.hpp"
 #include "axonn/infer/generator.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "axonn/train/model_source.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -39,7 +39,7 @@ int run_memorization(const MemorizationFlags& f) {
   AXONN_CHECK_ARG(f.max_documents >= 0, "--max-documents must be >= 0, got ", f.max_documents);
   AXONN_CHECK_ARG(f.invalid_utf8 == "error" || f.invalid_utf8 == "replace",
                   "--invalid-utf8 must be error or replace, got '", f.invalid_utf8, "'");
-  const train::ModelSource source = train::find_model_source(f.init);
+  const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
   AXONN_CHECK_ARG(f.suffix_len >= 1 && f.suffix_len < mc.max_seq_len, "--suffix-len must be in [1, ", mc.max_seq_len,
                   "), the model's context; got ", f.suffix_len);
@@ -60,7 +60,7 @@ int run_memorization(const MemorizationFlags& f) {
   auto world = comm::world();
   const parallel::Grid grid(parallel::parse_grid(f.grid, world->size()), world);
   infer::Generator gen(mc, grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu);
-  const std::string loaded = train::load_weights(source, grid, gen.model());
+  const std::string loaded = checkpoint::load_weights(source, grid, gen.model());
   log_info("memorize  %s: %s, grid %s; %zu documents, suffix %d tokens, %d at a time", loaded.c_str(), mc.str().c_str(),
            grid.shape().str().c_str(), documents.size(), f.suffix_len, f.batch);
 

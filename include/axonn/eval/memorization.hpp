@@ -3,7 +3,7 @@
 // suffix (eval/extraction.hpp), through the KV-cache generation of infer/generator.hpp on any grid.
 //
 //   infer::Generator gen(config, grid, /*sequences=*/8, config.max_seq_len, kernels::Backend::kCpu);
-//   train::load_weights(source, grid, gen.model());
+//   checkpoint::load_weights(source, grid, gen.model());
 //   auto docs = eval::documents_from_text(inputs, doc_options, *tokenizer);
 //   eval::MemorizationReport r = eval::measure_memorization(gen, docs, {.suffix_len = 50}, stop_ids);
 #pragma once

@@ -7,9 +7,9 @@
 // per generation). The sampled tokens are broadcast from world rank 0, so every rank continues with
 // the same tokens.
 //
-//   auto src = train::find_model_source(path);
+//   auto src = checkpoint::find_model_source(path);
 //   infer::Generator gen(src.config, grid, /*sequences=*/4, /*context=*/256, kernels::Backend::kCpu);
-//   train::load_weights(src, grid, gen.model());
+//   checkpoint::load_weights(src, grid, gen.model());
 //   infer::GenerateOptions o;
 //   o.max_new_tokens = 100;
 //   o.sampling = {0.8f, 40, 0.95f, /*seed=*/7};
@@ -25,7 +25,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
-#include "axonn/train/model_source.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 
 namespace axonn::infer {
 
@@ -46,7 +46,7 @@ std::vector<int> default_stop_ids(const model::GptConfig& config);
 // tokenizer files of a Hugging Face checkpoint's directory (tokenizer.json, vocab.json + merges.txt,
 // tokenizer.model) or of a checkpoint step (the prepared data's, which train carries); else GPT-2's for the
 // GPT-2 family; else null (none is known: the user names one).
-std::unique_ptr<text::Tokenizer> model_tokenizer(const train::ModelSource& source, const std::string& name);
+std::unique_ptr<text::Tokenizer> model_tokenizer(const checkpoint::ModelSource& source, const std::string& name);
 // default_stop_ids(config) and the tokenizer's end-of-text and end-of-sequence ids within the vocabulary.
 std::vector<int> stop_ids(const model::GptConfig& config, const text::Tokenizer* tokenizer);
 
@@ -61,7 +61,7 @@ class Generator {
  public:
   // The model on the grid for `sequences` sequences at once and `context` positions each
   // (<= the model's max_seq_len). Collective-free; InvalidArgument if the grid does not divide the model.
-  // The weights are random until set through model() (train::load_weights, Gpt::init_random).
+  // The weights are random until set through model() (checkpoint::load_weights, Gpt::init_random).
   Generator(const model::GptConfig& config, const parallel::Grid& grid, int sequences, int context,
             kernels::Backend backend);
   ~Generator();

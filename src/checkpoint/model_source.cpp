@@ -1,5 +1,5 @@
-// What `--init` names, and loading its weights onto a grid (train/model_source.hpp).
-#include "axonn/train/model_source.hpp"
+// What `--init` names, and loading its weights onto a grid (checkpoint/model_source.hpp).
+#include "axonn/checkpoint/model_source.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 
-namespace axonn::train {
+namespace axonn::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -21,19 +21,19 @@ ModelSource find_model_source(const std::string& path) {
   ModelSource s;
   s.path = path;
   std::error_code ec;
-  if (checkpoint::is_hf_model_dir(path)) {
+  if (is_hf_model_dir(path)) {
     s.kind = ModelSource::Kind::kHuggingFace;
-    s.config = checkpoint::HfCheckpoint(path).config();
+    s.config = HfCheckpoint(path).config();
   } else if (fs::is_directory(path, ec)) {
     s.kind = ModelSource::Kind::kCheckpoint;
-    s.path = checkpoint::resolve_checkpoint(path);
-    s.config = checkpoint::read_manifest(s.path).model;
-  } else if (checkpoint::looks_like_safetensors(path)) {
+    s.path = resolve_checkpoint(path);
+    s.config = read_manifest(s.path).model;
+  } else if (looks_like_safetensors(path)) {
     s.kind = ModelSource::Kind::kHuggingFace;
-    s.config = checkpoint::HfCheckpoint(path).config();
+    s.config = HfCheckpoint(path).config();
   } else {
     s.kind = ModelSource::Kind::kLlmc;
-    s.config = checkpoint::read_llmc_config(path);
+    s.config = read_llmc_config(path);
   }
   return s;
 }
@@ -42,14 +42,14 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
   const model::GptConfig& mc = gpt.config();
   switch (source.kind) {
     case ModelSource::Kind::kLlmc:
-      checkpoint::read_llmc_tensors(source.path, mc, [&](int t, int layer, const float* full) {
+      read_llmc_tensors(source.path, mc, [&](int t, int layer, const float* full) {
         gpt.load_full_layer(t, layer, full);
       });
       return "weights of the llm.c model " + source.path;
     case ModelSource::Kind::kHuggingFace: {
       // every rank reads the file by pieces and keeps its shard's part of each; a device model takes one
       // layer of one tensor at a time, assembled on the host
-      const checkpoint::HfCheckpoint hf(source.path);
+      const HfCheckpoint hf(source.path);
       if (gpt.device() == Device::kCpu) {
         hf.load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
           gpt.load_full_range(t, layer, first, count, values);
@@ -76,13 +76,13 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
       return "weights of the Hugging Face checkpoint " + source.path;
     }
     case ModelSource::Kind::kCheckpoint: {
-      checkpoint::LoadResult r;
+      LoadResult r;
       if (gpt.device() == Device::kCpu) {
-        r = checkpoint::load_sharded(source.path, grid, mc, gpt.params());
+        r = load_sharded(source.path, grid, mc, gpt.params());
       } else {
         Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
         host.allocate();
-        r = checkpoint::load_sharded(source.path, grid, mc, host);
+        r = load_sharded(source.path, grid, mc, host);
         gpt.params().copy_from(host);  // upload
       }
       gpt.weights_updated();
@@ -93,4 +93,4 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
   return "";
 }
 
-}  // namespace axonn::train
+}  // namespace axonn::checkpoint

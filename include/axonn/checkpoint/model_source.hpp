@@ -1,11 +1,11 @@
-// train/model_source.hpp — a trained model on disk, as `axonn train --init` and `axonn generate --init`
+// checkpoint/model_source.hpp — a trained model on disk, as `axonn train --init` and `axonn generate --init`
 // take it: an llm.c model file (GPT-2), a Hugging Face checkpoint (a model directory with config.json,
 // or a .safetensors file; GPT-2 or Llama) or a checkpoint directory of ours (a run's checkpoint
 // directory, whose `latest` is taken, or one step directory).
 //
-//   train::ModelSource src = train::find_model_source(path);   // reads headers and manifests only
+//   checkpoint::ModelSource src = checkpoint::find_model_source(path);   // reads headers and manifests only
 //   model::Gpt gpt(src.config, grid, B, T, backend);
-//   train::load_weights(src, grid, gpt);                        // collective over the grid
+//   checkpoint::load_weights(src, grid, gpt);                        // collective over the grid
 #pragma once
 
 #include <string>
@@ -14,7 +14,7 @@
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/parallel/grid.hpp"
 
-namespace axonn::train {
+namespace axonn::checkpoint {
 
 struct ModelSource {
   enum class Kind { kLlmc, kHuggingFace, kCheckpoint };
@@ -33,4 +33,4 @@ ModelSource find_model_source(const std::string& path);
 // kCheckpoint. Returns a line for the log: what was loaded.
 std::string load_weights(const ModelSource& source, const parallel::Grid& grid, model::Gpt& gpt);
 
-}  // namespace axonn::train
+}  // namespace axonn::checkpoint
