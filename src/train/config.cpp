@@ -99,6 +99,7 @@ void validate_config(const TrainConfig& c) {
   AXONN_CHECK_ARG(c.steps > 0, "--steps must be positive, got ", c.steps);
   AXONN_CHECK_ARG(c.lr >= 0 && std::isfinite(c.lr), "--lr must be a finite value >= 0, got ", c.lr);
   AXONN_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", c.warmup_steps);
+  AXONN_CHECK_ARG(c.lr_decay_steps >= 0, "--lr-decay-steps must be >= 0 (0: --steps), got ", c.lr_decay_steps);
   AXONN_CHECK_ARG(c.min_lr_frac >= 0 && c.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1], got ", c.min_lr_frac);
   AXONN_CHECK_ARG(c.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off), got ", c.grad_clip);
   AXONN_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, "--beta1 must be in [0, 1) (AdamW's first-moment decay), got ", c.beta1);

@@ -106,6 +106,10 @@ const std::vector<ConfigOption>& config_options() {
        "constant|cosine|linear|wsd: after the warmup, constant; a cosine or linear decay to --min-lr-frac; or wsd, "
        "constant until the last fifth of the steps, then a linear decay", R::kTrajectory},
       {"optimizer", "--warmup-steps", &C::warmup_steps, "linear warmup steps", R::kTrajectory},
+      {"optimizer", "--lr-decay-steps", &C::lr_decay_steps,
+       "the schedule's horizon: the step by which a cosine, linear or wsd decay reaches --min-lr-frac, which it "
+       "keeps after (0: --steps). On resume with more --steps the schedule is re-planned over them unless this "
+       "keeps the recorded run's horizon", R::kSafe},
       {"optimizer", "--min-lr-frac", &C::min_lr_frac, "cosine decays to this fraction of --lr", R::kTrajectory},
       {"optimizer", "--weight-decay", &C::weight_decay, "AdamW weight decay (matrices only, unless --decay-all)", R::kTrajectory},
       {"optimizer", "--decay-all", &C::decay_all, "decay every tensor, as llm.c's CPU trainer does", R::kTrajectory},

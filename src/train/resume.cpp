@@ -167,24 +167,36 @@ std::string grid_text(const checkpoint::GridExtent& g) {
 
 // More (or fewer) --steps re-plan a schedule that decays over the run: the learning rate of the next
 // step jumps. Safe to continue (nothing of the run is lost), but never silent.
-void warn_if_schedule_replanned(const TrainConfig& given, const TrainConfig& r, const checkpoint::Manifest& m) {
-  auto it = m.extra.find("steps");
-  if (it == m.extra.end() || !is_given(given, {"--steps"})) return;
-  int recorded = 0;
-  try {
-    recorded = static_cast<int>(parse_int(it->second, 1, INT32_MAX));
-  } catch (const std::invalid_argument&) {
-    return;  // restore_config has refused a corrupt value already
-  }
+void warn_if_schedule_replanned(const checkpoint::Manifest& m, const TrainConfig& r) {
+  // the recorded run's horizon: its --lr-decay-steps, or its --steps
+  auto recorded_setting = [&](const char* key) -> int {
+    auto it = m.extra.find(key);
+    if (it == m.extra.end()) return 0;
+    try {
+      return static_cast<int>(parse_int(it->second, 0, INT32_MAX));
+    } catch (const std::invalid_argument&) {
+      return 0;  // restore_config has refused a corrupt value already
+    }
+  };
+  const int recorded_steps = recorded_setting("steps"), recorded_decay = recorded_setting("lr_decay_steps");
+  if (recorded_steps == 0) return;
+  const int was_horizon = recorded_decay > 0 ? recorded_decay : recorded_steps, horizon = lr_horizon(r);
   const optim::LrSchedule schedule = optim::parse_lr_schedule(r.lr_schedule);
-  if (recorded == r.steps || schedule == optim::LrSchedule::kConstant) return;
+  if (horizon == was_horizon || schedule == optim::LrSchedule::kConstant) return;
   const int next = static_cast<int>(m.step);  // the step this run trains first (0-based)
-  const float was = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, recorded, r.min_lr_frac);
-  const float now = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, r.steps, r.min_lr_frac);
-  log_warn("resume    --steps %d (the checkpoint's run had %d) re-plans the %s schedule over %d steps: the learning "
-           "rate of step %d is %.3g, where the recorded run would have had %.3g",
-           r.steps, recorded, r.lr_schedule.c_str(), r.steps, next + 1, static_cast<double>(now),
-           static_cast<double>(was));
+  const float was = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, was_horizon, r.min_lr_frac);
+  const float now = optim::learning_rate(schedule, r.lr, next, r.warmup_steps, horizon, r.min_lr_frac);
+  if (r.lr_decay_steps == 0)  // re-planned by --steps (the default): say how to keep the recorded one
+    log_warn("resume    --steps %d (the checkpoint's run had %d) re-plans the %s schedule over %d steps: the learning "
+             "rate of step %d is %.3g, where the recorded run would have had %.3g; to keep the recorded schedule, "
+             "add --lr-decay-steps %d",
+             r.steps, recorded_steps, r.lr_schedule.c_str(), r.steps, next + 1, static_cast<double>(now),
+             static_cast<double>(was), was_horizon);
+  else
+    log_warn("resume    --lr-decay-steps %d re-plans the %s schedule, whose decay the recorded run ended at step %d: "
+             "the learning rate of step %d is %.3g, where the recorded run would have had %.3g",
+             r.lr_decay_steps, r.lr_schedule.c_str(), was_horizon, next + 1, static_cast<double>(now),
+             static_cast<double>(was));
 }
 
 }  // namespace
@@ -272,7 +284,7 @@ TrainConfig restore_config(const TrainConfig& c, const checkpoint::Manifest& m, 
     log_info("resume    the checkpoint's run wrote to%s; this run writes only where its own flags and --run-dir "
              "say", not_taken.c_str());
   if (!safe.empty()) log_info("resume    changed: %s", safe.c_str());
-  warn_if_schedule_replanned(c, r, m);
+  warn_if_schedule_replanned(m, r);
   if (!missing.empty())
     log_warn("resume    the checkpoint does not record %s (written by an older axonn): the flags' values are used",
              missing.c_str());

@@ -374,8 +374,7 @@ void Session::open_data() {
 }
 
 float Session::lr(int step) const {
-  return optim::learning_rate(choices_.lr_schedule, c_.lr, step, c_.warmup_steps, c_.steps,
-                              c_.min_lr_frac);
+  return optim::learning_rate(choices_.lr_schedule, c_.lr, step, c_.warmup_steps, lr_horizon(c_), c_.min_lr_frac);
 }
 
 int64_t Session::tokens_per_step() const { return static_cast<int64_t>(c_.batch_size) * c_.seq_len; }

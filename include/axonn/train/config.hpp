@@ -59,6 +59,7 @@ struct TrainConfig {
   float lr = 3e-4f;
   std::string lr_schedule = "cosine";
   int warmup_steps = 0;
+  int lr_decay_steps = 0;           // the step by which the decay ends (0: --steps); lr_horizon() below
   float min_lr_frac = 0.0f;
   float weight_decay = 0.0f;
   bool decay_all = false;           // decay every tensor (llm.c's CPU trainer), not only matrices
@@ -136,6 +137,9 @@ struct TrainConfig {
 // The traced steps of --trace-steps: [first, last], 1-based. An empty text gives 2..min(4, steps)
 // (step 1 warms up), or step 1 when there is only one. Throws InvalidArgument outside [1, steps].
 std::pair<int, int> parse_trace_steps(const std::string& text, int steps);
+
+// The learning-rate schedule's horizon: --lr-decay-steps, or --steps when it is 0.
+inline int lr_horizon(const TrainConfig& c) { return c.lr_decay_steps > 0 ? c.lr_decay_steps : c.steps; }
 
 // The steps (1-based) of --fault-nonfinite-grad. InvalidArgument for a malformed list.
 std::set<int> fault_steps(const TrainConfig& c);

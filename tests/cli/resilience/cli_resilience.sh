@@ -571,7 +571,19 @@ PY
     # more --steps on resume re-plan a decaying schedule: said with the learning rates (issue 35)
     run_np 1 train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck" --quiet
     run_np 1 train --checkpoint-dir "$tmp/ck" --resume --steps 20 --quiet
-    expect_output "warning: resume    --steps 20 \(the checkpoint's run had 10\) re-plans the cosine schedule over 20 steps: the learning rate of step 11 is [0-9.e-]+, where the recorded run would have had [0-9.e-]+"
+    expect_output "warning: resume    --steps 20 \(the checkpoint's run had 10\) re-plans the cosine schedule over 20 steps: the learning rate of step 11 is [0-9.e-]+, where the recorded run would have had [0-9.e-]+; to keep the recorded schedule, add --lr-decay-steps 10"
+    # the other choice: the recorded run's horizon kept, the steps beyond it at the decay's end (--min-lr-frac 0.1
+    # of --lr 2e-3); recorded in the checkpoint, so that a later resume keeps it without the flag
+    run_np 1 train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck3" --quiet
+    run_np 1 train --checkpoint-dir "$tmp/ck3" --resume --steps 20 --lr-decay-steps 10 --metrics "$tmp/keep.jsonl" --quiet
+    expect_no_output "re-plans"
+    python3 - "$tmp/keep.jsonl" <<'PY' || fail "the kept schedule's learning rates differ"
+import json, sys
+lrs = [json.loads(l)["lr"] for l in open(sys.argv[1])]
+assert len(lrs) == 10 and all(abs(x - 2e-4) < 1e-9 for x in lrs), lrs
+PY
+    run_np 1 train --checkpoint-dir "$tmp/ck3" --resume --steps 30 --quiet
+    expect_no_output "re-plans"
     run_np 1 train "${flags[@]}" --lr-schedule constant --steps 10 --checkpoint-dir "$tmp/ck2" --quiet
     run_np 1 train --checkpoint-dir "$tmp/ck2" --resume --steps 20 --quiet
     expect_no_output "re-plans" ;;
