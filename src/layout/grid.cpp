@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 
 #include "axonn/core/error.hpp"
 
@@ -107,8 +108,48 @@ std::string_view grid_group_name(GridGroup g) {
   return "?";
 }
 
+namespace {
+
+// --grid by named degrees, "tp-x=2,tp-y=2,fsdp=4,dp=2" (any order; a name left out is 1, but dp, which is
+// left out fills the ranks the others leave): the same grid as "2,2,4,2".
+GridShape parse_named_grid(std::string_view text, int world_size) {
+  constexpr std::string_view kHelp = "--grid by named degrees wants tp-x=N (X), tp-y=N (Y), fsdp=N (Z), dp=N (data), "
+                                     "comma-separated, each at most once (e.g. tp-x=2,fsdp=2); got '";
+  static constexpr std::string_view kNames[4] = {"tp-x", "tp-y", "fsdp", "dp"};
+  int v[4] = {0, 0, 0, 0};
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = text.substr(at, comma - at);
+    const size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq == std::string_view::npos ? item.size() : eq);
+    const auto* known = std::find(std::begin(kNames), std::end(kNames), name);
+    int value = 0;
+    const char* digits = eq == std::string_view::npos ? item.data() + item.size() : item.data() + eq + 1;
+    const auto [end, ec] = std::from_chars(digits, item.data() + item.size(), value);
+    AXONN_CHECK_ARG(known != std::end(kNames) && eq != std::string_view::npos && ec == std::errc() &&
+                        end == item.data() + item.size() && value >= 1,
+                    kHelp, text, "': '", item, "' is not a name and a positive number");
+    int& slot = v[known - std::begin(kNames)];
+    AXONN_CHECK_ARG(slot == 0, kHelp, text, "': ", name, " is named twice");
+    slot = value;
+    at = comma + 1;
+  }
+  const int model_ranks = std::max(1, v[0]) * std::max(1, v[1]) * std::max(1, v[2]);
+  if (v[3] == 0) {
+    AXONN_CHECK_ARG(world_size % model_ranks == 0, "--grid ", text, ": tp-x * tp-y * fsdp = ", model_ranks,
+                    " does not divide the job's ", world_size, " ranks, so dp cannot fill them; change the degrees "
+                    "or mpirun -np");
+    v[3] = world_size / model_ranks;
+  }
+  return {std::max(1, v[0]), std::max(1, v[1]), std::max(1, v[2]), v[3]};
+}
+
+}  // namespace
+
 GridShape parse_grid(std::string_view text, int world_size) {
   if (text.empty()) return {1, 1, 1, world_size};
+  if (text.find('=') != std::string_view::npos) return parse_named_grid(text, world_size);
   int v[4] = {0, 0, 0, 0};
   size_t n = 0;
   const char* p = text.data();

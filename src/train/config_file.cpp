@@ -119,8 +119,8 @@ const std::vector<ConfigOption>& config_options() {
       {"optimizer", "--grad-clip", &C::grad_clip, "clip the global gradient norm to this (0 = off)", R::kTrajectory},
       // the grid and its collectives (docs/overlap.md)
       {"parallel", "--grid", &C::grid,
-       "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens and weight shards, D: data); "
-       "default 1,1,1,<ranks>; auto: the fastest grid the planner predicts with --machine"},
+       "4D grid GX,GY,GZ,GD (X: input features, Y: output features, Z: tokens and weight shards, D: data), or by "
+       "named degrees: tp-x=2,tp-y=2,fsdp=4,dp=2 (left out: 1; dp fills the ranks); default 1,1,1,<ranks>; auto: the fastest grid the planner predicts with --machine"},
       {"parallel", "--grid-order", &C::grid_order,
        "rank order of X, Y, Z, fastest first (e.g. z,x,y: Z groups on consecutive ranks, so inside a node); "
        "default x,y,z, AxoNN's; with --grid auto the planner chooses unless given"},

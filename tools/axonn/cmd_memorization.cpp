@@ -106,7 +106,7 @@ void add_memorization_command(CLI::App& app, Action* action) {
                                                  "to reproduce");
   sub->add_option("--max-documents", f->max_documents, "score the first N documents that are long enough (0: all)");
   sub->add_option("--batch", f->batch, "documents generated together");
-  sub->add_option("--grid", f->grid, "4D grid GX,GY,GZ,GD (default 1,1,1,<ranks>)");
+  sub->add_option("--grid", f->grid, "4D grid GX,GY,GZ,GD or tp-x=N,tp-y=N,fsdp=N,dp=N (default 1,1,1,<ranks>)");
   sub->add_option("--output", f->output, "write the summary and every document's ids and scores to this JSON file");
   sub->add_option("--doc-separator", f->doc_separator, "as for axonn prepare (fortune files: %)");
   sub->add_option("--exclude", f->exclude, "as for axonn prepare");

@@ -91,7 +91,9 @@ std::vector<GridGroupSpan> grid_group_spans(const GridShape& shape, GridGroup g)
 
 // --- the mapping ---
 
-// Parses --grid "GX,GY,GZ,GD" (commas or 'x' between the numbers); an empty text means
+// Parses --grid "GX,GY,GZ,GD" (commas or 'x' between the numbers), or the same by named degrees in the
+// words of Megatron and torchtitan (docs/parallelism.md): "tp-x=2,tp-y=2,fsdp=4,dp=2" is 2,2,4,2; a degree
+// left out is 1, and dp left out fills the ranks (tp-x=2 on 8 ranks: 2,1,1,4). An empty text means
 // 1,1,1,world_size (pure data parallelism). Throws InvalidArgument on anything else.
 GridShape parse_grid(std::string_view text, int world_size);
 // Parses --grid-order: a permutation of x, y and z, fastest first, e.g. "z,x,y" (commas optional:

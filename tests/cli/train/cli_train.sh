@@ -109,18 +109,23 @@ PY
     # the grid's size is checked before anything that depends on it (here: the batch split over Z*Gdata)
     expect_once 4 "grid 1x1x1x3 = 3 ranks, but the job has 4; change --grid or mpirun -np" train --grid 1,1,1,3
     expect_no_output "batch-size" ;;
-  reference_losses | reference_losses@* | bf16_reference_losses | bf16_reference_losses@*)
-    # the README's reference run, through the CLI and mpiexec, on one rank or on the grid after '@',
-    # against llm.c's losses: fp32 within 2e-5, bf16 mixed precision within 0.04 (the bounds of
-    # tests/common/reference_run.hpp, kLlmcLossBound and kBf16LossBound; docs/precision.md)
+  reference_losses | reference_losses@* | bf16_reference_losses | bf16_reference_losses@* | named_grid)
+    # the README's reference run, through the CLI and mpiexec, on one rank or on the grid after '@' (named_grid:
+    # the grid by named degrees, tp-x=2,fsdp=2, which is 2,1,2,1), against llm.c's losses: fp32 within 2e-5,
+    # bf16 mixed precision within 0.04 (the bounds of tests/common/reference_run.hpp, kLlmcLossBound and
+    # kBf16LossBound; docs/precision.md)
     dtype=fp32 bound=2e-5 name=${case_name}
     case "$case_name" in bf16_*) dtype=bf16 bound=0.04 name=${case_name#bf16_} ;; esac
     grid=1,1,1,1
     [ "$name" = reference_losses ] || grid=${name#reference_losses@}
-    np=$(( $(echo "$grid" | tr , '*') ))
+    if [ "$name" = named_grid ]; then
+      grid=tp-x=2,fsdp=2 np=4 grid_line="Gx=2 Gy=1 Gz=2 Gdata=1 "
+    else
+      np=$(( $(echo "$grid" | tr , '*') )) grid_line="Gx=${grid%%,*} "
+    fi
     CLI_TIMEOUT=200 run_np "$np" train --grid "$grid" --init "$model" --data "$tokens" \
       "${ref_flags[@]}" --dtype "$dtype" --metrics "$tmp/m.jsonl" --peak-gflops 100
-    expect_output "grid      Gx=${grid%%,*} "
+    expect_output "grid      $grid_line"
     expect_output "precision $dtype"
     python3 - "$tmp/m.jsonl" "$ref/gpt2-tiny/losses.txt" "$grid" "$dtype" "$bound" <<'PY'
 import json, sys

@@ -123,6 +123,30 @@ TEST(GridParse, AcceptsCommasOrXAndDefaultsToDataParallel) {
   EXPECT_EQ((GridShape{2, 2, 1, 3}).str(), "2x2x1x3");
 }
 
+TEST(GridParse, NamedDegreesMeanTheSameGrid) {
+  EXPECT_EQ(parse_grid("tp-x=2,tp-y=2,fsdp=4,dp=2", 32), (GridShape{2, 2, 4, 2}));
+  EXPECT_EQ(parse_grid("dp=2,fsdp=4,tp-y=2,tp-x=2", 32), (GridShape{2, 2, 4, 2}));  // any order
+  EXPECT_EQ(parse_grid("tp-x=2", 8), (GridShape{2, 1, 1, 4}));                      // dp fills the ranks
+  EXPECT_EQ(parse_grid("fsdp=2,dp=1", 2), (GridShape{1, 1, 2, 1}));
+  for (const char* bad : {"tp=2", "tp-x=0", "tp-x=2,tp-x=2", "tp-x=", "tp-x=2,", "tp-x=2,fsdp", "fsdp=2x",
+                          "tp-x=2,dp=1,tp-z=2"}) {
+    try {
+      parse_grid(bad, 8);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--grid by named degrees wants tp-x=N (X), tp-y=N (Y), fsdp=N (Z), dp=N"),
+                std::string::npos) << e.what();
+    }
+  }
+  try {
+    parse_grid("tp-y=3", 4);
+    ADD_FAILURE() << "dp filled 4 ranks with a model of 3";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tp-x * tp-y * fsdp = 3 does not divide the job's 4 ranks"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GridParse, OrderIsAPermutationOfXYZ) {
   EXPECT_EQ(parse_grid_order("x,y,z"), kAxonnGridOrder);
   EXPECT_EQ(parse_grid_order("xyz"), kAxonnGridOrder);
