@@ -13,9 +13,9 @@
 #include "axonn/infer/generator.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
-#include "axonn/train/memory_check.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
+#include "inference_setup.hpp"
 
 namespace axonn::tools {
 
@@ -75,26 +75,15 @@ int run_generate(const GenerateFlags& f) {
                   "shorten it");
   const int context = std::min<int>(mc.max_seq_len, static_cast<int>(prompt.size()) + f.max_new_tokens);
 
-  auto world = comm::world();
-  const parallel::GridShape shape = parallel::parse_grid(f.grid, world->size());
-  parallel::check_grid(shape, world->size());
-  const model::GptMemory need =
-      infer::Generator::memory_need(mc, shape, parallel::grid_coords(shape, world->rank()), f.num_samples, context,
-                                    backend);
-  // the logits of every sample's last position, all V of them on every rank, twice (the model's padded
-  // rows summed over X*Y, and the sampler's)
-  const uint64_t logits = sizeof(float) * static_cast<uint64_t>(f.num_samples) *
-                          static_cast<uint64_t>(mc.vocab_size + mc.padded_vocab_size);
-  train::check_node_memory(*world, {{"params", need.params}, {"grads", need.grads},
-                                    {"activations and KV cache", need.activations}, {"comm buffers", need.comm_buffers},
-                                    {"logits", logits}},
-                           "axonn generate with " + std::to_string(f.num_samples) + " sample" +
-                               (f.num_samples > 1 ? "s" : "") + " of " + std::to_string(context) + " positions",
-                           "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with "
-                           "the samples and their length), more model-parallel ranks (--grid), or fewer ranks per node");
-  const parallel::Grid grid(shape, world);
-  infer::Generator gen(mc, grid, f.num_samples, context, backend);
-  const std::string loaded = checkpoint::load_weights(source, grid, gen.model());
+  const InferenceSetup setup = set_up_inference(
+      source, f.grid, f.num_samples, context, backend, "generate",
+      "axonn generate with " + std::to_string(f.num_samples) + " sample" + (f.num_samples > 1 ? "s" : "") + " of " +
+          std::to_string(context) + " positions",
+      "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with the samples and "
+      "their length), more model-parallel ranks (--grid), or fewer ranks per node");
+  const parallel::Grid& grid = *setup.grid;
+  infer::Generator& gen = *setup.generator;
+  const std::string& loaded = setup.loaded;
   log_info("generate  %s: %s, grid %s, %d sample%s of up to %d tokens after a prompt of %zu", loaded.c_str(),
            mc.str().c_str(), grid.shape().str().c_str(), f.num_samples, f.num_samples == 1 ? "" : "s", f.max_new_tokens,
            prompt.size());
@@ -106,7 +95,7 @@ int run_generate(const GenerateFlags& f) {
   o.sampling = f.sampling;
   o.stop_ids = infer::stop_ids(mc, tok.get());
   o.logprobs = f.print_logprobs;
-  const bool printer = world->rank() == 0;
+  const bool printer = grid.rank() == 0;
   auto is_stop = [&](int id) { return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end(); };
   // one sample streams its text as it comes; several are printed whole, one after another
   std::unique_ptr<text::StreamDecoder> stream;

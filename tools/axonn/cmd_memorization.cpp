@@ -18,6 +18,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
+#include "inference_setup.hpp"
 
 namespace axonn::tools {
 
@@ -57,10 +58,15 @@ int run_memorization(const MemorizationFlags& f) {
                        : eval::documents_from_shards(f.shards, tok->document_separator(), mc.vocab_size);
   AXONN_CHECK_ARG(!documents.empty(), "the inputs hold no documents");
 
-  auto world = comm::world();
-  const parallel::Grid grid(parallel::parse_grid(f.grid, world->size()), world);
-  infer::Generator gen(mc, grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu);
-  const std::string loaded = checkpoint::load_weights(source, grid, gen.model());
+  const InferenceSetup setup = set_up_inference(
+      source, f.grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu, "memorize",
+      "axonn memorization with --batch " + std::to_string(f.batch) + " of " + std::to_string(mc.max_seq_len) +
+          " positions",
+      "use a smaller --batch (the KV cache and the activations grow with it), more model-parallel ranks (--grid), or "
+      "fewer ranks per node");
+  const parallel::Grid& grid = *setup.grid;
+  infer::Generator& gen = *setup.generator;
+  const std::string& loaded = setup.loaded;
   log_info("memorize  %s: %s, grid %s; %zu documents, suffix %d tokens, %d at a time", loaded.c_str(), mc.str().c_str(),
            grid.shape().str().c_str(), documents.size(), f.suffix_len, f.batch);
 
@@ -68,7 +74,7 @@ int run_memorization(const MemorizationFlags& f) {
   o.suffix_len = f.suffix_len;
   o.max_documents = f.max_documents;
   const eval::MemorizationReport r = eval::measure_memorization(gen, *tok, documents, o, infer::stop_ids(mc, tok.get()));
-  if (world->rank() == 0) {
+  if (grid.rank() == 0) {
     const eval::ExtractionSummary& s = r.summary;
     std::printf("documents         %lld (skipped %lld shorter than %d tokens + a prefix)\n",
                 static_cast<long long>(s.documents), static_cast<long long>(r.skipped), f.suffix_len);
