@@ -294,11 +294,13 @@ std::vector<NamedChart> report_charts(const RunData& run) {
       std::vector<Series> parts;
       for (size_t k = 0; k < run.memory_per_rank.size(); k++) {
         c.categories.push_back("rank " + std::to_string(k));
-        for (const auto& [part, bytes] : run.memory_per_rank[k]) {
+        for (const auto& entry : run.memory_per_rank[k]) {  // (not a structured binding: clang's OpenMP cannot
+                                                             // capture one in the lambda)
+          const std::string& part = entry.first;
           auto it = std::find_if(parts.begin(), parts.end(), [&](const Series& x) { return x.name == part; });
           if (it == parts.end()) it = parts.insert(parts.end(), Series{part, {}, {}});
           it->y.resize(k, 0.0);
-          it->y.push_back(bytes / (1024.0 * 1024.0));
+          it->y.push_back(entry.second / (1024.0 * 1024.0));
         }
       }
       for (Series& p : parts) p.y.resize(run.memory_per_rank.size(), 0.0);
