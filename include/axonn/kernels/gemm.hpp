@@ -21,7 +21,9 @@ void set_gemm_backend(GemmBackend b);
 GemmBackend gemm_backend();
 
 // Row-major C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, op = transpose when trans_*.
-// lda/ldb/ldc are the row strides of A, B, C as stored.
+// lda/ldb/ldc are the row strides of A, B, C as stored. M = 1 (a decode step's products) runs the project's
+// own OpenMP matrix-vector loops under either backend: bound by memory, where both libraries are slower or
+// spin (docs/generate.md).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

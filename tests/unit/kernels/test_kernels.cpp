@@ -58,8 +58,10 @@ double dot(const Vec& a, const Vec& b) {
 
 }  // namespace
 
+// M = 1 as well: a product of one row runs as a matrix-vector product (OpenBLAS's sgemv, under either backend)
 TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
-  const int M = 5, Nn = 7, K = 9, lda = 11, ldb = 13, ldc = 8;
+  const int Nn = 7, K = 9, lda = 11, ldb = 13, ldc = 8;
+  for (int M : {5, 1})
   for (auto be : {k::GemmBackend::kOneDnn, k::GemmBackend::kOpenBlas})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -73,7 +75,8 @@ TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
             ref[i * ldc + j] = (float)(0.5 * acc + 2.0 * Cm[i * ldc + j]);
           }
         k::sgemm(ta, tb, M, Nn, K, 0.5f, A.data(), lda, Bm.data(), ldb, 2.0f, Cm.data(), ldc);
-        EXPECT_TRUE(allclose(Cm, ref, 1e-4f, 1e-4f)) << k::gemm_backend_name(be) << " ta=" << ta << " tb=" << tb;
+        EXPECT_TRUE(allclose(Cm, ref, 1e-4f, 1e-4f)) << k::gemm_backend_name(be) << " M=" << M << " ta=" << ta
+                                                      << " tb=" << tb;
       }
   k::set_gemm_backend(k::GemmBackend::kOneDnn);
 }
