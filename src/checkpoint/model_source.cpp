@@ -77,15 +77,15 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
     }
     case ModelSource::Kind::kCheckpoint: {
       LoadResult r;
-      if (gpt.device() == Device::kCpu) {
+      if (gpt.device() == Device::kCpu && gpt.keeps_fp32_weights()) {
         r = load_sharded(source.path, grid, mc, gpt.params());
-      } else {
+        gpt.weights_updated();
+      } else {  // through a host copy: uploaded, or rounded into a bf16 inference model's weights
         Arena host = gpt.params().clone_layout("parameters (host copy)", Device::kCpu);
         host.allocate();
         r = load_sharded(source.path, grid, mc, host);
-        gpt.params().copy_from(host);  // upload
+        gpt.load_params(host);
       }
-      gpt.weights_updated();
       return "weights of " + r.dir + " (step " + std::to_string(r.manifest.step) + ", grid " + r.manifest.grid.str() +
              ")";
     }

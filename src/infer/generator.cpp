@@ -20,8 +20,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // optimizer state, and the logits of at most kHeadRows rows at a time.
 constexpr int kHeadRows = 64;
 
-model::GptRunOptions inference_run() {
+model::GptRunOptions inference_run(DType precision) {
   model::GptRunOptions run;
+  run.precision = precision;           // bf16: bf16 weights only (no fp32 masters), activations, KV cache
   run.inference = true;                // no gradient arena
   run.cache_gathered_weights = true;   // each weight block gathered over Z once per generation
   run.recompute = true;                // the training activations of one block only (inference keeps none)
@@ -62,20 +63,20 @@ std::vector<int> stop_ids(const model::GptConfig& config, const text::Tokenizer*
 }
 
 Generator::Generator(const model::GptConfig& config, const parallel::Grid& grid, int sequences, int context,
-                     kernels::Backend backend)
+                     kernels::Backend backend, DType precision)
     : grid_(grid) {
   AXONN_CHECK_ARG(sequences >= 1, "the number of sequences (--num-samples) must be >= 1, got ", sequences);
   AXONN_CHECK_ARG(context >= 1 && context <= config.max_seq_len, "the context of ", context,
                   " positions does not fit the model's ", config.max_seq_len);
-  gpt_ = std::make_unique<model::Gpt>(config, grid, sequences, context, backend, inference_run());
+  gpt_ = std::make_unique<model::Gpt>(config, grid, sequences, context, backend, inference_run(precision));
 }
 
 Generator::~Generator() = default;
 
 model::GptMemory Generator::memory_need(const model::GptConfig& config, const parallel::GridShape& shape,
                                         const parallel::GridCoords& coords, int sequences, int context,
-                                        kernels::Backend backend) {
-  return model::Gpt::memory_need(config, shape, coords, sequences, context, backend, inference_run(), true);
+                                        kernels::Backend backend, DType precision) {
+  return model::Gpt::memory_need(config, shape, coords, sequences, context, backend, inference_run(precision), true);
 }
 
 std::vector<std::vector<int>> Generator::generate(const std::vector<int>& prompt, const GenerateOptions& options,

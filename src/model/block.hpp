@@ -175,9 +175,9 @@ struct CachedChunk {
   int pos, n;
 };
 
-// The keys and values of every layer's past positions, this rank's KV heads: [L, B, T, NKV*HS] each
-// (fp32), allocated at the first chunk. Each chunk appends its keys and values, then its queries
-// attend over positions [0, pos + n).
+// The keys and values of every layer's past positions, this rank's KV heads: [L, B, T, NKV*HS] each, of
+// the activations' type (fp32 or bf16), allocated at the first chunk. Each chunk appends its keys and
+// values, then its queries attend over positions [0, pos + n).
 class KvCache {
  public:
   KvCache(const PassContext& ctx, int NH, int NKV, int HS) : ctx_(ctx), NH_(NH), NKV_(NKV), HS_(HS),
@@ -185,26 +185,24 @@ class KvCache {
   // out [B*n, NH*HS] from qkv [B*n, (NH + 2 NKV) HS] (q|k|v, q and k at their positions: rotated for RoPE)
   template <class E>
   void attend(int l, const CachedChunk& chunk, E* out, const E* qkv) {
-    AXONN_CHECK((std::is_same_v<E, float>), "the KV cache is fp32 only");
-    if constexpr (std::is_same_v<E, float>) {
-      auto& tl = ctx_.tl;
-      const auto& k = ctx_.kernels<E>();
-      const int B = ctx_.B, T = ctx_.T;
-      if (!cache_.allocated()) {
-        reserve(cache_, ctx_.spec.config.num_layers, B, T, static_cast<int64_t>(NKV_) * HS_);
-        cache_.allocate();
-      }
-      float* keys = cache_.tensor(0)[l].f32();
-      float* values = cache_.tensor(1)[l].f32();
-      AXONN_OP(kv_cache_append, keys, values, qkv, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
-      AXONN_OP(attention_cached_forward, out, qkv, keys, values, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
+    auto& tl = ctx_.tl;
+    const auto& k = ctx_.kernels<E>();
+    const int B = ctx_.B, T = ctx_.T;
+    if (!cache_.allocated()) {
+      reserve(cache_, ctx_.spec.config.num_layers, B, T, static_cast<int64_t>(NKV_) * HS_,
+              kernels::Precision<E>::kDType);
+      cache_.allocate();
     }
+    E* keys = ptr<E>(cache_.tensor(0)[l]);
+    E* values = ptr<E>(cache_.tensor(1)[l]);
+    AXONN_OP(kv_cache_append, keys, values, qkv, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
+    AXONN_OP(attention_cached_forward, out, qkv, keys, values, B, chunk.n, chunk.pos, T, NH_, NKV_, HS_);
   }
   size_t bytes() const { return cache_.bytes(); }
   // The keys and values of L layers, B sequences of T positions, `width` (this rank's NKV*HS) each.
-  static void reserve(Arena& cache, int64_t L, int64_t B, int64_t T, int64_t width) {
-    cache.reserve("keys", {L, B, T, width});
-    cache.reserve("values", {L, B, T, width});
+  static void reserve(Arena& cache, int64_t L, int64_t B, int64_t T, int64_t width, DType dtype) {
+    cache.reserve("keys", {L, B, T, width}, dtype);
+    cache.reserve("values", {L, B, T, width}, dtype);
   }
 
  private:

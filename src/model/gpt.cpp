@@ -59,6 +59,9 @@ void copy_columns(const MemoryOps& mem, E* out, const E* in, int64_t rows, int f
   mem.copy_2d(out, w, in + c0, sizeof(E) * static_cast<size_t>(full_width), w, static_cast<size_t>(rows));
 }
 
+// An inference model in bf16 keeps the bf16 weights only: nothing updates them, so no fp32 masters.
+bool fp32_weights_kept(const GptRunOptions& run) { return !(run.inference && run.precision == DType::kBF16); }
+
 // Rows of the LM head at a time (GptRunOptions::lm_head_chunk; all: the N rows).
 int64_t head_rows(int64_t N, const GptRunOptions& run) {
   AXONN_CHECK_ARG(run.lm_head_chunk >= 0, "the LM head's chunk must be >= 0 rows (0: all at once), got ",
@@ -181,7 +184,7 @@ Gpt::Gpt(GptConfig config, const parallel::Grid& grid, int B, int T, kernels::Ba
   const int64_t N = static_cast<int64_t>(B) * T;
   head_rows_ = head_rows(N, run_);
   reserve_model(spec_, *shards_, g, N, run_, on_device(), params_, grads_, params_bf16_, acts_, scratch_);
-  params_.allocate();
+  if (fp32_weights_kept(run_)) params_.allocate();
   grads_.allocate();
   const bool bf16 = run_.precision == DType::kBF16;
   if (bf16) params_bf16_.allocate();
@@ -252,9 +255,10 @@ GptMemory Gpt::memory_need(const GptConfig& config, const parallel::GridShape& s
     detail::Gpt2Block::reserve(block, block_acts, block_scratch);
   if (kv_cache)
     detail::KvCache::reserve(cache, config.num_layers, B_local, T,
-                             llama ? detail::LlamaBlock::kv_width(block) : detail::Gpt2Block::kv_width(block));
+                             llama ? detail::LlamaBlock::kv_width(block) : detail::Gpt2Block::kv_width(block),
+                             run.precision);
   GptMemory m;
-  m.params = params.bytes() + params_bf16.bytes();
+  m.params = (fp32_weights_kept(run) ? params.bytes() : 0) + params_bf16.bytes();
   m.grads = grads.bytes();
   m.activations = acts.bytes() + scratch.bytes() + block_acts.bytes() + block_scratch.bytes() + rope.bytes() +
                   cache.bytes();
@@ -266,52 +270,77 @@ int64_t Gpt::full_layer_numel(int t) const { return shards_->full_layer_numel(t)
 
 int64_t Gpt::global_index(int t, int64_t j) const { return shards_->global_index(t, j); }
 
+bool Gpt::keeps_fp32_weights() const { return fp32_weights_kept(run_); }
+
+void Gpt::store_shard(int t, int64_t at, const float* values, int64_t n) {
+  if (keeps_fp32_weights()) {
+    float* dst = param(t).f32() + at;
+    if (on_device())
+      mem_->upload(dst, values, sizeof(float) * static_cast<size_t>(n));
+    else
+      std::memcpy(dst, values, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  kernels::bf16* dst = params_bf16_.tensor(static_cast<size_t>(t)).bf16() + at;
+  std::vector<kernels::bf16> staged(on_device() ? static_cast<size_t>(n) : 0);
+  kernels::bf16* out = on_device() ? staged.data() : dst;
+  for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(values[i]);
+  if (on_device()) mem_->upload(dst, staged.data(), sizeof(kernels::bf16) * static_cast<size_t>(n));
+}
+
 void Gpt::load_full_layer(int t, int layer, const float* full) {
   weights_updated();
   const bool per_layer = spec_.params[static_cast<size_t>(t)].per_layer;
-  Tensor p = param(t);
-  float* dst = per_layer ? p[layer].f32() : p.f32();
-  int64_t n = per_layer ? p[layer].numel() : p.numel();
-  // device: the shard is picked out on the host, then uploaded
-  std::vector<float> staged(on_device() ? static_cast<size_t>(n) : 0);
-  float* out = on_device() ? staged.data() : dst;
-  // the shard is runs of consecutive elements of the full tensor (rows, or a block row's columns)
+  const int64_t n = shards_->shard_layer_numel(t), at = per_layer ? layer * n : 0;
+  // the shard is runs of consecutive elements of the full tensor (rows, or a block row's columns), picked
+  // out on the host, then stored
+  std::vector<float> shard(static_cast<size_t>(n));
   for (int64_t j = 0, len = 0; j < n; j += len) {
     len = shards_->run_length(t, j);
-    std::memcpy(out + j, full + global_index(t, j), sizeof(float) * static_cast<size_t>(len));
+    std::memcpy(shard.data() + j, full + global_index(t, j), sizeof(float) * static_cast<size_t>(len));
   }
-  if (on_device()) mem_->upload(dst, staged.data(), sizeof(float) * static_cast<size_t>(n));
+  store_shard(t, at, shard.data(), n);
 }
 
 void Gpt::load_full_range(int t, int layer, int64_t first, int64_t count, const float* values) {
   AXONN_CHECK(!on_device(), "load_full_range() fills host memory; a device model loads whole layers (load_full_layer)");
   weights_updated();
   const bool per_layer = spec_.params[static_cast<size_t>(t)].per_layer;
-  Tensor p = param(t);
-  float* dst = per_layer ? p[layer].f32() : p.f32();
-  const int64_t n = per_layer ? p[layer].numel() : p.numel(), last = first + count;
+  const int64_t n = shards_->shard_layer_numel(t), at = per_layer ? layer * n : 0, last = first + count;
   // the runs of the shard (consecutive elements of the full tensor) that meet [first, last)
   for (int64_t j = 0, len = 0; j < n; j += len) {
     len = shards_->run_length(t, j);
     const int64_t g = global_index(t, j), lo = std::max(g, first), hi = std::min(g + len, last);
-    if (lo < hi) std::memcpy(dst + j + (lo - g), values + (lo - first), sizeof(float) * static_cast<size_t>(hi - lo));
+    if (lo < hi) store_shard(t, at + j + (lo - g), values + (lo - first), hi - lo);
+  }
+}
+
+void Gpt::load_params(const Arena& host) {
+  AXONN_CHECK(host.device() == Device::kCpu && host.size() == params_.size(), "load_params() takes a host arena "
+              "of the parameters' layout");
+  weights_updated();
+  if (keeps_fp32_weights()) {
+    params_.copy_from(host);
+    return;
+  }
+  for (int t = 0; t < static_cast<int>(host.size()); t++) {
+    const Tensor h = host.tensor(static_cast<size_t>(t));
+    store_shard(t, 0, h.f32(), h.numel());
   }
 }
 
 void Gpt::init_random(uint64_t seed) {
   weights_updated();
   for (int i = 0; i < static_cast<int>(spec_.params.size()); i++) {
-    Tensor t = param(i);
     const int layers = spec_.params[static_cast<size_t>(i)].per_layer ? spec_.config.num_layers : 1;
-    const int64_t per_layer = t.numel() / layers, full = full_layer_numel(i);
-    // device: computed on the host, then uploaded
-    std::vector<float> staged(on_device() ? static_cast<size_t>(t.numel()) : 0);
-    float* w = on_device() ? staged.data() : t.f32();
+    const int64_t per_layer = shards_->shard_layer_numel(i), full = full_layer_numel(i);
+    // computed on the host, then stored
+    std::vector<float> w(static_cast<size_t>(per_layer * layers));
 #pragma omp parallel for collapse(2) schedule(static)
     for (int l = 0; l < layers; l++)
       for (int64_t j = 0; j < per_layer; j++)
-        w[l * per_layer + j] = init_value(spec_, i, l * full + global_index(i, j), seed);
-    if (on_device()) mem_->upload(t.f32(), staged.data(), t.bytes());
+        w[static_cast<size_t>(l * per_layer + j)] = init_value(spec_, i, l * full + global_index(i, j), seed);
+    store_shard(i, 0, w.data(), static_cast<int64_t>(w.size()));
   }
 }
 
@@ -785,6 +814,10 @@ Tensor Gpt::output() const { return acts_.tensor(kLogits); }
 
 void Gpt::refresh_bf16_copies() {
   if (run_.precision != DType::kBF16) return;
+  if (!keeps_fp32_weights()) {  // the bf16 weights are the model's own: nothing to round
+    bf16_copies_current_ = true;
+    return;
+  }
   auto scope = tl_.compute("cast_to_bf16");
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor master = params_.tensor(i);
@@ -821,54 +854,66 @@ double Gpt::flops_per_step() const {
 // --- inference with a KV cache --------------------------------------------------------------------
 
 void Gpt::forward_cached(const int* tokens, int pos, int n, float* logits, bool all_positions) {
-  AXONN_CHECK_ARG(run_.precision == DType::kF32, "generation with a KV cache runs in fp32 only for now: use --dtype fp32");
-  AXONN_CHECK_ARG(ops_->attention_cached_forward != nullptr,
+  if (run_.precision == DType::kBF16)
+    forward_cached_pass<kernels::bf16>(tokens, pos, n, logits, all_positions);
+  else
+    forward_cached_pass<float>(tokens, pos, n, logits, all_positions);
+}
+
+template <class E>
+void Gpt::forward_cached_pass(const int* tokens, int pos, int n, float* logits, bool all_positions) {
+  const auto& k = ctx_->kernels<E>();
+  AXONN_CHECK_ARG(k.attention_cached_forward != nullptr,
                   "generation with a KV cache has no CUDA kernels yet: use --kernels cpu");
   AXONN_CHECK_ARG(n > 0 && pos >= 0 && pos + n <= T_, "a chunk of ", n, " tokens at position ", pos,
                   " does not fit the context of ", T_, " positions");
   AXONN_CHECK(!head_gradient_scale_, "forward_cached() after a training forward whose backward() has not run");
   auto& tl = tl_;
   auto scope = tl.group("forward_cached");
-  const auto& k = *ops_;
   const GptConfig& c = spec_.config;
   const int B = B_, C = c.channels, L = c.num_layers, V = c.vocab_size, Vp = c.padded_vocab_size, Vr = vocab_rows_;
   const int64_t N = static_cast<int64_t>(B) * n;
-  auto P = [&](int t) { return ctx_->weight<float>(t); };
+  auto P = [&](int t) { return ctx_->weight<E>(t); };
   auto A = [&](Act a) { return acts_.tensor(a); };
 
   int* in = begin_forward(tokens, N, "token");
   have_targets_ = false;  // the activations are this chunk's now: no backward until a forward
 
-  embed<float>(in, B, n, pos);
+  embed<E>(in, B, n, pos);
   const detail::CachedChunk chunk{pos, n};
-  for (int l = 0; l < L; l++) block_forward<float>(l, &chunk);
+  for (int l = 0; l < L; l++) block_forward<E>(l, &chunk);
 
   // the rows whose logits are wanted: every position, or each sequence's last (picked out)
-  const float* last = A(kStream)[L - 1].f32();
+  const E* last = ptr<E>(A(kStream)[L - 1]);
   const int64_t rows = all_positions ? N : B;
   if (!all_positions && n > 1) {
     auto pick = tl.compute("pick_last_positions");
-    float* picked = scratch_.tensor(kDResidual).f32();
-    const size_t w = sizeof(float) * static_cast<size_t>(Cx_);
+    E* picked = ptr<E>(scratch_.tensor(kDResidual));
+    const size_t w = sizeof(E) * static_cast<size_t>(Cx_);
     mem_->copy_2d(picked, w, last + static_cast<int64_t>(n - 1) * Cx_, w * static_cast<size_t>(n), w,
                   static_cast<size_t>(B));
     last = picked;
   }
   // the final norm (statistics over X), and the LM head: all channels against this rank's vocabulary rows
-  float* lnf = A(kLnf).f32();
-  final_norm<float>(lnf, last, rows);
-  const float* lnf_full = full_channels<float>(lnf, A(kLnfFull).f32(), scratch_.tensor(kFullB).f32(), rows);
+  E* lnf = ptr<E>(A(kLnf));
+  final_norm<E>(lnf, last, rows);
+  const E* lnf_full = full_channels<E>(lnf, ptr<E>(A(kLnfFull)), ptr<E>(scratch_.tensor(kFullB)), rows);
   // by chunks of the head's rows (GptRunOptions::lm_head_chunk): each chunk's logits against this rank's
-  // vocabulary rows, placed in a [n, Vp] block that is zero elsewhere, summed over X*Y (one non-zero term
-  // per element: exact); the first V columns are the logits
-  float* local = A(kLogits).f32();
+  // vocabulary rows, placed (widened to fp32) in a [n, Vp] block that is zero elsewhere, summed over X*Y
+  // (one non-zero term per element: exact); the first V columns are the logits
+  E* local = ptr<E>(A(kLogits));
   for (int64_t r0 = 0; r0 < rows; r0 += head_rows_) {
     const int64_t n_rows = std::min(head_rows_, rows - r0);
-    AXONN_OP(matmul_forward, local, lnf_full + r0 * C, P(spec_.lm_head).f32(), nullptr, n_rows, C, Vr);
+    AXONN_OP(matmul_forward, local, lnf_full + r0 * C, ptr<E>(P(spec_.lm_head)), nullptr, n_rows, C, Vr);
     vocab_rows_full_.assign(static_cast<size_t>(n_rows) * Vp, 0.0f);
-    mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
-                  sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
-                  static_cast<size_t>(n_rows));
+    if constexpr (std::is_same_v<E, float>) {
+      mem_->copy_2d(vocab_rows_full_.data() + vocab_begin_, sizeof(float) * static_cast<size_t>(Vp), local,
+                    sizeof(float) * static_cast<size_t>(Vr), sizeof(float) * static_cast<size_t>(Vr),
+                    static_cast<size_t>(n_rows));
+    } else {  // host memory (the KV cache ops are the CPU's)
+      for (int64_t r = 0; r < n_rows; r++)
+        ops_bf16_->cast_to_f32(vocab_rows_full_.data() + r * Vp + vocab_begin_, local + r * Vr, Vr);
+    }
     tl.all_reduce(grid_.xy(), vocab_rows_full_.data(), vocab_rows_full_.size());  // over X*Y
     for (int64_t r = 0; r < n_rows; r++)
       std::memcpy(logits + (r0 + r) * V, vocab_rows_full_.data() + r * Vp, sizeof(float) * static_cast<size_t>(V));

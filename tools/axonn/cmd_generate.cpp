@@ -22,7 +22,7 @@ namespace axonn::tools {
 namespace {
 
 struct GenerateFlags {
-  std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu";
+  std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu", dtype = "fp32";
   bool have_prompt = false, print_ids = false, print_logprobs = false;
   int max_new_tokens = 64, num_samples = 1;
   infer::Sampling sampling;
@@ -41,6 +41,7 @@ int run_generate(const GenerateFlags& f) {
   AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate has no CUDA kernels yet (the attention over the KV cache); "
                                        "use --kernels cpu");
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
+  const DType precision = parse_precision(f.dtype);
   const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
   // a tokenizer for text in or out; ids in and out need none, but a named one still gives its stop ids
@@ -76,7 +77,7 @@ int run_generate(const GenerateFlags& f) {
   const int context = std::min<int>(mc.max_seq_len, static_cast<int>(prompt.size()) + f.max_new_tokens);
 
   const InferenceSetup setup = set_up_inference(
-      source, f.grid, f.num_samples, context, backend, "generate",
+      source, f.grid, f.num_samples, context, backend, precision, "generate",
       "axonn generate with " + std::to_string(f.num_samples) + " sample" + (f.num_samples > 1 ? "s" : "") + " of " +
           std::to_string(context) + " positions",
       "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with the samples and "
@@ -179,6 +180,8 @@ void add_generate_command(CLI::App& app, Action* action) {
                 "with --print-ids: after each sample's ids, a line of their log-probabilities under the model "
                 "(log-softmax of the logits, before temperature and cuts)");
   sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: not built yet for generation)");
+  sub->add_option("--dtype", f->dtype, "fp32 (default) or bf16: bf16 weights, activations and KV cache with fp32 "
+                                       "sums; half the memory, and decode reads half the bytes");
   sub->callback([f, action, sub] {
     f->have_prompt = sub->count("--prompt") > 0;
     *action = [f] { return run_generate(*f); };

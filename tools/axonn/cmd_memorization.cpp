@@ -59,7 +59,7 @@ int run_memorization(const MemorizationFlags& f) {
   AXONN_CHECK_ARG(!documents.empty(), "the inputs hold no documents");
 
   const InferenceSetup setup = set_up_inference(
-      source, f.grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu, "memorize",
+      source, f.grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu, DType::kF32, "memorize",
       "axonn memorization with --batch " + std::to_string(f.batch) + " of " + std::to_string(mc.max_seq_len) +
           " positions",
       "use a smaller --batch (the KV cache and the activations grow with it), more model-parallel ranks (--grid), or "

@@ -24,7 +24,7 @@ struct InferenceSetup {
 // `sequences` sequences of `context` positions at once. `tag` begins the log line ("generate"), `command` names
 // the run in a refusal ("axonn generate with 4 samples of 80 positions") and `advice` says what to change.
 InferenceSetup set_up_inference(const checkpoint::ModelSource& source, const std::string& grid_text, int sequences,
-                                int context, kernels::Backend backend, const char* tag, const std::string& command,
-                                const std::string& advice);
+                                int context, kernels::Backend backend, DType precision, const char* tag,
+                                const std::string& command, const std::string& advice);
 
 }  // namespace axonn::tools

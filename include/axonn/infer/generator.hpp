@@ -62,14 +62,15 @@ class Generator {
   // The model on the grid for `sequences` sequences at once and `context` positions each
   // (<= the model's max_seq_len). Collective-free; InvalidArgument if the grid does not divide the model.
   // The weights are random until set through model() (checkpoint::load_weights, Gpt::init_random).
+  // precision kBF16: bf16 weights (no fp32 copy), activations and KV cache, fp32 sums (docs/generate.md).
   Generator(const model::GptConfig& config, const parallel::Grid& grid, int sequences, int context,
-            kernels::Backend backend);
+            kernels::Backend backend, DType precision = DType::kF32);
   ~Generator();
   // What the Generator of these arguments allocates on the rank at `coords` of a grid of `shape`
   // (model::Gpt::memory_need with the KV cache), before it is built.
   static model::GptMemory memory_need(const model::GptConfig& config, const parallel::GridShape& shape,
                                       const parallel::GridCoords& coords, int sequences, int context,
-                                      kernels::Backend backend);
+                                      kernels::Backend backend, DType precision = DType::kF32);
   model::Gpt& model() { return *gpt_; }
   int sequences() const { return gpt_->batch_size(); }
   int context() const { return gpt_->seq_len(); }

@@ -21,9 +21,10 @@ void set_gemm_backend(GemmBackend b);
 GemmBackend gemm_backend();
 
 // Row-major C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, op = transpose when trans_*.
-// lda/ldb/ldc are the row strides of A, B, C as stored. M = 1 (a decode step's products) runs the project's
-// own OpenMP matrix-vector loops under either backend: bound by memory, where both libraries are slower or
-// spin (docs/generate.md).
+// lda/ldb/ldc are the row strides of A, B, C as stored. M <= 8 (a decode step's products, one row per
+// sequence) runs the project's own OpenMP loops under either backend, which read the weights once for all
+// rows: bound by memory, where both libraries are slower or spin (docs/generate.md). A row's result is then
+// the same whatever M and the thread count. gemm_bf16 and gemm_bf16_round do the same with bf16 inputs.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

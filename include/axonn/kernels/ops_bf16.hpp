@@ -78,6 +78,12 @@ void cast_to_f32(float* out, const bf16* in, int64_t n);
 // operands of the GEMMs after them; never [T, T] probabilities, in the forward or the backward (which takes
 // them again from q, k and lse).
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+// cpu_bf16's KV cache (the contract of OpTable::kv_cache_append, attention_cached_forward): the cache holds
+// the rows' bf16 keys and values; scores, softmax and the weighted sum in fp32, each output rounded once.
+void kv_cache_append(bf16* kcache, bf16* vcache, const bf16* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS);
+void attention_cached_forward(bf16* out, const bf16* qkv, const bf16* kcache, const bf16* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS);
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
                         const float* lse, int B, int T, int C, int NH);
 // and the Llama block's

@@ -117,6 +117,8 @@ struct GptRunOptions {
   // A model for inference only (infer::Generator): no gradient arena is allocated (grads() is empty), and
   // what needs gradients (a training forward, backward(), zero_grad(), sync_gradients(), grad_norm(),
   // update()) is refused with InvalidArgument. forward() for the loss and forward_cached() run as ever.
+  // With precision kBF16 an inference model keeps its weights in bf16 only (no fp32 masters: nothing
+  // updates them): every load rounds into them, and params() is reserved but never allocated.
   bool inference = false;
 };
 
@@ -178,8 +180,13 @@ class Gpt {
   const parallel::Grid& grid() const { return grid_; }
   int batch_size() const { return B_; }
   int seq_len() const { return T_; }
+  // The fp32 weights (unallocated in a bf16 inference model: keeps_fp32_weights()).
   Arena& params() { return params_; }
   const Arena& params() const { return params_; }
+  bool keeps_fp32_weights() const;
+  // Every weight of this rank from `host`, a host arena of params()'s layout (fp32): copied, or rounded
+  // into the bf16 weights of a model that keeps no fp32 ones. Then weights_updated().
+  void load_params(const Arena& host);
   Arena& grads() { return grads_; }
   const Arena& grads() const { return grads_; }
   Tensor param(int t) const { return params_.tensor(static_cast<size_t>(t)); }
@@ -247,7 +254,9 @@ class Gpt {
   // Mixed precision: the bf16 copies of the weights that the kernels read (null in fp32).
   Arena* bf16_copies() { return ops_bf16_ ? &params_bf16_ : nullptr; }
 
-  // Inference with a KV cache (docs/generate.md; fp32 on the CPU kernels: InvalidArgument otherwise).
+  // Inference with a KV cache (docs/generate.md; fp32 or bf16 on the CPU kernels: InvalidArgument on CUDA).
+  // bf16: the weights, activations and KV cache are bf16, every sum fp32; the logits are the bf16 LM
+  // head's outputs, widened.
   // tokens [B_local, n] (host memory) are the tokens at positions [pos, pos + n) of this rank's B_local
   // sequences, pos + n <= T; positions [0, pos) were run by the calls before (pos = 0 starts new
   // sequences). Every block runs on the B_local*n rows, appending their keys and values (this rank's
@@ -267,7 +276,8 @@ class Gpt {
 
   // Bytes held by this rank: parameters, gradients, activations (incl. the backward's scratch), and
   // the communication buffers (gathered weight blocks, the reduce-scatter pool, at their largest).
-  size_t param_bytes() const { return params_.bytes() + params_bf16_.bytes(); }  // (with the bf16 copies)
+  // the weights this rank allocated: the fp32 ones (unless a bf16 inference model's) and the bf16 copies
+  size_t param_bytes() const { return (keeps_fp32_weights() ? params_.bytes() : 0) + params_bf16_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
   size_t activation_bytes() const;
   size_t comm_buffer_bytes() const;
@@ -312,6 +322,11 @@ class Gpt {
   const E* full_channels(const E* x_slice, E* full, E* scratch, int64_t rows);
   // bf16: rounds the fp32 parameters into their bf16 copies (at the start of a step).
   void refresh_bf16_copies();
+  template <class E>
+  void forward_cached_pass(const int* tokens, int pos, int n, float* logits, bool all_positions);
+  // n fp32 values into this rank's shard of tensor t from element `at` of its slot (all layers): the fp32
+  // weights, or the bf16 ones of a model that keeps no fp32 weights (rounded).
+  void store_shard(int t, int64_t at, const float* values, int64_t n);
   // The start of every forward (forward() and forward_cached()): the n tokens (host memory) checked
   // against the vocabulary and copied into slot `slot` of the model's memory (uploaded on the GPU); then,
   // on the first forward since the weights changed, no gathered weight block of before is reused and the

@@ -247,23 +247,27 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
 }
 
 // --- inference with a KV cache ------------------------------------------------------------------
+// Written once for both storages: fp32, and bf16 (the cache holds the rows' bf16 bits; every product and the
+// softmax in fp32, each output rounded once).
 
-void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
-                     int HS) {
+namespace {
+template <class S>
+void append_to_cache(S* kcache, S* vcache, const S* qkv, int B, int n, int pos, int Tc, int NH, int NKV, int HS) {
   // kcache, vcache [B, Tc, NKV HS]; qkv [B n, (NH + 2 NKV) HS]: each row's k and v copied whole
   const int Q = NH * HS, K = NKV * HS;
-  const size_t bytes = sizeof(float) * static_cast<size_t>(K);
+  const size_t bytes = sizeof(S) * static_cast<size_t>(K);
 #pragma omp parallel for schedule(static) collapse(2)
   for (int b = 0; b < B; b++)
     for (int i = 0; i < n; i++) {
-      const float* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
+      const S* row = qkv + ((int64_t)b * n + i) * (Q + 2 * K);
       std::memcpy(kcache + ((int64_t)b * Tc + pos + i) * K, row + Q, bytes);
       std::memcpy(vcache + ((int64_t)b * Tc + pos + i) * K, row + Q + K, bytes);
     }
 }
 
-void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
-                              int pos, int Tc, int NH, int NKV, int HS) {
+template <class S>
+void attend_over_cache(S* out, const S* qkv, const S* kcache, const S* vcache, int B, int n, int pos, int Tc, int NH,
+                       int NKV, int HS) {
   // out [B n, NH HS]; qkv [B n, (NH + 2 NKV) HS]; kcache, vcache [B, Tc, NKV HS]. One (b, h, i) per
   // task: scores against the cache's keys, softmax, then the weighted sum of its values (decode has
   // n = 1: a matrix-vector product per head, too small for a GEMM to pay).
@@ -271,21 +275,22 @@ void attention_cached_forward(float* out, const float* qkv, const float* kcache,
   const float scale = 1.0f / std::sqrt((float)HS);
 #pragma omp parallel
   {
-    std::vector<float> a(static_cast<size_t>(Tc));
+    std::vector<float> a(static_cast<size_t>(Tc)), q(static_cast<size_t>(HS)), o(static_cast<size_t>(HS));
 #pragma omp for schedule(static) collapse(3)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++)
         for (int i = 0; i < n; i++) {
           const int t = pos + i;  // the query's position: it sees the cache's positions [0, t]
-          const float* q = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
-          const float* kc = kcache + (int64_t)b * Tc * K + (h / G) * HS;
-          const float* vc = vcache + (int64_t)b * Tc * K + (h / G) * HS;
+          const S* qs = qkv + ((int64_t)b * n + i) * (Q + 2 * K) + h * HS;
+          for (int j = 0; j < HS; j++) q[j] = ld(qs[j]);
+          const S* kc = kcache + (int64_t)b * Tc * K + (h / G) * HS;
+          const S* vc = vcache + (int64_t)b * Tc * K + (h / G) * HS;
           float maxv = -1e30f;
           for (int t2 = 0; t2 <= t; t2++) {
-            const float* k = kc + (int64_t)t2 * K;
+            const S* k = kc + (int64_t)t2 * K;
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < HS; j++) dot += q[j] * k[j];
+            for (int j = 0; j < HS; j++) dot += q[j] * ld(k[j]);
             a[t2] = dot * scale;
             maxv = std::max(maxv, a[t2]);
           }
@@ -295,16 +300,36 @@ void attention_cached_forward(float* out, const float* qkv, const float* kcache,
             sum += a[t2];
           }
           const float inv = 1.0f / sum;
-          float* o = out + ((int64_t)b * n + i) * Q + h * HS;
-          for (int j = 0; j < HS; j++) o[j] = 0.0f;
+          std::fill(o.begin(), o.end(), 0.0f);
           for (int t2 = 0; t2 <= t; t2++) {
-            const float* v = vc + (int64_t)t2 * K;
+            const S* v = vc + (int64_t)t2 * K;
             const float w = a[t2] * inv;
 #pragma omp simd
-            for (int j = 0; j < HS; j++) o[j] += w * v[j];
+            for (int j = 0; j < HS; j++) o[j] += w * ld(v[j]);
           }
+          S* dst = out + ((int64_t)b * n + i) * Q + h * HS;
+          for (int j = 0; j < HS; j++) st(dst + j, o[j]);
         }
   }
+}
+}  // namespace
+
+void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  append_to_cache(kcache, vcache, qkv, B, n, pos, Tc, NH, NKV, HS);
+}
+void kv_cache_append(bf16* kcache, bf16* vcache, const bf16* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS) {
+  append_to_cache(kcache, vcache, qkv, B, n, pos, Tc, NH, NKV, HS);
+}
+
+void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  attend_over_cache(out, qkv, kcache, vcache, B, n, pos, Tc, NH, NKV, HS);
+}
+void attention_cached_forward(bf16* out, const bf16* qkv, const bf16* kcache, const bf16* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS) {
+  attend_over_cache(out, qkv, kcache, vcache, B, n, pos, Tc, NH, NKV, HS);
 }
 
 }  // namespace axonn::kernels::cpu

@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -17,6 +18,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -53,45 +56,124 @@ GemmBackend gemm_backend() { return g_backend.load(); }
 
 namespace {
 
-// C[0, :N] = alpha * a @ op(B) + beta * C: a product of one row (a decode step's linears and LM head), which
-// streams the weights once and so is bound by memory. dnnl_sgemm at M = 1 streams them at about 60% of the
-// speed of these loops, and OpenBLAS's sgemv, as fast idle, runs on its own threads, which spin where other
+// C[:R, :N] = alpha * op(A) @ op(B) + beta * C for a few rows (R <= kFewRows: a decode step's linears and LM
+// head, one row per sequence of the batch), which streams the weights once for all R rows and so is bound by
+// memory. dnnl_sgemm at M = 1 streams them at about 60% of the speed of these loops, and at M = 8 it reads
+// them more than once; OpenBLAS's sgemv, as fast idle, runs on its own threads, which spin where other
 // processes share the cores (2 threads beside two busy processes: 5.7 tokens/s against 41; docs/generate.md).
 // Here the OpenMP threads (waiting as the command chose) share the outputs; each output is one thread's sum
-// in a fixed order, so the result does not depend on the thread count.
-void gemv(int64_t inc_a, bool trans_b, int64_t N, int64_t K, float alpha, const float* a, const float* B,
-          int64_t ldb, float beta, float* C) {
-  auto finish = [&](int64_t j, float acc) { C[j] = alpha * acc + (beta != 0.0f ? beta * C[j] : 0.0f); };
-  const bool parallel = N * K >= (int64_t{1} << 15);  // below, a parallel region costs more than it saves
-  if (trans_b) {  // B is [N, K]: output j is row j of B against a
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t j = 0; j < N; j++) {
-      const float* row = B + j * ldb;
-      float acc = 0.0f;
-      if (inc_a == 1) {
-#pragma omp simd reduction(+ : acc)
-        for (int64_t p = 0; p < K; p++) acc += a[p] * row[p];
-      } else {
-        for (int64_t p = 0; p < K; p++) acc += a[p * inc_a] * row[p];
-      }
-      finish(j, acc);
+// in an order fixed by K alone, so a row's result depends neither on the thread count nor on how many rows
+// share the call (a sequence decodes the same alone and in a batch). T is float, or bf16 bits widened
+// exactly to fp32 as they are read (fp32 accumulation).
+constexpr int64_t kFewRows = 8;
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_to_f32(x); }
+inline const float* row_as_f32(const float* row, float*, int64_t) { return row; }
+inline const float* row_as_f32(const uint16_t* row, float* buf, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) buf[i] = bf16_to_f32(row[i]);
+  return buf;
+}
+
+template <class T>
+struct FewRows {
+  bool trans_b;
+  int64_t N, K;
+  float alpha;
+  const float* const* a;  // R rows of op(A), each K contiguous fp32 elements
+  const T* B;
+  int64_t ldb;
+  float beta;
+  float* C;
+  int64_t ldc;
+};
+
+// Output j of R rows, B being [N, K]: row j of B against each row of op(A), in 16 lanes per row, summed over K
+// in order and then over the lanes by a fixed tree (the same for any R).
+template <class T, int R, class Finish>
+void dots(const FewRows<T>& f, int64_t j, const Finish& finish) {
+  constexpr int64_t kLanes = 16;
+  const int64_t K = f.K;
+  const T* b = f.B + j * f.ldb;
+  float lanes[R][kLanes] = {};
+  int64_t p = 0;
+  // (B's chunk is widened in registers for each row: through a buffer on the stack, two 32-byte halves
+  // stored and then read as one 64-byte vector miss the store forwarding, 4x slower)
+  for (; p + kLanes <= K; p += kLanes)
+    for (int r = 0; r < R; r++) {
+      const float* a = f.a[r] + p;
+#pragma omp simd
+      for (int64_t l = 0; l < kLanes; l++) lanes[r][l] += a[l] * widen(b[p + l]);
     }
+  for (int64_t l = 0; p + l < K; l++)
+    for (int r = 0; r < R; r++) lanes[r][l] += f.a[r][p + l] * widen(b[p + l]);
+  for (int r = 0; r < R; r++) {
+    for (int64_t half = kLanes / 2; half > 0; half /= 2)  // a fixed tree over the lanes
+      for (int64_t l = 0; l < half; l++) lanes[r][l] += lanes[r][l + half];
+    finish(r, j, lanes[r][0]);
+  }
+}
+
+template <class T, int R>
+void few_rows_product(const FewRows<T>& f) {
+  const int64_t N = f.N, K = f.K;
+  auto finish = [&](int r, int64_t j, float acc) {
+    float& c = f.C[r * f.ldc + j];
+    c = f.alpha * acc + (f.beta != 0.0f ? f.beta * c : 0.0f);
+  };
+  const bool parallel = N * K >= (int64_t{1} << 15);  // below, a parallel region costs more than it saves
+  if (f.trans_b) {  // B is [N, K]: an output at a time
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < N; j++) dots<T, R>(f, j, finish);
     return;
   }
-  // B is [K, N]: the rows of B weighted by a, summed; by blocks of columns, each block one thread's
+  // B is [K, N]: the rows of B weighted by each row of op(A), summed; by blocks of columns, each block one
+  // thread's
   constexpr int64_t kColumns = 256;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t j0 = 0; j0 < N; j0 += kColumns) {
     const int64_t width = std::min(kColumns, N - j0);
-    float acc[kColumns] = {};
+    float acc[R][kColumns] = {}, w[kColumns];
     for (int64_t p = 0; p < K; p++) {
-      const float ap = a[p * inc_a];
-      const float* row = B + p * ldb + j0;
+      const T* row = f.B + p * f.ldb + j0;
+      const float* wrow = row_as_f32(row, w, width);  // widened once for all R rows (fp32: the row itself)
+      for (int r = 0; r < R; r++) {
+        const float ap = f.a[r][p];
 #pragma omp simd
-      for (int64_t c = 0; c < width; c++) acc[c] += ap * row[c];
+        for (int64_t c = 0; c < width; c++) acc[r][c] += ap * wrow[c];
+      }
     }
-    for (int64_t c = 0; c < width; c++) finish(j0 + c, acc[c]);
+    for (int r = 0; r < R; r++)
+      for (int64_t c = 0; c < width; c++) finish(r, j0 + c, acc[r][c]);
   }
+}
+
+template <class T, size_t... I>
+constexpr auto few_rows_table(std::index_sequence<I...>) {
+  return std::array<void (*)(const FewRows<T>&), sizeof...(I)>{&few_rows_product<T, static_cast<int>(I) + 1>...};
+}
+
+// The product of M <= kFewRows rows. op(A)'s rows are read as contiguous fp32 rows: A itself when it is
+// fp32 and not transposed, else first gathered and widened (M * K elements: small beside B).
+template <class T>
+void few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
+              const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  static constexpr auto table = few_rows_table<T>(std::make_index_sequence<kFewRows>{});
+  std::vector<float> gathered;
+  std::array<const float*, kFewRows> rows{};
+  if constexpr (std::is_same_v<T, float>) {
+    if (!trans_a)
+      for (int64_t r = 0; r < M; r++) rows[static_cast<size_t>(r)] = A + r * lda;
+  }
+  if (!rows[0]) {
+    gathered.resize(static_cast<size_t>(M * K));
+    for (int64_t r = 0; r < M; r++)
+      for (int64_t p = 0; p < K; p++)  // A is [M, K], or [K, M] when transposed
+        gathered[static_cast<size_t>(r * K + p)] = widen(trans_a ? A[p * lda + r] : A[r * lda + p]);
+    for (int64_t r = 0; r < M; r++) rows[static_cast<size_t>(r)] = gathered.data() + r * K;
+  }
+  table[static_cast<size_t>(M - 1)](FewRows<T>{trans_b, N, K, alpha, rows.data(), B, ldb, beta, C, ldc});
 }
 
 }  // namespace
@@ -99,8 +181,8 @@ void gemv(int64_t inc_a, bool trans_b, int64_t N, int64_t K, float alpha, const 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (M == 1) {
-    gemv(trans_a ? lda : 1, trans_b, N, K, alpha, A, B, ldb, beta, C);
+  if (M <= kFewRows) {
+    few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (g_backend.load() == GemmBackend::kOneDnn) {
@@ -324,6 +406,10 @@ const Bf16Support& bf16_support() {
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (M <= kFewRows) {
+    few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   const Bf16Support& s = bf16_support();
   if (s.native && K > 0) {
     if (s.sbgemm) {
@@ -344,7 +430,7 @@ void gemm_bf16_round(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                      int64_t ldc) {
   if (M == 0 || N == 0) return;
   const Bf16Support& s = bf16_support();
-  if (s.native && !s.sbgemm && K > 0 &&
+  if (M > kFewRows && s.native && !s.sbgemm && K > 0 &&
       run_matmul(matmul_entry(matmul_key(trans_a, trans_b, M, N, K, 1.0f, lda, ldb, accumulate ? 1.0f : 0.0f, ldc,
                                          true, bias != nullptr)),
                  A, B, bias, C))

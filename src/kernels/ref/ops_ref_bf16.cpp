@@ -318,6 +318,27 @@ struct Widened {
     round_into(dinp, dx);
   }
 
+  // inference with a KV cache: the cache holds bf16 rows (an append moves bits: round(widen(x)) = x)
+  static void kv_cache_append(bf16* kcache, bf16* vcache, const bf16* qkv, int B, int n, int pos, int Tc, int NH,
+                              int NKV, int HS) {
+    const int Q = NH * HS, K = NKV * HS;
+    for (int64_t r = 0; r < static_cast<int64_t>(B) * n; r++) {
+      const int64_t b = r / n, i = r % n;
+      const bf16* row = qkv + r * (Q + 2 * K);
+      std::memcpy(kcache + (b * Tc + pos + i) * K, row + Q, sizeof(bf16) * static_cast<size_t>(K));
+      std::memcpy(vcache + (b * Tc + pos + i) * K, row + Q + K, sizeof(bf16) * static_cast<size_t>(K));
+    }
+  }
+
+  static void attention_cached_forward(bf16* out, const bf16* qkv, const bf16* kcache, const bf16* vcache, int B,
+                                       int n, int pos, int Tc, int NH, int NKV, int HS) {
+    const int64_t rows = static_cast<int64_t>(B) * n, cache = static_cast<int64_t>(B) * Tc * NKV * HS;
+    Vec x = widen(qkv, rows * (NH + 2 * NKV) * HS), k = widen(kcache, cache), v = widen(vcache, cache),
+        o(static_cast<size_t>(rows * NH * HS));
+    fp32().attention_cached_forward(o.data(), x.data(), k.data(), v.data(), B, n, pos, Tc, NH, NKV, HS);
+    round_into(out, o);
+  }
+
   static void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step
@@ -342,7 +363,7 @@ OpsBf16 widened_table() {
   table.sum_squares = W::fp32().sum_squares;  // of the fp32 gradients: the fp32 table's
   table.cast_from_f32 = cast_from_f32;
   table.cast_to_f32 = cast_to_f32;
-  // inference with a KV cache: no bf16 ops yet (Gpt::forward_cached refuses bf16)
+  AXONN_OPS_KV_CACHE(AXONN_FILL_OPS, W)
   return table;
 }
 
@@ -390,6 +411,8 @@ const OpsBf16& cpu_bf16_ops() {
     t.repeat_kv_backward = cpu::repeat_kv_backward;
     t.attention_forward = cpu::attention_forward;
     t.attention_backward = cpu::attention_backward;
+    t.kv_cache_append = cpu::kv_cache_append;
+    t.attention_cached_forward = cpu::attention_cached_forward;
     return t;
   }();
   return table;

@@ -6,7 +6,9 @@
 
 #include <vector>
 
+#include "axonn/core/dtype.hpp"
 #include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
 #include "tensor_expect.hpp"
 
 namespace k = axonn::kernels;
@@ -34,14 +36,18 @@ Vec training_attention(const Vec& qkv, Heads h) {
   return out;
 }
 
-// The cached attention over chunks of the given lengths (summing to T), in order: out [B*T, NH*HS].
-Vec cached_attention(const k::Ops& ops, const Vec& qkv, Heads h, const std::vector<int>& chunks, int Tc) {
+// The cached attention over chunks of the given lengths (summing to T), in order: out [B*T, NH*HS]. E is
+// float (Ops) or bf16 (OpsBf16: q|k|v and the cache in bf16).
+template <class E>
+std::vector<E> cached_attention(const k::OpTable<E>& ops, const std::vector<E>& qkv, Heads h,
+                                const std::vector<int>& chunks, int Tc) {
+  using V = std::vector<E>;
   const int Q = h.NH * HS, K = h.NKV * HS, W = Q + 2 * K;
-  Vec kc(static_cast<size_t>(B) * Tc * K, 7.0f), vc(kc.size(), 7.0f), out(static_cast<size_t>(B) * T * Q);
+  V kc(static_cast<size_t>(B) * Tc * K, E{7}), vc(kc.size(), E{7}), out(static_cast<size_t>(B) * T * Q);
   int pos = 0;
   for (int n : chunks) {
     // the chunk's rows [B, n] out of the sequence's [B, T]
-    Vec in(static_cast<size_t>(B) * n * W), o(static_cast<size_t>(B) * n * Q);
+    V in(static_cast<size_t>(B) * n * W), o(static_cast<size_t>(B) * n * Q);
     for (int b = 0; b < B; b++)
       for (int i = 0; i < n; i++)
         for (int j = 0; j < W; j++)
@@ -72,6 +78,32 @@ TEST(KvCache, CachedAttentionMatchesTrainingAttentionInAnyChunking) {
       for (const auto& chunks : chunkings) {
         SCOPED_TRACE(testing::Message() << k::backend_name(backend) << ", " << chunks.size() << " chunks");
         EXPECT_TRUE(allclose(cached_attention(k::ops_for(backend), qkv, h, chunks, T + 3), want, 1e-6f, 1e-5f));
+      }
+  }
+}
+
+// bf16 (generate --dtype bf16): the cache holds bf16 keys and values and the products and softmax run in
+// fp32, so the cached attention on bf16 q|k|v is the fp32 training attention on the same (widened) values
+// rounded once: within one bf16 rounding of it, in any chunking, for ref_bf16 and cpu_bf16.
+TEST(KvCache, Bf16CachedAttentionIsTheFp32OneRoundedOnce) {
+  for (Heads h : {Heads{3, 3}, Heads{4, 2}, Heads{4, 1}}) {
+    SCOPED_TRACE(testing::Message() << "NH " << h.NH << " NKV " << h.NKV);
+    const Vec drawn = randn(static_cast<size_t>(B) * T * (h.NH + 2 * h.NKV) * HS, 5);
+    std::vector<k::bf16> qkv(drawn.size());
+    Vec widened(drawn.size());
+    for (size_t i = 0; i < drawn.size(); i++) {
+      qkv[i] = axonn::f32_to_bf16(drawn[i]);
+      widened[i] = axonn::bf16_to_f32(qkv[i]);
+    }
+    const Vec want = training_attention(widened, h);
+    for (const k::OpsBf16* ops : {&k::ref_bf16_ops(), &k::cpu_bf16_ops()})
+      for (const std::vector<int>& chunks : std::vector<std::vector<int>>{{T}, {4, 1, 1, 1, 1, 1, 1, 1}, {5, 6}}) {
+        SCOPED_TRACE(testing::Message() << (ops == &k::ref_bf16_ops() ? "ref_bf16" : "cpu_bf16") << ", "
+                                        << chunks.size() << " chunks");
+        const std::vector<k::bf16> got = cached_attention(*ops, qkv, h, chunks, T + 3);
+        Vec got32(got.size());
+        for (size_t i = 0; i < got.size(); i++) got32[i] = axonn::bf16_to_f32(got[i]);
+        EXPECT_TRUE(allclose(got32, want, 1e-5f, 1.0f / 256));  // one rounding: relative 2^-8 at most
       }
   }
 }
