@@ -419,10 +419,12 @@ std::string summary_table(const RunData& run) {
   const std::string model = run_info_value(run, "model"), params = run_info_value(run, "parameters");
   if (!model.empty())
     row("model", model + (params.empty() ? "" : ", " + fmt("%.2f", std::atof(params.c_str()) / 1e6) + "M parameters"));
-  const std::string grid = run_info_value(run, "grid"), ranks = run_info_value(run, "world_size");
+  const std::string grid = run_info_value(run, "grid"), ranks = run_info_value(run, "world_size"),
+                    degrees = run_info_value(run, "grid_degrees");
   if (!grid.empty())
-    row("grid", grid + " (Gx,Gy,Gz,Gdata)" + (ranks.empty() ? "" : " on " + ranks + (ranks == "1" ? " rank" : " ranks")));
-  for (const char* key : {"precision", "batch", "data", "started", "host"}) {
+    row("grid", grid + " (Gx,Gy,Gz,Gdata)" + (ranks.empty() ? "" : " on " + ranks + (ranks == "1" ? " rank" : " ranks")) +
+                    (degrees.empty() ? "" : ": " + degrees));
+  for (const char* key : {"precision", "batch", "data", "tokenizer", "started", "host"}) {
     const std::string v = run_info_value(run, key);
     if (!v.empty()) row(key, v);
   }
@@ -439,6 +441,7 @@ std::string summary_table(const RunData& run) {
   if (!ms.empty()) row("median step time", fmt("%.1f ms", median(ms)));
   if (!tps.empty()) row("median tokens/s", grouped(median(tps)));
   if (!mfu.empty()) row("median MFU", fmt("%.2f %%", median(mfu)));
+  if (const std::string peak = run_info_value(run, "mfu_peak"); !mfu.empty() && !peak.empty()) row("MFU peak", peak);
   return h + "</table>\n";
 }
 

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "axonn/core/version.hpp"
 #include "axonn/data/prepare.hpp"
 #include "axonn/kernels/gemm.hpp"
+#include "axonn/planner/planner.hpp"
 #include "axonn/train/config_file.hpp"
 #include "hooks.hpp"
 #include "run_dir_write.hpp"
@@ -88,6 +90,7 @@ std::string run_info_json(const Session& s) {
       {"cpu_threads", kernels::cpu_threads()},
       {"world_size", s.world().size()},
       {"grid", ::axonn::detail::concat(g.gx, ",", g.gy, ",", g.gz, ",", g.gdata)},
+      {"grid_degrees", planner::grid_degrees(g.gx, g.gy, g.gz, g.gdata)},  // in TP / FSDP / DP words
       // what was trained, for the report's summary
       {"model", s.model_config().str()},
       {"parameters", s.model_config().num_parameters()},
@@ -96,6 +99,9 @@ std::string run_info_json(const Session& s) {
       // the tokenizer that prepared the data (prepare's copy, which every checkpoint carries), if any
       {"tokenizer", data::prepared_tokenizer(s.config().data).value_or("")},
       {"batch", ::axonn::detail::concat(s.config().batch_size, " sequences x ", s.config().seq_len, " tokens")},
+      // MFU's denominator, fixed at the start: its value and where it came from
+      {"mfu_peak", ::axonn::detail::concat(std::round(s.mfu_peak().gflops_per_rank * 10) / 10, " GFLOP/s per rank (",
+                                           s.mfu_peak().source, ")")},
       {"memory_per_rank", memory_per_rank(s)},
       {"mpi", comm::mpi_library_version()},
       {"onednn", kernels::onednn_version()},

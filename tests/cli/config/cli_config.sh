@@ -135,6 +135,7 @@ for k in ("axonn", "started", "host", "cpu", "mpi", "onednn", "openblas", "tomlp
 assert "MPI" in r["mpi"] and r["onednn"].startswith("oneDNN") and "OpenBLAS" in r["openblas"], r
 assert re.fullmatch(r"\d+\.\d+\.\d+", r["tomlplusplus"]), r["tomlplusplus"]
 assert r["model"].startswith("L=2 NH=4 C=64") and r["parameters"] > 0 and r["precision"] == "fp32", r
+assert r["grid_degrees"] == "TP 2 (over X)" and re.fullmatch(r"[0-9.]+ GFLOP/s per rank \(.+\)", r["mfu_peak"]), r
 print("ok: run.json", r["git_commit"], r["grid"], r["model"])
 PY
     run "$axonn" report "$d"
@@ -143,7 +144,8 @@ PY
     expect_output "run-dir = " "$d/report.html"
     # the summary names what ran (issue 35)
     expect_output "<td>model</td><td class=\"num\">L=2 NH=4 C=64 .*M parameters</td>" "$d/report.html"
-    expect_output "<td>grid</td><td class=\"num\">2,1,1,1 \(Gx,Gy,Gz,Gdata\) on 2 ranks</td>" "$d/report.html" ;;
+    expect_output "<td>grid</td><td class=\"num\">2,1,1,1 \(Gx,Gy,Gz,Gdata\) on 2 ranks: TP 2 \(over X\)</td>" "$d/report.html"
+    expect_output "<td>MFU peak</td><td class=\"num\">[0-9.]+ GFLOP/s per rank \(" "$d/report.html" ;;
   run_dir_explicit_flags_win)
     d=$tmp/run
     run "$axonn" train "${flags[@]}" --run-dir "$d" --metrics "$tmp/elsewhere.jsonl" --trace "$tmp/t.json" \
