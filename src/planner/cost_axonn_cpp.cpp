@@ -37,6 +37,8 @@ void tally(Estimate* e, const CollectiveCost& c) {
 Estimate estimate_axonn_cpp(const MachineProfile& m, const Workload& w, const GridShape& g, const CostSettings& s) {
   Estimate e;
   e.grid = g;
+  e.micro_batches = w.grad_accumulation;
+  e.recompute = s.recompute;
   const model::ModelSpec spec = w.spec();
   const double L = d(w.model.layers()), H = d(w.model.hidden()), S = d(w.seq_len), V = d(w.model.vocab());
   const double heads = d(w.model.heads()), A = d(spec.config.attention_width());

@@ -345,6 +345,8 @@ Estimate estimate(const MachineProfile& m, const Workload& w, const GridShape& g
     return internal::estimate_axonn_cpp(m, w, g, s);
   Estimate e;
   e.grid = g;
+  e.micro_batches = w.grad_accumulation;
+  e.recompute = s.recompute;
   const double L = d(w.model.layers()), H = d(w.model.hidden()), S = d(w.seq_len), V = d(w.model.vocab());
   const double A = d(w.model.config.attention_width()), Fy = internal::intermediate_features(w);
   const double T = w.tokens() / d(g.gdata * g.gz);  // tokens per rank per step

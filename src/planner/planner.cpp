@@ -62,12 +62,36 @@ std::optional<std::string> inadmissible_reason(const Workload& w, const GridShap
   return std::nullopt;
 }
 
+long micro_batch_size(const Workload& w, const Estimate& e) {
+  return w.batch_size / (e.grid.gdata * e.grid.gz) / e.micro_batches;
+}
+
+std::optional<Estimate> fastest_fit(const MachineProfile& m, const Workload& w, const GridShape& g,
+                                    const CostSettings& s) {
+  const long per_rank = w.batch_size / (g.gdata * g.gz);
+  std::optional<Estimate> best;
+  for (const bool recompute : {false, true}) {
+    CostSettings with = s;
+    with.recompute = recompute;
+    for (const long micro : divisors(per_rank)) {
+      Workload split = w;
+      split.grad_accumulation = micro;
+      Estimate e = estimate(m, split, g, with);
+      if (e.fits && (!best || e.total_s < best->total_s)) best = std::move(e);
+    }
+  }
+  return best;
+}
+
 PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
   req.workload.validate();
   AXONN_CHECK_ARG(req.gpus >= 1, "--gpus must be positive, got ", req.gpus);
   AXONN_CHECK_ARG(req.min_tp >= 1, "--min-tp must be positive, got ", req.min_tp);
   AXONN_CHECK_ARG(req.min_tp <= req.gpus, "--min-tp ", req.min_tp, " is larger than --gpus ", req.gpus,
                   "; lower --min-tp or use more GPUs");
+  AXONN_CHECK_ARG(!req.search_memory || req.settings.variant == ModelVariant::kCorrected,
+                  "the search over micro-batches and recompute needs the corrected model (AxoNN's comm_model.py, "
+                  "as-coded, has its factors fixed)");
 
   PlanResult r;
   r.machine = m;
@@ -86,7 +110,9 @@ PlanResult plan(const MachineProfile& m, const PlanRequest& req) {
     bool first = true;
     for (const auto& order : req.search_orders ? layout::distinct_orders(g) : std::vector{req.order}) {
       g.order = order;
-      r.configs.push_back(estimate(m, req.workload, g, req.settings));
+      std::optional<Estimate> fit;
+      if (req.search_memory) fit = fastest_fit(m, req.workload, g, req.settings);
+      r.configs.push_back(fit ? *fit : estimate(m, req.workload, g, req.settings));
       if (first && r.configs.back().fits) r.fitting++;
       first = false;
     }

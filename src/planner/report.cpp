@@ -44,6 +44,10 @@ std::string to_json(const PlanResult& r, std::size_t top) {
                        {"mem_gib", e.memory.total_gib()},
                        {"fits", e.fits}});
     if (with_orders(r)) configs.back()["order"] = layout::grid_order_str(e.grid.order);
+    if (r.request.search_memory) {  // what the search chose for the grid
+      configs.back()["micro_batch_size"] = micro_batch_size(r.request.workload, e);
+      configs.back()["recompute"] = e.recompute;
+    }
   }
   nlohmann::ordered_json doc = {{"configs", configs}};
   return doc.dump(2) + "\n";
@@ -98,16 +102,21 @@ std::string format_table(const PlanResult& r, std::size_t top) {
   if (r.request.search_orders)
     appendf(&out, "orders   every rank order of X, Y, Z that places a grid's groups differently: %zu configurations\n",
             r.configs.size());
-  appendf(&out, "%4s %5s %5s %6s %5s%s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy",
-          "Gz", "Gdata", orders ? "  order" : "", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s",
+  const bool memory = r.request.search_memory;  // each grid's micro-batch size and recompute were chosen
+  appendf(&out, "%4s %5s %5s %6s %5s%s%s | %8s %9s %8s %9s | %7s %7s %7s %7s %7s | %8s %4s %6s\n", "rank", "Gx", "Gy",
+          "Gz", "Gdata", orders ? "  order" : "", memory ? "   mbs  rc" : "", "step_s", "compute_s", "comm_s", "exposed_s", "X_s", "Y_s", "Z_s",
           "data_s", "emb_s", "mem_GiB", "fits", "MFU");
   for (std::size_t i = 0; i < shown(r, top); ++i) {
     const Estimate& e = r.configs[i];
     const std::string order = orders ? "  " + layout::grid_order_str(e.grid.order) : "";
+    char choice[32] = "";
+    if (memory)
+      std::snprintf(choice, sizeof choice, " %5ld %3s", micro_batch_size(r.request.workload, e),
+                    e.recompute ? "on" : "off");
     appendf(&out,
-            "%4zu %5d %5d %6d %5d%s | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s "
+            "%4zu %5d %5d %6d %5d%s%s | %8.3f %9.3f %8.3f %9.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.2f %4s "
             "%5.1f%%\n",
-            i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, order.c_str(), e.total_s, e.compute_s, e.comm_s,
+            i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, order.c_str(), choice, e.total_s, e.compute_s, e.comm_s,
             e.exposed_comm_s, e.comm.x, e.comm.y, e.comm.z, e.comm.data, e.comm.embedding, e.memory.total_gib(),
             e.fits ? "yes" : "NO", 100 * e.mfu);
   }
@@ -150,6 +159,26 @@ std::string largest_term(const Estimate& e) {
   return detail::concat(big->name, " ", fmt_seconds(big->s));
 }
 
+// The train flags of a configuration's micro-batches and recompute ("" for one micro-batch without recompute).
+std::string train_flags(const Workload& w, const Estimate& e) {
+  const std::string size = e.micro_batches > 1 ? detail::concat("--micro-batch-size ", micro_batch_size(w, e)) : "";
+  if (!e.recompute) return size;
+  return size.empty() ? "--recompute" : size + " --recompute";
+}
+
+// What would make a configuration that does not fit fit, by its micro-batches and recompute (fastest_fit),
+// beside the time of the plan's best (0: none fits).
+std::string fit_advice(const PlanResult& r, const Estimate& e, double best_s) {
+  const char* none = "no micro-batch size or recompute makes it fit: it needs more Z (FSDP) or more ranks";
+  if (r.request.settings.variant != ModelVariant::kCorrected) return none;
+  const std::optional<Estimate> fit = fastest_fit(r.machine, r.request.workload, e.grid, r.request.settings);
+  if (!fit) return none;
+  const std::string flags = train_flags(r.request.workload, *fit);
+  return detail::concat("it fits with ", flags.empty() ? "one micro-batch without recompute" : flags, ": ",
+                        fixed(fit->total_s, 3), " s/step, ", fixed(fit->memory.total_gib(), 2), " GiB",
+                        best_s <= 0 || fit->total_s < best_s ? " (plan with --search-memory)" : ", slower than #1");
+}
+
 }  // namespace
 
 std::string explain_plan(const PlanResult& r) {
@@ -160,29 +189,32 @@ std::string explain_plan(const PlanResult& r) {
   for (std::size_t i = 0; i < n; ++i) {
     const Estimate& e = r.configs[i];
     const GridShape& g = e.grid;
+    const std::string room = e.fits ? fixed(budget - e.memory.total_gib(), 2) + " GiB to spare"
+                                    : "does NOT fit: " + fixed(e.memory.total_gib() - budget, 2) + " GiB over; " +
+                                          fit_advice(r, e, r.configs.front().fits ? r.configs.front().total_s : 0);
     appendf(&out, "  #%zu %s = %s: %.3f s/step, largest term %s; memory %.2f GiB, %s\n", i + 1, to_string(g).c_str(),
             grid_degrees(g.gx, g.gy, g.gz, g.gdata).c_str(), e.total_s, largest_term(e).c_str(), e.memory.total_gib(),
-            e.fits ? (fixed(budget - e.memory.total_gib(), 2) + " GiB to spare").c_str()
-                   : ("does NOT fit: " + fixed(e.memory.total_gib() - budget, 2) + " GiB over").c_str());
+            room.c_str());
   }
-  // faster grids that do not fit: what keeps the best from being faster
+  // faster grids that do not fit: what keeps the best from being faster, and what would make them fit
   const Estimate& best = r.configs.front();
+  const Workload& w = r.request.workload;
   std::size_t faster = 0;
   for (const Estimate& e : r.configs)
     if (!e.fits && best.fits && e.total_s < best.total_s) {
-      if (faster++ < 2)
-        appendf(&out, "  faster but too big: %s = %s, %.3f s/step, needs %.2f GiB (%.2f over): a smaller batch per "
-                "rank, activation recompute or more Z would shrink it\n", to_string(e.grid).c_str(),
-                grid_degrees(e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata).c_str(), e.total_s, e.memory.total_gib(),
-                e.memory.total_gib() - budget);
+      if (faster++ >= 2) continue;
+      appendf(&out, "  faster but too big: %s = %s, %.3f s/step, needs %.2f GiB (%.2f over); %s\n",
+              to_string(e.grid).c_str(), grid_degrees(e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata).c_str(), e.total_s,
+              e.memory.total_gib(), e.memory.total_gib() - budget, fit_advice(r, e, best.total_s).c_str());
     }
   if (faster > 2) appendf(&out, "  (%zu more faster grids do not fit)\n", faster - 2);
   if (best.fits) {
-    const Workload& w = r.request.workload;
-    appendf(&out, "run      mpirun -np %ld axonn train%s --batch-size %ld --seq-len %ld --grid %d,%d,%d,%d%s\n",
+    const std::string flags = train_flags(w, best);
+    appendf(&out, "run      mpirun -np %ld axonn train%s --batch-size %ld --seq-len %ld --grid %d,%d,%d,%d%s%s%s\n",
             r.request.gpus, w.model.name.empty() ? "" : (" --model " + w.model.name).c_str(), w.batch_size, w.seq_len,
             best.grid.gx, best.grid.gy, best.grid.gz, best.grid.gdata,
-            best.grid.axonn_order() ? "" : (" --grid-order " + layout::grid_order_str(best.grid.order)).c_str());
+            best.grid.axonn_order() ? "" : (" --grid-order " + layout::grid_order_str(best.grid.order)).c_str(),
+            flags.empty() ? "" : " ", flags.c_str());
   }
   return out;
 }

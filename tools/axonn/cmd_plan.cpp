@@ -40,6 +40,7 @@ struct PlanOptions {
   std::string variant = "corrected";
   std::string format = "table";
   std::string grid_order = "x,y,z";
+  bool search_memory = false;
   // the two-level network, overriding the profile's (0: the profile's value)
   long ranks_per_node = 0;
   double intra_node_gbs = 0, inter_node_gbs = 0, intra_node_latency_us = -1, inter_node_latency_us = -1;
@@ -138,6 +139,7 @@ int run_plan(const PlanOptions& o) {
     req.order = layout::parse_grid_order(o.grid_order);
   }
 
+  req.search_memory = o.search_memory;
   const planner::PlanResult r = planner::plan(machine, req);
   const auto top = static_cast<std::size_t>(o.top);
   std::cout << (o.format == "json" ? planner::to_json(r, top) : planner::format_table(r, top) + planner::explain_plan(r))
@@ -152,7 +154,10 @@ int run_plan(const PlanOptions& o) {
         detail::concat("no grid fits in ", req.settings.memory_headroom * machine.memory_gib, " GiB per GPU (",
                        100 * req.settings.memory_headroom, "% of ", machine.memory_gib, " GiB on ", machine.name,
                        "); the smallest needs ", least->memory.total_gib(), " GiB at ", planner::to_string(least->grid),
-                       ". Use more --gpus, a smaller --batch-size or --seq-len, or a machine with more memory"));
+                       ". Use more --gpus, a smaller --batch-size or --seq-len, or a machine with more memory",
+                       req.search_memory || req.settings.variant != planner::ModelVariant::kCorrected
+                           ? ""
+                           : "; or plan with --search-memory (smaller micro-batches, activation recompute)"));
   }
   return 0;
 }
@@ -213,6 +218,9 @@ void add_plan_command(CLI::App& app, Action* action) {
       ->capture_default_str();
   sub->add_option("--inter-node-latency-us", o->inter_node_latency_us, "latency per ring step between nodes")
       ->capture_default_str();
+  sub->add_flag("--search-memory", o->search_memory,
+                "each grid at its fastest micro-batch size and activation recompute that fit (columns mbs and rc), "
+                "instead of one micro-batch of the rank's sequences and the machine's recompute setting");
   sub->add_option("--format", o->format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

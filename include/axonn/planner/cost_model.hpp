@@ -129,6 +129,8 @@ struct MemoryEstimate {
 
 struct Estimate {
   GridShape grid;
+  long micro_batches = 1;     // per step (Workload::grad_accumulation)
+  bool recompute = false;     // activation recompute (CostSettings::recompute)
   CommBreakdown comm;         // per group, as the chosen variant computes it
   double comm_s = 0;          // comm.total()
   double exposed_comm_s = 0;  // what overlap does not hide

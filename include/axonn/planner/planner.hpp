@@ -39,6 +39,9 @@ struct PlanRequest {
   layout::GridOrder order = layout::kAxonnGridOrder;
   bool search_orders = false;
   CostSettings settings;
+  // Each grid with the fastest micro-batches per step and activation recompute that fit (fastest_fit), instead
+  // of the workload's micro-batches and the settings' recompute (corrected variant only).
+  bool search_memory = false;
   // Wording of the error when no grid is admissible: what the G things are called, and what to
   // change (defaults: `axonn plan`'s flags).
   std::string unit = "GPUs";
@@ -67,6 +70,14 @@ std::string format_table(const PlanResult& r, std::size_t top);
 
 // A grid in the degrees a Megatron or torchtitan user knows (docs/parallelism.md): "TP 4, FSDP 8, DP 2"
 // for 1,4,8,2; "2D TP 2x2" when X and Y both split; "one rank" for 1,1,1,1.
+// The grid at its fastest configuration that fits in memory, trading memory for time: micro-batches per step
+// among the divisors of its sequences per rank, activation recompute off and on; each a full estimate. None
+// when no such configuration fits (the grid needs more Z or more ranks).
+std::optional<Estimate> fastest_fit(const MachineProfile& m, const Workload& w, const GridShape& g,
+                                    const CostSettings& s);
+// A configuration's micro-batch size: sequences per rank per micro-batch (axonn train --micro-batch-size).
+long micro_batch_size(const Workload& w, const Estimate& e);
+
 std::string grid_degrees(long gx, long gy, long gz, long gdata);
 
 // What the table leaves to the reader: for the best grid and the next ones shown (at most 3), the

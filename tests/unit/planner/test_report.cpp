@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/core/error.hpp"
 #include "axonn/planner/planner.hpp"
 
 namespace ap = axonn::planner;
@@ -84,4 +85,66 @@ TEST(PlannerReport, TheExplanationNamesTheBestItsTermsAndTheLineToRun) {
       << why;
   EXPECT_NE(why.find("largest term "), std::string::npos) << why;
   EXPECT_NE(why.find("run      mpirun -np 256 axonn train --model 20B --batch-size 512"), std::string::npos) << why;
+}
+
+// fastest_fit: the fastest configuration of a grid that fits, over every micro-batch count that divides its
+// sequences per rank and recompute off and on (a brute force over the same space agrees); none when even the
+// smallest does not fit. With search_memory every grid of a plan is at its fastest_fit, so the best is no
+// slower than the default plan's, and the line to run carries the chosen flags.
+TEST(PlannerReport, SearchOverMicroBatchesAndRecomputeFindsTheFastestThatFits) {
+  const ap::MachineProfile m = ap::load_machine_profile("perlmutter");
+  ap::Workload w;
+  w.model = *ap::find_model("gpt2-xl");
+  w.batch_size = 4096;  // one micro-batch of 64 sequences per rank does not fit in 40 GiB
+  const ap::CostSettings s;
+  const ap::GridShape g{1, 1, 64, 1};
+  ASSERT_FALSE(ap::estimate(m, w, g, s).fits);
+  std::optional<ap::Estimate> brute;
+  for (bool recompute : {false, true})
+    for (long micro = 1; micro <= 64; micro++) {
+      if (64 % micro != 0) continue;
+      ap::Workload split = w;
+      split.grad_accumulation = micro;
+      ap::CostSettings with = s;
+      with.recompute = recompute;
+      const ap::Estimate e = ap::estimate(m, split, g, with);
+      if (e.fits && (!brute || e.total_s < brute->total_s)) brute = e;
+    }
+  const std::optional<ap::Estimate> fit = ap::fastest_fit(m, w, g, s);
+  ASSERT_TRUE(fit.has_value() && brute.has_value());
+  EXPECT_TRUE(fit->fits);
+  EXPECT_EQ(fit->total_s, brute->total_s);
+  EXPECT_EQ(fit->micro_batches, brute->micro_batches);
+  EXPECT_EQ(fit->recompute, brute->recompute);
+  EXPECT_EQ(ap::micro_batch_size(w, *fit), 64 / fit->micro_batches);
+
+  // a grid whose single sequence per rank does not fit has no fix by micro-batches
+  ap::Workload huge = w;
+  huge.model = *ap::find_model("80B");
+  huge.batch_size = 1024;
+  EXPECT_FALSE(ap::fastest_fit(m, huge, ap::GridShape{1, 1, 64, 16}, s).has_value());
+
+  ap::PlanRequest req;
+  req.workload = w;
+  req.workload.batch_size = 512;
+  req.gpus = 64;
+  const ap::PlanResult plain = ap::plan(m, req);
+  req.search_memory = true;
+  const ap::PlanResult searched = ap::plan(m, req);
+  ASSERT_TRUE(plain.configs.front().fits && searched.configs.front().fits);
+  EXPECT_LT(searched.configs.front().total_s, plain.configs.front().total_s);
+  for (const ap::Estimate& e : searched.configs)
+    if (e.fits) {
+      EXPECT_EQ(e.total_s, ap::fastest_fit(m, req.workload, e.grid, req.settings)->total_s);
+    }
+  const ap::Estimate& best = searched.configs.front();
+  const std::string why = ap::explain_plan(searched);
+  if (best.micro_batches > 1) {
+    EXPECT_NE(why.find("--micro-batch-size " + std::to_string(ap::micro_batch_size(req.workload, best))),
+              std::string::npos) << why;
+  }
+  EXPECT_EQ(why.find("--recompute") != std::string::npos, best.recompute) << why;
+  // the as-coded model has its factors fixed: no search
+  req.settings.variant = ap::ModelVariant::kAsCoded;
+  EXPECT_THROW(ap::plan(m, req), axonn::InvalidArgument);
 }
