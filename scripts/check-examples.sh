@@ -102,9 +102,14 @@ bin() { echo "$work/examples/$1/$2"; }
 
 build_example plan
 run "$(bin plan plan_grids)" gpt2-1558m 64 512 perlmutter
-expect '^gpt2-1558m on 64 GPUs of perlmutter, batch 512: [0-9]+ grids tried'
+expect '^gpt2-1558m on 64 GPUs of perlmutter, batch 512 sequences of 2048 tokens: [0-9]+ grids tried'
 expect '^  1\. \(Gx,Gy,Gz,Gdata\)='
 expect '^best: \(Gx,Gy,Gz,Gdata\)=\([0-9]+,[0-9]+,[0-9]+,[0-9]+\), [0-9.]+ s per step'
+# the same words give axonn plan's numbers (one default sequence length): its best grid and step time
+plan_best=$("$prefix/bin/axonn" plan --model gpt2-1558m --gpus 64 --batch-size 512 --machine perlmutter --top 1 |
+  sed -n 's/^   1 *\([0-9]*\) *\([0-9]*\) *\([0-9]*\) *\([0-9]*\) | *\([0-9.]*\) .*/(\1,\2,\3,\4), \5 s/p')
+[ -n "$plan_best" ] && grep -qF "best: (Gx,Gy,Gz,Gdata)=$plan_best per step" "$work/out" ||
+  fail "plan_grids' best is not axonn plan's ($plan_best) for the same model, GPUs, batch and machine"
 
 # the ranks share this machine's cores: one thread each
 export OMP_NUM_THREADS=1

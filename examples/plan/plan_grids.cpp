@@ -23,15 +23,18 @@ int main(int argc, char** argv) {
     const auto shape = planner::find_model(model);
     AXONN_CHECK_ARG(shape, "unknown model '", model, "'");
     planner::PlanRequest req;
-    req.workload = planner::Workload{*shape, /*seq_len=*/1024, /*batch_size=*/batch};
+    req.workload.model = *shape;
+    req.workload.batch_size = batch;  // of sequences of the planner's default length, as axonn plan's
+
     req.gpus = gpus;
     req.min_tp = shape->min_tp;
     const planner::MachineProfile machine = planner::load_machine_profile(machine_name);  // built in
     req.settings = planner::settings_for(machine);
 
     const planner::PlanResult r = planner::plan(machine, req);
-    std::printf("%s on %ld GPUs of %s, batch %ld: %ld grids tried, %ld admissible, %ld fit\n", shape->name.c_str(),
-                gpus, machine.name.c_str(), batch, r.factorizations, r.admissible, r.fitting);
+    std::printf("%s on %ld GPUs of %s, batch %ld sequences of %ld tokens: %ld grids tried, %ld admissible, %ld fit\n",
+                shape->name.c_str(), gpus, machine.name.c_str(), batch, req.workload.seq_len, r.factorizations,
+                r.admissible, r.fitting);
     for (std::size_t i = 0; i < r.configs.size() && i < 5; i++) {
       const planner::Estimate& e = r.configs[i];
       std::printf("  %zu. %s  step %.3f s (comm %.3f s)  %.1f GiB  %s\n", i + 1, planner::to_string(e.grid).c_str(),

@@ -32,7 +32,7 @@ struct PlanOptions {
   int kv_heads = 0, ffn = 0;
   double rope_theta = 0.0;
   std::string tie_embeddings;
-  long seq_len = 2048;
+  long seq_len = planner::kDefaultSeqLen;
   long batch_size = 0;
   long gpus = 0;
   long min_tp = 0;

@@ -42,9 +42,13 @@ std::optional<ModelShape> find_model(std::string_view name);
 // A GPT-2-shaped model of the given size (the vocabulary padded, as the SC24 models').
 ModelShape gpt_shape(std::string name, long layers, long hidden, long heads, long vocab, long min_tp = 1);
 
+// The sequence length a plan assumes unless given (axonn plan --seq-len, the library, the examples): the SC24
+// runs' 2048.
+inline constexpr long kDefaultSeqLen = 2048;
+
 struct Workload {
   ModelShape model;
-  long seq_len = 2048;         // S
+  long seq_len = kDefaultSeqLen;  // S
   long batch_size = 0;         // B, global, in sequences per optimizer step
   long grad_accumulation = 1;  // micro-batches per step (weights re-gathered per micro-batch)
   long positions = 0;          // rows of the position embedding (max sequence length); 0 = seq_len
