@@ -4,7 +4,8 @@
 # tokenizer and token shards (train + validation), a small GPT-2 (4 layers, 256 channels, 4.2M
 # parameters) trains on them for about 2.5 minutes on two cores with the train and validation losses
 # falling, into the run directory runs/quickstart/train (config.toml, run.json, metrics, trace, checkpoints);
-# then writes a few samples, and the run's report (axonn report: report.html, loss.png).
+# then writes a few samples (also kept in the run directory's samples.txt), and the run's report (axonn report:
+# report.html, loss.png).
 #
 #   bash scripts/quickstart.sh                 # everything under runs/quickstart/
 #   bash scripts/quickstart.sh --steps 600     # extra flags go to axonn train
@@ -28,7 +29,7 @@ echo "samples from $RUN/model.bin (axonn generate):"
 for prompt in "Q: What" "The computer" "Love is"; do
   echo "--- $prompt"
   "$AXONN" generate --init "$RUN/model.bin" --tokenizer "$RUN/tokenizer.model" --prompt "$prompt" \
-      --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1
+      --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1 --run-dir "$RUN/train"  # the report shows them
   echo
 done
 "$AXONN" report "$RUN/train"

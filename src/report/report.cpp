@@ -120,6 +120,7 @@ ReportSources find_sources(const std::string& run_dir, const ReportSources& give
     s.metrics = c.metrics.value_or("");
     s.plan = c.plan_validate.value_or("");
     s.checkpoints = c.checkpoints.value_or("");
+    s.samples = c.samples.value_or("");
     s.traces = c.traces;
   } else {
     AXONN_CHECK_ARG(!given.metrics.empty() || !given.traces.empty() || !given.plan.empty(),
@@ -167,6 +168,17 @@ RunData load_run(const ReportSources& s, Progress* progress) {
   }
   if (!s.config.empty()) {
     run.config_text = read_text(s.config, "config file");
+    tick();
+  }
+  if (!s.samples.empty()) {
+    run.samples_text = read_text(s.samples, "samples file");
+    // the page shows the newest samples, cut at a line, if the file grew long
+    constexpr size_t kMaxSamples = 64 * 1024;
+    if (run.samples_text.size() > kMaxSamples) {
+      const size_t from = run.samples_text.find('\n', run.samples_text.size() - kMaxSamples);
+      run.samples_text = "(earlier samples left out)\n" +
+                         run.samples_text.substr(from == std::string::npos ? run.samples_text.size() - kMaxSamples : from + 1);
+    }
     tick();
   }
   if (!s.run_info.empty()) {
@@ -464,6 +476,7 @@ std::string files_table(const RunData& run) {
       {"trace*.json", traces, "axonn train --trace FILE"},
       {"checkpoints/", s.checkpoints, "axonn train --checkpoint-dir DIR"},
       {kPlanValidateFile, s.plan, "optional: bench_plan_validate --json FILE"},
+      {kSamplesFile, s.samples, "optional: axonn generate --run-dir DIR (the trained model's samples)"},
   };
   std::string h = "<table>\n";
   table_row(&h, {"part", "file", "made by"}, true);
@@ -520,6 +533,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .missing { color: #a15c00; }
 .note { color: #a15c00; font-size: 14px; }
 pre { background: #f6f8fa; padding: 12px; overflow: auto; font-size: 13px; }
+pre.wrap { white-space: pre-wrap; overflow-wrap: anywhere; }
 footer { color: #888; font-size: 12px; margin: 32px 0 8px; }
 )";
 
@@ -573,6 +587,8 @@ std::string report_html(const RunData& run) {
     h += "</section>\n";
   }
 
+  if (!run.samples_text.empty())  // only when a generation wrote some: no empty section
+    h += "<section id=\"samples\">\n<h2>Samples</h2>\n<pre class=\"wrap\">" + escape_xml(run.samples_text) + "</pre>\n</section>\n";
   h += "<section id=\"config\">\n<h2>Configuration</h2>\n";
   if (run.config_text.empty())
     h += "<p class=\"note\">No config.toml.</p>\n";

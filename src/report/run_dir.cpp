@@ -21,6 +21,7 @@ RunDirContents scan_run_dir(const RunDir& dir) {
   c.run_info = file(dir.run_info());
   c.metrics = file(dir.metrics());
   c.plan_validate = file(dir.plan_validate());
+  c.samples = file(dir.samples());
   if (fs::is_directory(dir.checkpoints(), ec)) c.checkpoints = dir.checkpoints();
   for (const fs::directory_entry& e : fs::directory_iterator(dir.root(), ec)) {
     const std::string name = e.path().filename().string();

@@ -205,12 +205,18 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
                           "', and ", quoted(in), " reads from there. Give this run another --checkpoint-dir");
       }
       if (!c.checkpoint_dir.empty()) checkpoint_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
-      if (!others.empty()) {  // --overwrite: another run's checkpoints and traces go, nothing else
+      if (!others.empty()) {  // --overwrite: another run's checkpoints, traces and samples go, nothing else
         const int removed = checkpoint::remove_all_checkpoints(c.checkpoint_dir);
         std::vector<std::string> traces = c.run_dir.empty() ? std::vector<std::string>{} : trace_files(c.run_dir);
         for (const std::string& t : traces) fs::remove(t);
-        log_warn("overwrite %s: replaced by this run (%d checkpoint%s and %zu trace file%s removed)", joined(others).c_str(),
-                 removed, removed == 1 ? "" : "s", traces.size(), traces.size() == 1 ? "" : "s");
+        // the samples `axonn generate --run-dir` wrote of that run's model (a plain file only: no link followed)
+        std::error_code ec;
+        const std::string samples = c.run_dir.empty() ? "" : RunDir(c.run_dir).samples();
+        const bool had_samples = !samples.empty() && fs::is_regular_file(fs::symlink_status(samples, ec));
+        if (had_samples) fs::remove(samples, ec);
+        log_warn("overwrite %s: replaced by this run (%d checkpoint%s and %zu trace file%s removed%s)",
+                 joined(others).c_str(), removed, removed == 1 ? "" : "s", traces.size(), traces.size() == 1 ? "" : "s",
+                 had_samples ? ", and its samples" : "");
       }
     } catch (...) {
       error = std::current_exception();

@@ -4,15 +4,19 @@
 //   mpirun -np 4 axonn generate --init runs/x/checkpoints --grid 2,2,1,1 --prompt-ids 50256 --print-ids
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/host.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/infer/generator.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
+#include "axonn/train/run_dir.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
 #include "inference_setup.hpp"
@@ -23,10 +27,54 @@ namespace {
 
 struct GenerateFlags {
   std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu", dtype = "fp32";
+  std::string run_dir;  // append the prompt and samples to RUN_DIR/samples.txt (axonn report shows them)
   bool have_prompt = false, print_ids = false, print_logprobs = false;
   int max_new_tokens = 64, num_samples = 1;
   infer::Sampling sampling;
 };
+
+// --run-dir: a directory that exists, whose samples.txt, if any, is a plain file (not a link: a command writes
+// only into what it owns, and never follows a link out of a run directory). Checked before any work.
+std::string samples_file(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  AXONN_CHECK_ARG(fs::is_directory(run_dir, ec), "--run-dir '", run_dir, "' is not a directory: give the run "
+                 "directory of the model's training (axonn train --run-dir), where axonn report will show the samples");
+  const std::string path = train::RunDir(run_dir).samples();
+  const fs::file_status st = fs::symlink_status(path, ec);
+  AXONN_CHECK_ARG(!fs::exists(st) || fs::is_regular_file(st), "'", path, "' is not a plain file (a link or a "
+                 "directory): generate appends its samples only to a samples.txt it can own; remove it or give "
+                 "another --run-dir");
+  return path;
+}
+
+// The samples as samples.txt keeps them: a header saying how they were made, then each sample's text (the
+// prompt and its continuation) or ids.
+std::string samples_entry(const GenerateFlags& f, const std::vector<int>& prompt,
+                          const std::vector<std::vector<int>>& samples, const text::Tokenizer* tok,
+                          const std::function<bool(int)>& is_stop) {
+  std::string prompt_flag = " --prompt-ids " + f.prompt_ids;
+  if (f.have_prompt) prompt_flag = " --prompt \"" + f.prompt + "\"";
+  std::string out = ::axonn::detail::concat(
+      "--- ", utc_now(), ": axonn generate --init ", f.init, prompt_flag, " --max-new-tokens ", f.max_new_tokens, " --temperature ", f.sampling.temperature, " --top-k ", f.sampling.top_k,
+      " --top-p ", f.sampling.top_p, " --seed ", f.sampling.seed, " --dtype ", f.dtype, "\n");
+  for (size_t s = 0; s < samples.size(); s++) {
+    if (samples.size() > 1) out += "-- sample " + std::to_string(s + 1) + "\n";
+    if (tok && !f.print_ids) {
+      std::vector<int> ids = prompt;
+      for (int id : samples[s])
+        if (!is_stop(id)) ids.push_back(id);
+      out += tok->decode(ids) + "\n";
+    } else {
+      for (size_t i = 0; i < samples[s].size(); i++) {
+        if (i) out += ',';
+        out += std::to_string(samples[s][i]);
+      }
+      out += '\n';
+    }
+  }
+  return out;
+}
 
 int run_generate(const GenerateFlags& f) {
   const auto started = std::chrono::steady_clock::now();
@@ -42,6 +90,7 @@ int run_generate(const GenerateFlags& f) {
                                        "use --kernels cpu");
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
   const DType precision = parse_precision(f.dtype);
+  const std::string samples_path = f.run_dir.empty() ? "" : samples_file(f.run_dir);
   const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
   // a tokenizer for text in or out; ids in and out need none, but a named one still gives its stop ids
@@ -137,6 +186,10 @@ int run_generate(const GenerateFlags& f) {
       }
     }
     std::fflush(stdout);
+    if (!samples_path.empty()) {  // appended: the file keeps every generation's samples, oldest first
+      const std::string before = std::filesystem::exists(samples_path) ? checkpoint::read_text_file(samples_path) : "";
+      checkpoint::write_file_atomic(samples_path, before + samples_entry(f, prompt, samples, tok.get(), is_stop));
+    }
   }
   const infer::GenerateStats& st = gen.last_stats();
   auto rate = [](int64_t tokens, double s) { return s > 0 ? static_cast<double>(tokens) / s : 0.0; };
@@ -180,6 +233,8 @@ void add_generate_command(CLI::App& app, Action* action) {
                 "with --print-ids: after each sample's ids, a line of their log-probabilities under the model "
                 "(log-softmax of the logits, before temperature and cuts)");
   sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: not built yet for generation)");
+  sub->add_option("--run-dir", f->run_dir, "also append the prompt and the samples to DIR/samples.txt: the model's "
+                                           "training run directory, whose report (axonn report DIR) then shows them");
   sub->add_option("--dtype", f->dtype, "fp32 (default) or bf16: bf16 weights, activations and KV cache with fp32 "
                                        "sums; half the memory, and decode reads half the bytes");
   sub->callback([f, action, sub] {

@@ -59,7 +59,7 @@ void add_report_command(CLI::App& app, Action* action) {
                                                                                 : "";
       const int files = static_cast<int>(!sources.metrics.empty()) + static_cast<int>(!sources.config.empty()) +
                         static_cast<int>(!sources.run_info.empty()) + static_cast<int>(sources.traces.size()) +
-                        static_cast<int>(!sources.plan.empty());
+                        static_cast<int>(!sources.plan.empty()) + static_cast<int>(!sources.samples.empty());
       ProgressOptions po;
       po.unit = "files";
       if (o->quiet) po.mode = ProgressMode::kQuiet;

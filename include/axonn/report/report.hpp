@@ -31,7 +31,7 @@ namespace axonn::report {
 // The files a report reads; empty (or no traces) = not there.
 struct ReportSources {
   std::string run_dir;  // empty for a report from explicit files only
-  std::string config, run_info, metrics, plan, checkpoints;
+  std::string config, run_info, metrics, plan, checkpoints, samples;
   std::vector<std::string> traces;
 };
 
@@ -63,6 +63,7 @@ struct RunData {
   ReportSources sources;
   std::vector<MetricsRecord> metrics;                       // empty without a metrics file
   std::string config_text;                                  // config.toml as written
+  std::string samples_text;                                 // samples.txt (axonn generate --run-dir), if any
   std::vector<std::pair<std::string, std::string>> run_info;  // run.json's top-level keys and values
   // run.json's "memory_per_rank": each rank's bytes by part ("params", "grads", ...), in rank order
   std::vector<std::vector<std::pair<std::string, double>>> memory_per_rank;

@@ -17,6 +17,7 @@ using train::kLossPngFile;
 using train::kMetricsFile;
 using train::kPlanValidateFile;
 using train::kReportFile;
+using train::kSamplesFile;
 using train::kRunInfoFile;
 using train::kTraceFile;
 using train::kTracePrefix;
@@ -24,7 +25,7 @@ using train::RunDir;
 
 // What a run directory holds now: each part's path if it exists.
 struct RunDirContents {
-  std::optional<std::string> config, run_info, metrics, plan_validate, checkpoints;
+  std::optional<std::string> config, run_info, metrics, plan_validate, checkpoints, samples;
   std::vector<std::string> traces;  // trace.json first, then the other trace*.json by name
 };
 

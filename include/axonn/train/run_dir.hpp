@@ -10,6 +10,7 @@
 //     trace*.json          Chrome trace events of the traced steps (axonn train --trace); trace.json first
 //     checkpoints/         sharded checkpoints (docs/checkpoints.md)
 //     plan_validate.json   optional: bench_plan_validate --json (predicted against measured step time)
+//     samples.txt          optional: `axonn generate --run-dir RUN_DIR` appends its prompt and samples
 //     report.html          written by `axonn report RUN_DIR`
 //     loss.png             written by `axonn report RUN_DIR`
 //
@@ -31,6 +32,7 @@ inline constexpr const char* kTraceFile = "trace.json";        // what the train
 inline constexpr const char* kTracePrefix = "trace";            // the report reads every trace*.json
 inline constexpr const char* kCheckpointsDir = "checkpoints";
 inline constexpr const char* kPlanValidateFile = "plan_validate.json";
+inline constexpr const char* kSamplesFile = "samples.txt";
 inline constexpr const char* kReportFile = "report.html";
 inline constexpr const char* kLossPngFile = "loss.png";
 
@@ -46,6 +48,7 @@ class RunDir {
   std::string trace() const { return path(kTraceFile); }
   std::string checkpoints() const { return path(kCheckpointsDir); }
   std::string plan_validate() const { return path(kPlanValidateFile); }
+  std::string samples() const { return path(kSamplesFile); }
   std::string report() const { return path(kReportFile); }
   std::string loss_png() const { return path(kLossPngFile); }
 

@@ -178,6 +178,36 @@ PY
     gen 2 "$tmp/ck16x2" "${args[@]}" --dtype bf16 --grid 2,1,1,1
     compare "$tmp/ck32" "$tmp/ck16x2" ;;
 
+  run_dir_samples)
+    # generate --run-dir RUN: the prompt and samples appended to RUN/samples.txt, which axonn report shows
+    # (escaped); refused before any work when RUN is no directory or its samples.txt is a link; a run that
+    # --overwrite replaces loses its samples with its checkpoints and traces
+    tokenizer
+    run "$axonn" train --init "$model" --data "$ref/gpt2-tiny/tokens.bin" --batch-size 4 --seq-len 32 --steps 2 \
+      --run-dir "$tmp/run" --save "$tmp/run.bin" --quiet
+    gen_model=$tmp/run.bin
+    gen 1 "$tmp/a" --prompt "<b>&" --tokenizer "$tmp/tok.json" --max-new-tokens 10 --seed 3 --run-dir "$tmp/run"
+    gen 1 "$tmp/b" --prompt-ids 5,6 --max-new-tokens 4 --temperature 0 --print-ids --num-samples 2 --run-dir "$tmp/run"
+    s=$tmp/run/samples.txt
+    [ "$(count '^--- .*: axonn generate --init ' "$s")" -eq 2 ] || fail "samples.txt should hold two generations: $(cat "$s")"
+    expect_output '--prompt "<b>&" --max-new-tokens 10 --temperature 1 --top-k 0 --top-p 1 --seed 3 --dtype fp32$' "$s"
+    expect_output '^<b>&' "$s"  # the sample: the prompt, then its continuation
+    expect_output '^-- sample 2$' "$s"
+    run "$axonn" report "$tmp/run" --quiet
+    expect_output '<section id="samples">' "$tmp/run/report.html"
+    expect_output '&lt;b&gt;&amp;' "$tmp/run/report.html"
+    expect_output '<td>samples.txt</td><td>[^<]*samples.txt</td>' "$tmp/run/report.html"
+    expect_exit 2 "$axonn" generate --init "$gen_model" --prompt-ids 5 --max-new-tokens 2 --run-dir "$tmp/run.bin"
+    expect_output "--run-dir '.*run.bin' is not a directory"
+    mkdir "$tmp/linked" && ln -s "$tmp/victim" "$tmp/linked/samples.txt"
+    expect_exit 2 "$axonn" generate --init "$gen_model" --prompt-ids 5 --max-new-tokens 2 --run-dir "$tmp/linked"
+    expect_output "samples.txt' is not a plain file"
+    [ ! -e "$tmp/victim" ] || fail "generate wrote through a link"
+    run "$axonn" train --init "$model" --data "$ref/gpt2-tiny/tokens.bin" --batch-size 4 --seq-len 32 --steps 2 \
+      --run-dir "$tmp/run" --overwrite
+    expect_output "and its samples\)"
+    [ ! -e "$s" ] || fail "train --overwrite kept the replaced run's samples.txt" ;;
+
   bad_input)
     g=("$axonn" generate --init "$model")
     expect_exit 2 "${g[@]}" --max-new-tokens 5
