@@ -24,7 +24,7 @@
 // --dtype bf16 the bf16 GEMM rate (kernels::gemm_bf16: oneDNN's AMX / AVX512-BF16 matmul), every rank at
 // once with its threads; on the GPU the dense bf16 GEMM rate (cublasGemmEx 8192^3, bf16 inputs, fp32
 // accumulation) of each rank's device. The step is `axonn train`'s (train::train_step), its time the
-// slowest rank's (bench/step_bench.hpp).
+// slowest rank's (measure/step_bench.hpp).
 // With --gemm-tuning on, the GEMM layout tuner times its variants during the warm-up step (not
 // timed) and rank 0's choices are printed under each shape's line. --profile 1 prints rank 0's time per
 // kernel and layer; on the GPU every region then waits for the device at both ends (device times, and a
@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "axonn/bench/step_bench.hpp"
+#include "axonn/measure/step_bench.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/memory.hpp"
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
       gpt.init_random(1);
       const auto& ops = kernels::ops_for(compute.backend);
       optim::AdamW opt(gpt.params(), {}, {}, ops);
-      const bench::BenchTokens tokens = bench::bench_tokens(cfg, grid, B_local, T);
+      const measure::BenchTokens tokens = measure::bench_tokens(cfg, grid, B_local, T);
       Profiler prof;
       // --profile 1 on the GPU: every region waits for the device at its ends, so that the table holds device
       // time (and the step's ms/step the waits as well)
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
       train::train_step(gpt, opt, tokens.batch(), step);  // warm-up: page faults, GEMM kernel selection, the tuner
       prof.enable(true);
       float loss = 0;
-      const float sec = static_cast<float>(bench::time_train_steps(*world, gpt, opt, tokens.batch(), steps, step, &loss));
+      const float sec = static_cast<float>(measure::time_train_steps(*world, gpt, opt, tokens.batch(), steps, step, &loss));
       seconds[job.model].push_back(sec);
       flops[job.model] = gpt.flops_per_step();
       // memory: this rank's bytes, and the tensor-parallel weights against one rank's

@@ -33,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "axonn/bench/step_bench.hpp"
+#include "axonn/measure/step_bench.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
@@ -68,7 +68,7 @@ struct Run {
   std::unique_ptr<parallel::Grid> grid;
   std::unique_ptr<model::Gpt> gpt;
   std::unique_ptr<optim::AdamW> opt;
-  bench::BenchTokens tokens;
+  measure::BenchTokens tokens;
   std::vector<double> seconds;  // mean step time of each round, slowest rank
   Profiler prof;
 };
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
       r.gpt->init_random(1);
       r.opt = std::make_unique<optim::AdamW>(r.gpt->params(), optim::AdamWConfig{},
                                              r.gpt->decay_mask(true), ops);
-      r.tokens = bench::bench_tokens(cfg, *r.grid, B_local, o.seq_len);
+      r.tokens = measure::bench_tokens(cfg, *r.grid, B_local, o.seq_len);
       r.gpt->set_profiler(&r.prof);
     }
     // The trainer's step (train::train_step), without data loading.
@@ -335,7 +335,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < o.rounds; ++round) {
       for (Run& r : runs) {
         r.prof.enable(o.profile);
-        r.seconds.push_back(bench::time_train_steps(*world, *r.gpt, *r.opt, r.tokens.batch(), o.steps, options(r)));
+        r.seconds.push_back(measure::time_train_steps(*world, *r.gpt, *r.opt, r.tokens.batch(), o.steps, options(r)));
         r.prof.enable(false);
       }
     }

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "axonn/bench/calibrate.hpp"
+#include "axonn/measure/calibrate.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/gemm.hpp"
@@ -63,7 +63,7 @@ int run_calibrate(const CalibrateOptions& o) {
   w.broadcast(&ok, 1, DType::kI32, 0);  // over world
   if (!ok) throw IoError(root ? why : "the profile cannot be written (see rank 0)");
 
-  const planner::Calibration c = bench::calibrate(w, o.quick);
+  const planner::Calibration c = measure::calibrate(w, o.quick);
 
   if (root) {
     const std::string json = planner::calibration_profile_json(c);

@@ -1,11 +1,11 @@
-// bench/timing.hpp — how axonn times things on a job of many ranks (benchmarks, `axonn calibrate`).
+// measure/timing.hpp — how axonn times things on a job of many ranks (benchmarks, `axonn calibrate`).
 //
 // A time is the slowest rank's (a step, a collective, a batch of calls is done when every rank is).
 // On a shared machine measurements are taken round-robin: round r times one batch of every point,
 // then round r+1, so the other load of the machine falls on all of them alike; a point's time is the
 // median over rounds.
 //
-//   bench::RoundRobin rr(world);
+//   measure::RoundRobin rr(world);
 //   size_t a = rr.add([&] { kernels::sgemm(...); }), b = rr.add([&] { g.all_reduce(...); });
 //   rr.run(7, 0.02);              // 7 rounds, batches of about 20 ms
 //   double per_call = rr.seconds(a);
@@ -19,7 +19,7 @@
 #include "axonn/comm/communicator.hpp"
 #include "axonn/core/progress.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 // Max over every rank of a per-rank duration (seconds), at nanosecond resolution. Collective over world.
 double max_over(comm::Communicator& world, double seconds);
@@ -53,4 +53,4 @@ class RoundRobin {
   std::vector<Point> points_;
 };
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

@@ -1,4 +1,4 @@
-// bench/calibrate.hpp — measuring this allocation for the planner's machine profile (`axonn calibrate`).
+// measure/calibrate.hpp — measuring this allocation for the planner's machine profile (`axonn calibrate`).
 //
 // Measures, with every rank at once (as in a training step): the sgemm rate of the CPU GEMM backend
 // with the current threads, on square and transformer-like shapes; the memory bandwidth per rank
@@ -9,17 +9,17 @@
 // parameters to these samples and writes the profile; docs/perf-model.md §4.1 maps every field.
 //
 //   kernels::set_gemm_backend(...);
-//   planner::Calibration c = bench::calibrate(*world, /*quick=*/false);   // rank 0 prints a table
+//   planner::Calibration c = measure::calibrate(*world, /*quick=*/false);   // rank 0 prints a table
 //   std::string json = planner::calibration_profile_json(c);
 #pragma once
 
 #include "axonn/comm/communicator.hpp"
 #include "axonn/planner/calibration.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 // Collective over world. `quick`: fewer sizes and repetitions (a rough profile in seconds). Every
 // rank returns the same measurements; rank 0 prints them as it goes.
 planner::Calibration calibrate(comm::Communicator& world, bool quick);
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

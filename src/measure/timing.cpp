@@ -1,11 +1,11 @@
-// bench/timing.cpp — the slowest rank's times and round-robin measurement (timing.hpp).
-#include "axonn/bench/timing.hpp"
+// measure/timing.cpp — the slowest rank's times and round-robin measurement (timing.hpp).
+#include "axonn/measure/timing.hpp"
 
 #include <algorithm>
 
 #include "axonn/core/timer.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 double max_over(comm::Communicator& world, double seconds) {
   auto ns = static_cast<int64_t>(seconds * 1e9);
@@ -58,4 +58,4 @@ double RoundRobin::seconds(size_t i) const {
   return v[v.size() / 2];
 }
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

@@ -1,4 +1,4 @@
-// bench/comm_bench.hpp — `axonn bench comm` and `axonn bench overlap`.
+// measure/comm_bench.hpp — `axonn bench comm` and `axonn bench overlap`.
 //
 // comm: an nccl-tests-style size sweep of all-reduce, all-gather and reduce-scatter over every
 // distinct group of a 4D grid, every group of a kind at once; time = max over ranks of the mean time
@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 struct CommBenchOptions {
   std::string grid;
@@ -42,4 +42,4 @@ struct OverlapOptions {
 
 int run_overlap_bench(const OverlapOptions& o);
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

@@ -1,9 +1,9 @@
-// bench/step_bench.hpp — timing the training step (bench/gpt2_step, bench/plan_validate): the step
+// measure/step_bench.hpp — timing the training step (bench/gpt2_step, bench/plan_validate): the step
 // `axonn train` runs (train::train_step), on tokens that need no data file.
 //
-//   bench::BenchTokens tokens = bench::bench_tokens(cfg, grid, B_local, T);
+//   measure::BenchTokens tokens = measure::bench_tokens(cfg, grid, B_local, T);
 //   train::train_step(gpt, opt, tokens.batch(), options);                     // warm-up
-//   double s = bench::time_train_steps(world, gpt, opt, tokens.batch(), 5, options);
+//   double s = measure::time_train_steps(world, gpt, opt, tokens.batch(), 5, options);
 #pragma once
 
 #include <vector>
@@ -14,7 +14,7 @@
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/step.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 // This rank's B_local*T tokens of a deterministic global batch: input i (the global token index) is
 // (i*7919) % V, its target (i*104729 + 1) % V, so every grid trains on the same batch.
@@ -29,4 +29,4 @@ BenchTokens bench_tokens(const model::GptConfig& cfg, const parallel::Grid& grid
 double time_train_steps(comm::Communicator& world, model::Gpt& gpt, optim::AdamW& opt, const train::LocalBatch& b,
                         int steps, const train::StepOptions& options, float* loss = nullptr);
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

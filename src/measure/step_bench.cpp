@@ -1,10 +1,10 @@
-// bench/step_bench.cpp — the step benchmarks' tokens and timing (step_bench.hpp).
-#include "axonn/bench/step_bench.hpp"
+// measure/step_bench.cpp — the step benchmarks' tokens and timing (step_bench.hpp).
+#include "axonn/measure/step_bench.hpp"
 
-#include "axonn/bench/timing.hpp"
+#include "axonn/measure/timing.hpp"
 #include "axonn/core/timer.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 
 train::LocalBatch BenchTokens::batch() const {
   return {inputs.data(), targets.data(), 1, static_cast<int64_t>(inputs.size())};
@@ -35,4 +35,4 @@ double time_train_steps(comm::Communicator& world, model::Gpt& gpt, optim::AdamW
   return max_over(world, t.seconds() / steps);  // the slowest rank
 }
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

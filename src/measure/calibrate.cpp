@@ -1,5 +1,5 @@
-// bench/calibrate.cpp — the measurements of `axonn calibrate` (calibrate.hpp).
-#include "axonn/bench/calibrate.hpp"
+// measure/calibrate.cpp — the measurements of `axonn calibrate` (calibrate.hpp).
+#include "axonn/measure/calibrate.hpp"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "axonn/bench/timing.hpp"
+#include "axonn/measure/timing.hpp"
 #include "axonn/core/host.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/core/timer.hpp"
@@ -22,7 +22,7 @@
 #include "axonn/kernels/ops.hpp"
 #include "axonn/train/peak.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 namespace {
 
 using comm::Communicator;
@@ -209,7 +209,7 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
     w.barrier();
     Timer t;
     fn();
-    return bench::max_over(w, t.seconds());
+    return measure::max_over(w, t.seconds());
   };
   const double gemm_256_s = time_once(gemm_256);
   for (bool intra : {true, false}) {
@@ -299,4 +299,4 @@ planner::Calibration calibrate(Communicator& w, bool quick) {
   return c;
 }
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure

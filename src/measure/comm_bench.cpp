@@ -1,5 +1,5 @@
-// bench/comm_bench.cpp — `axonn bench comm` and `axonn bench overlap` (comm_bench.hpp).
-#include "axonn/bench/comm_bench.hpp"
+// measure/comm_bench.cpp — `axonn bench comm` and `axonn bench overlap` (comm_bench.hpp).
+#include "axonn/measure/comm_bench.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,14 +12,14 @@
 #include <thread>
 #include <vector>
 
-#include "axonn/bench/timing.hpp"
+#include "axonn/measure/timing.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/train/launch.hpp"
 
-namespace axonn::bench {
+namespace axonn::measure {
 namespace {
 
 using comm::Communicator;
@@ -428,4 +428,4 @@ int run_overlap_bench(const OverlapOptions& o) {
 }
 
 
-}  // namespace axonn::bench
+}  // namespace axonn::measure
