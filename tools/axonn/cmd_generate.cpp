@@ -48,6 +48,25 @@ std::string samples_file(const std::string& run_dir) {
   return path;
 }
 
+// A sample as text: the prompt and its continuation, stop ids left out.
+std::string sample_text(const std::vector<int>& prompt, const std::vector<int>& sample, const text::Tokenizer& tok,
+                        const std::function<bool(int)>& is_stop) {
+  std::vector<int> ids = prompt;
+  for (int id : sample)
+    if (!is_stop(id)) ids.push_back(id);
+  return tok.decode(ids);
+}
+
+// Ids as --print-ids prints them: comma-separated.
+std::string ids_line(const std::vector<int>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); i++) {
+    if (i) line += ',';
+    line += std::to_string(ids[i]);
+  }
+  return line;
+}
+
 // The samples as samples.txt keeps them: a header saying how they were made, then each sample's text (the
 // prompt and its continuation) or ids.
 std::string samples_entry(const GenerateFlags& f, const std::vector<int>& prompt,
@@ -60,18 +79,7 @@ std::string samples_entry(const GenerateFlags& f, const std::vector<int>& prompt
       " --top-p ", f.sampling.top_p, " --seed ", f.sampling.seed, " --dtype ", f.dtype, "\n");
   for (size_t s = 0; s < samples.size(); s++) {
     if (samples.size() > 1) out += "-- sample " + std::to_string(s + 1) + "\n";
-    if (tok && !f.print_ids) {
-      std::vector<int> ids = prompt;
-      for (int id : samples[s])
-        if (!is_stop(id)) ids.push_back(id);
-      out += tok->decode(ids) + "\n";
-    } else {
-      for (size_t i = 0; i < samples[s].size(); i++) {
-        if (i) out += ',';
-        out += std::to_string(samples[s][i]);
-      }
-      out += '\n';
-    }
+    out += (tok && !f.print_ids ? sample_text(prompt, samples[s], *tok, is_stop) : ids_line(samples[s])) + "\n";
   }
   return out;
 }
@@ -166,7 +174,7 @@ int run_generate(const GenerateFlags& f) {
       for (size_t s = 0; s < samples.size(); s++) {
         std::string line;
         if (f.print_ids) {
-          for (size_t i = 0; i < samples[s].size(); i++) line += (i ? "," : "") + std::to_string(samples[s][i]);
+          line = ids_line(samples[s]);
           if (f.print_logprobs) {
             line += "\n";
             const std::vector<double>& lp = gen.last_logprobs()[s];
@@ -177,10 +185,7 @@ int run_generate(const GenerateFlags& f) {
             }
           }
         } else {
-          std::vector<int> ids = prompt;
-          for (int id : samples[s])
-            if (!is_stop(id)) ids.push_back(id);
-          line = "--- sample " + std::to_string(s + 1) + "\n" + tok->decode(ids);
+          line = "--- sample " + std::to_string(s + 1) + "\n" + sample_text(prompt, samples[s], *tok, is_stop);
         }
         std::printf("%s\n", line.c_str());
       }

@@ -162,11 +162,10 @@ void few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
   static constexpr auto table = few_rows_table<T>(std::make_index_sequence<kFewRows>{});
   std::vector<float> gathered;
   std::array<const float*, kFewRows> rows{};
-  if constexpr (std::is_same_v<T, float>) {
-    if (!trans_a)
+  if (std::is_same_v<T, float> && !trans_a) {  // A's rows as they are
+    if constexpr (std::is_same_v<T, float>)
       for (int64_t r = 0; r < M; r++) rows[static_cast<size_t>(r)] = A + r * lda;
-  }
-  if (!rows[0]) {
+  } else {
     gathered.resize(static_cast<size_t>(M * K));
     for (int64_t r = 0; r < M; r++)
       for (int64_t p = 0; p < K; p++)  // A is [M, K], or [K, M] when transposed
