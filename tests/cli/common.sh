@@ -5,6 +5,8 @@
 # and the shell runs in strict mode (errexit, nounset, pipefail): a command that fails outside a check
 # ends the case too. So no check can pass by being ignored, whatever comes after it.
 #
+# A command that outlives $CLI_TIMEOUT gets SIGTERM, and SIGKILL 10 s later (an mpirun whose ranks hang
+# may not end on SIGTERM), so the case fails with the output it saw, never by the test's own timeout.
 # Exit codes the checks treat as "a clear error": 1..123. 124 and above are timeouts (timeout(1)) and
 # signals (128+N), never a clean refusal.
 set -euo pipefail
@@ -34,7 +36,7 @@ check() {
 # run CMD...: CMD must exit 0 within $CLI_TIMEOUT seconds; its output is kept in $tmp/out.
 run() {
   local rc=0
-  timeout "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
+  timeout -k 10 "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || fail "exit code $rc (want 0) for: $*"
 }
 
@@ -51,7 +53,7 @@ expect_error() {
   local regex=$1
   shift
   local rc=0
-  timeout "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
+  timeout -k 10 "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
     fail "exit code $rc (want 1..123) for: $*"
   fi
@@ -64,7 +66,7 @@ expect_exit() {
   local want=$1
   shift
   local rc=0
-  timeout "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
+  timeout -k 10 "$CLI_TIMEOUT" "$@" >"$tmp/out" 2>&1 || rc=$?
   [ "$rc" -eq "$want" ] || fail "exit code $rc (want $want) for: $*"
 }
 

@@ -23,17 +23,22 @@ steps=10  # enough to compare bits; 8 ranks over TCP on 2 cores are slow
 train_args=(train --grid "$grid" --grid-order "$order" --init "$model" --data "$tokens" --batch-size 4 --seq-len 32 --steps "$steps"
   --lr 3e-3 --lr-schedule constant --weight-decay 0 --grad-clip 0 --peak-gflops 100)
 export OMP_NUM_THREADS=1
-CLI_TIMEOUT=250
+# each stage names itself and its seconds as it ends, so a slow or stuck stage is visible in CTest's output
+SECONDS=0
+stage() { echo "stage: $* (at ${SECONDS} s)"; }
+CLI_TIMEOUT=100  # two runs, the hostname check and their kill grace fit CTest's 300 s
 
 # tx_bytes HOST: bytes HOST has sent on its link
 tx_bytes() { ip netns exec "$1" cat /sys/class/net/eth0/statistics/tx_bytes; }  # (remounts /sys for the namespace)
 
 # one host: every rank on host0, shared memory only
 run "$mpiexec" -n "$np" --oversubscribe "$axonn" "${train_args[@]}" --metrics "$tmp/one.jsonl"
+stage "trained on one host"
 # across the hosts: $slots consecutive ranks per host
 before=$(tx_bytes "host$(( hosts - 1 ))")
 run "$AXONN_MPIRUN" -n "$np" "$axonn" "${train_args[@]}" --metrics "$tmp/hosts.jsonl"
 sent=$(( $(tx_bytes "host$(( hosts - 1 ))") - before ))
+stage "trained across the hosts"
 # the job really spanned the hosts: the last host's ranks sent their share over its link
 [ "$sent" -gt 100000 ] || fail "host$(( hosts - 1 )) sent only $sent bytes on its link: the ranks did not span the hosts"
 echo "ok: host$(( hosts - 1 )) sent $sent bytes to the other hosts"
@@ -66,7 +71,8 @@ PY
 )
 expect_output "placement $want\$"
 echo "ok: placement $want"
-"$AXONN_MPIRUN" -n "$np" hostname >"$tmp/where"
+timeout -k 5 60 "$AXONN_MPIRUN" -n "$np" hostname >"$tmp/where" || fail "mpirun hostname across the hosts failed or took over 60 s"
+stage "ranks placed"
 for (( h=0; h<hosts; h++ )); do
   n=$(count "^host$h\$" "$tmp/where")
   [ "$n" -eq "$slots" ] || fail "host$h ran $n ranks, not $slots"

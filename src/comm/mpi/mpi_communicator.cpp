@@ -54,7 +54,9 @@ MpiCommunicator::MpiCommunicator(std::shared_ptr<MpiContext> ctx, MPI_Comm comm,
 
 MpiCommunicator::~MpiCommunicator() {
   // After MPI_Finalize nothing can be freed; the communicator was destroyed too late.
-  if (mpi_alive()) MPI_Comm_free(&comm_);
+  if (!mpi_alive()) return;
+  const auto in_mpi = ctx_->enter_mpi();
+  MPI_Comm_free(&comm_);
 }
 
 std::string MpiCommunicator::describe(const char* collective, size_t count, DType dtype) const {
@@ -90,6 +92,7 @@ std::unique_ptr<Work> MpiCommunicator::started(std::shared_ptr<PendingOp> op) {
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::string name) {
+  const auto in_mpi = ctx_->enter_mpi();
   MPI_Comm comm = MPI_COMM_NULL;
   WaitScope deadline(ctx_->watchdog(), next_call("split"));
   AXONN_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &comm),
@@ -99,6 +102,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, std::st
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::dup(std::string name) {
+  const auto in_mpi = ctx_->enter_mpi();
   MPI_Comm comm = MPI_COMM_NULL;
   WaitScope deadline(ctx_->watchdog(), next_call("dup"));
   AXONN_MPI_CHECK(MPI_Comm_dup(comm_, &comm),
@@ -107,10 +111,12 @@ std::unique_ptr<Communicator> MpiCommunicator::dup(std::string name) {
 }
 
 // Each collective below: blocking -> MPI's blocking call on this thread; async -> MPI's I-call
-// started here (program order), then owned by the progress thread.
+// started here (program order), then owned by the progress thread. Either way this thread holds
+// the right to call MPI (enter_mpi) until it returns.
 
 std::unique_ptr<Work> MpiCommunicator::do_all_reduce(void* buf, size_t count, DType dtype,
                                                      ReduceOp op, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   const MPI_Op mop = ctx_->op(dtype, op);
   auto after = avg_step(op, buf, count, dtype, size_);
@@ -132,6 +138,7 @@ std::unique_ptr<Work> MpiCommunicator::do_all_reduce(void* buf, size_t count, DT
 
 std::unique_ptr<Work> MpiCommunicator::do_all_gather(const void* send, void* recv, size_t count,
                                                      DType dtype, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   const auto* mine = static_cast<const char*>(recv) + static_cast<size_t>(rank_) * count * dtype_size(dtype);
   const void* sbuf = send == mine ? MPI_IN_PLACE : send;
@@ -151,6 +158,7 @@ std::unique_ptr<Work> MpiCommunicator::do_all_gather(const void* send, void* rec
 std::unique_ptr<Work> MpiCommunicator::do_all_gather_v(const void* send, void* recv,
                                                        std::span<const size_t> recv_counts,
                                                        DType dtype, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   auto p = pending(describe("all_gather_v", recv_counts[static_cast<size_t>(rank_)], dtype));
   counts_and_displs(recv_counts, p->counts, p->displs);
@@ -171,6 +179,7 @@ std::unique_ptr<Work> MpiCommunicator::do_all_gather_v(const void* send, void* r
 std::unique_ptr<Work> MpiCommunicator::do_reduce_scatter(const void* send, void* recv,
                                                          size_t recv_count, DType dtype,
                                                          ReduceOp op, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   const MPI_Op mop = ctx_->op(dtype, op);
   auto after = avg_step(op, recv, recv_count, dtype, size_);
@@ -192,6 +201,7 @@ std::unique_ptr<Work> MpiCommunicator::do_reduce_scatter(const void* send, void*
 
 std::unique_ptr<Work> MpiCommunicator::do_broadcast(void* buf, size_t count, DType dtype, int root,
                                                     bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   const WaitInfo call = next_call("broadcast", count, dtype);
   if (!async) {
@@ -207,6 +217,7 @@ std::unique_ptr<Work> MpiCommunicator::do_broadcast(void* buf, size_t count, DTy
 
 std::unique_ptr<Work> MpiCommunicator::do_all_to_all(const void* send, void* recv, size_t count,
                                                      DType dtype, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   const int n = to_int(count);
   const WaitInfo call = next_call("all_to_all", count, dtype);
@@ -226,6 +237,7 @@ std::unique_ptr<Work> MpiCommunicator::do_all_to_all_v(const void* send,
                                                        void* recv,
                                                        std::span<const size_t> recv_counts,
                                                        DType dtype, bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const MPI_Datatype t = ctx_->datatype(dtype);
   size_t total = 0;
   for (size_t c : send_counts) total += c;
@@ -247,6 +259,7 @@ std::unique_ptr<Work> MpiCommunicator::do_all_to_all_v(const void* send,
 }
 
 std::unique_ptr<Work> MpiCommunicator::do_barrier(bool async) {
+  const auto in_mpi = ctx_->enter_mpi();
   const std::string what = "barrier on communicator '" + name_ + "'";
   const WaitInfo call = next_call("barrier");
   if (!async) {

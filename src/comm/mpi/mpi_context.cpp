@@ -68,7 +68,12 @@ void MpiWork::wait() {
     ctx_->remove_waiter();
   } else if (!op_->is_done()) {
     MPI_Status status;
-    op_->complete(MPI_Wait(&op_->request, &status));
+    int rc = MPI_SUCCESS;
+    {
+      const auto in_mpi = ctx_->enter_mpi();
+      rc = MPI_Wait(&op_->request, &status);
+    }
+    op_->complete(rc);
   }
   std::lock_guard lock(op_->mu);
   if (op_->error) std::rethrow_exception(op_->error);
@@ -79,7 +84,11 @@ bool MpiWork::test() {
   if (ctx_->has_progress_thread()) return false;
   int flag = 0;
   MPI_Status status;
-  const int rc = MPI_Test(&op_->request, &flag, &status);
+  int rc = MPI_SUCCESS;
+  {
+    const auto in_mpi = ctx_->enter_mpi();
+    rc = MPI_Test(&op_->request, &flag, &status);
+  }
   if (rc != MPI_SUCCESS || flag) op_->complete(rc);
   return rc != MPI_SUCCESS || flag;
 }
@@ -105,7 +114,7 @@ MpiContext::MpiContext(const CommOptions& options) : options_(options) {
   AXONN_MPI_CHECK(MPI_Op_create(&bf16_max_fn, 1, &bf16_max_), "creating the bf16 max");
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
-  if (options_.timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(options_.timeout_s, level >= MPI_THREAD_MULTIPLE);
+  if (options_.timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(options_.timeout_s, level >= MPI_THREAD_MULTIPLE, mpi_mu_);
   if (options_.progress_thread) {
     if (level < MPI_THREAD_MULTIPLE) {
       log_warn("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: no progress thread; "
@@ -179,7 +188,11 @@ void MpiContext::run() {
     indices.resize(active.size());
     statuses.resize(active.size());
     int completed = 0;
-    const int rc = MPI_Testsome(n, requests.data(), &completed, indices.data(), statuses.data());
+    int rc = MPI_SUCCESS;
+    {
+      const auto in_mpi = enter_mpi();
+      rc = MPI_Testsome(n, requests.data(), &completed, indices.data(), statuses.data());
+    }
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
       // The call itself failed: nothing can be known about the requests any more; fail them all.
       for (auto& op : active) op->complete(rc);

@@ -13,6 +13,13 @@
 //  * Work::wait() blocks on a condition variable; it never calls MPI on a request the progress
 //    thread owns (two threads testing one request is erroneous MPI).
 // Blocking collectives call MPI's blocking functions directly on the calling thread.
+//  * one thread at a time in MPI (enter_mpi(): the caller of a collective from its start to its
+//    return, the progress thread for each poll). A blocking call progresses every request in flight
+//    anyway, so nothing waits for this. Open MPI 4.1's TCP transport driven by two threads at once
+//    now and then loses a socket's readiness: a job across hosts then sits still until TCP's next
+//    zero-window probe (seconds, then minutes, doubling; tests/multihost, 8 ranks on 4 namespace
+//    hosts: one run in five to ten stalled 5 s to over 250 s). The watchdog polls under it too, unless it has been held for seconds
+//    (watchdog.hpp).
 // This needs MPI_THREAD_MULTIPLE. Without a progress thread, test() and wait() call MPI_Test and
 // MPI_Wait themselves.
 #pragma once
@@ -71,6 +78,9 @@ class MpiContext {
   // The deadline keeper of every blocking wait (null when options.timeout_s <= 0).
   Watchdog* watchdog() const { return watchdog_.get(); }
 
+  // The right to call MPI on this rank (see above): held by the main thread through each collective
+  // call and by the progress thread through each poll.
+  std::unique_lock<std::mutex> enter_mpi() { return std::unique_lock(mpi_mu_); }
   // Hands a started request over to the progress thread.
   void submit(std::shared_ptr<PendingOp> op);
   // While any thread is blocked in wait(), the progress thread polls without pausing.
@@ -85,6 +95,7 @@ class MpiContext {
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_max_ = MPI_OP_NULL;
 
+  std::mutex mpi_mu_;  // enter_mpi()
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<PendingOp>> incoming_;  // guarded by mu_

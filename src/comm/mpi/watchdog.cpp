@@ -34,6 +34,8 @@ constexpr int kQueryTag = 1;
 constexpr int kReplyTag = 2;
 constexpr int kReplyBytes = 480;
 constexpr auto kPoll = std::chrono::milliseconds(100);
+// how long the watchdog waits for the right to call MPI before it polls for questions without it
+constexpr auto kUnlockedPollAfter = std::chrono::seconds(2);
 
 std::string activity() {
   std::lock_guard lock(g_activity_mu);
@@ -62,7 +64,8 @@ std::set<Watchdog*> g_live;
 // Called at the start of MPI_Finalize (the delete callback of an attribute on MPI_COMM_SELF).
 int stop_watchdogs_at_finalize(MPI_Comm, int, void*, void*);
 
-Watchdog::Watchdog(double timeout_s, bool thread_multiple) : timeout_s_(timeout_s), multiple_(thread_multiple) {
+Watchdog::Watchdog(double timeout_s, bool thread_multiple, std::mutex& mpi_mu)
+    : timeout_s_(timeout_s), multiple_(thread_multiple), mpi_mu_(mpi_mu) {
   if (timeout_s_ <= 0) return;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -80,7 +83,7 @@ Watchdog::Watchdog(double timeout_s, bool thread_multiple) : timeout_s_(timeout_
     g_live.insert(this);
   }
   if (multiple_) MPI_Irecv(&query_buf_, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, comm_, &query_);
-  last_end_ = Clock::now();
+  last_end_ = last_poll_ = Clock::now();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -178,7 +181,14 @@ void Watchdog::run() {
         break;
       }
     lock.unlock();
-    answer_queries();
+    {
+      std::unique_lock in_mpi(mpi_mu_, std::try_to_lock);
+      if (in_mpi.owns_lock() || Clock::now() - last_poll_ >= kUnlockedPollAfter) {
+        answer_queries();
+        last_poll_ = Clock::now();
+      }
+    }
+    // (a wait this long has held the rank for minutes: asking the others goes without the right)
     if (overdue) expire(*overdue, std::chrono::duration<double>(Clock::now() - overdue->since).count());
     lock.lock();
   }

@@ -11,6 +11,9 @@
 // answer or silence, and brings the job down with MPI_Abort. It never hangs.
 //
 // Answering needs MPI_THREAD_MULTIPLE; without it the watchdog still prints its own wait and aborts.
+// Its polls for questions take the rank's right to call MPI (mpi_mu, MpiContext::enter_mpi) when it
+// is free, and go without it only once it has been held for kUnlockedPollAfter, a wait long enough
+// that the rank may be stuck and must still answer.
 #pragma once
 
 #include <mpi.h>
@@ -42,7 +45,8 @@ struct WaitInfo {
 class Watchdog {
  public:
   // timeout_s <= 0: no deadline (nothing runs). Collective over MPI_COMM_WORLD (duplicates it).
-  explicit Watchdog(double timeout_s, bool thread_multiple);
+  // mpi_mu: the rank's right to call MPI (outlives this).
+  Watchdog(double timeout_s, bool thread_multiple, std::mutex& mpi_mu);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -66,6 +70,8 @@ class Watchdog {
 
   double timeout_s_;
   bool multiple_;
+  std::mutex& mpi_mu_;
+  Clock::time_point last_poll_;  // the watchdog thread's: when it last polled for questions
   MPI_Comm comm_ = MPI_COMM_NULL;  // the watchdog's own world
   int rank_ = 0, size_ = 1;
   mutable std::mutex mu_;
