@@ -18,8 +18,8 @@
 //    anyway, so nothing waits for this. Open MPI 4.1's TCP transport driven by two threads at once
 //    now and then loses a socket's readiness: a job across hosts then sits still until TCP's next
 //    zero-window probe (seconds, then minutes, doubling; tests/multihost, 8 ranks on 4 namespace
-//    hosts: one run in five to ten stalled 5 s to over 250 s). The watchdog polls under it too, unless it has been held for seconds
-//    (watchdog.hpp).
+//    hosts: one run in five to ten stalled 5 s to over 250 s). The watchdog polls under it too,
+//    unless it has been held for seconds (watchdog.hpp).
 // This needs MPI_THREAD_MULTIPLE. Without a progress thread, test() and wait() call MPI_Test and
 // MPI_Wait themselves.
 #pragma once

@@ -188,7 +188,7 @@ void Watchdog::run() {
         last_poll_ = Clock::now();
       }
     }
-    // (a wait this long has held the rank for minutes: asking the others goes without the right)
+    // expire() asks the others without the right to call MPI: a wait past the deadline may hold it
     if (overdue) expire(*overdue, std::chrono::duration<double>(Clock::now() - overdue->since).count());
     lock.lock();
   }
