@@ -81,6 +81,50 @@ TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
   k::set_gemm_backend(k::GemmBackend::kOneDnn);
 }
 
+// The few-row path (M <= 8: a decode step's linears, one row per sequence) for every row count, with K long
+// enough for its vector loop and a tail, N not a multiple of the outputs it computes at once, fp32 and bf16
+// inputs: against double sums, and each row bitwise the same computed alone as in the batch (a sequence
+// decodes the same alone and in a batch).
+TEST(Gemm, FewRowsMatchDoubleSumsAndEachRowAloneEqualsItInTheBatch) {
+  const int Nn = 11, K = 53, lda = 60, ldb = 61, ldc = 12;
+  namespace ax = axonn;
+  for (int M = 1; M <= 8; M++)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool bf16 : {false, true}) {
+          Vec A = randn(60 * lda, 1), Bm = randn(60 * ldb, 2), Cm = randn(M * ldc, 3), ref = Cm;
+          std::vector<uint16_t> A16(A.size()), B16(Bm.size());
+          for (size_t i = 0; i < A.size(); i++) A16[i] = ax::f32_to_bf16(A[i]);
+          for (size_t i = 0; i < Bm.size(); i++) B16[i] = ax::f32_to_bf16(Bm[i]);
+          auto a_at = [&](int64_t i) { return bf16 ? ax::bf16_to_f32(A16[i]) : A[i]; };
+          auto b_at = [&](int64_t i) { return bf16 ? ax::bf16_to_f32(B16[i]) : Bm[i]; };
+          for (int i = 0; i < M; i++)
+            for (int j = 0; j < Nn; j++) {
+              double acc = 0;
+              for (int p = 0; p < K; p++)
+                acc += (double)a_at(ta ? p * lda + i : i * lda + p) * b_at(tb ? j * ldb + p : p * ldb + j);
+              ref[i * ldc + j] = (float)(0.5 * acc + 2.0 * Cm[i * ldc + j]);
+            }
+          auto product = [&](int64_t rows, int64_t first_row, float* C) {
+            const int64_t offset = ta ? first_row : first_row * lda;  // op(A)'s row first_row onward
+            if (bf16)
+              k::gemm_bf16(ta, tb, rows, Nn, K, 0.5f, A16.data() + offset, lda, B16.data(), ldb, 2.0f, C, ldc);
+            else
+              k::sgemm(ta, tb, rows, Nn, K, 0.5f, A.data() + offset, lda, Bm.data(), ldb, 2.0f, C, ldc);
+          };
+          Vec batch = Cm;
+          product(M, 0, batch.data());
+          const std::string what = "M=" + std::to_string(M) + " ta=" + std::to_string(ta) +
+                                   " tb=" + std::to_string(tb) + (bf16 ? " bf16" : " fp32");
+          EXPECT_TRUE(allclose(batch, ref, 1e-4f, 1e-4f)) << what;
+          for (int i = 0; i < M; i++) {
+            Vec alone(Cm.begin() + i * ldc, Cm.begin() + (i + 1) * ldc);
+            product(1, i, alone.data());
+            for (int j = 0; j < Nn; j++) EXPECT_EQ(alone[j], batch[i * ldc + j]) << what << " row " << i << " col " << j;
+          }
+        }
+}
+
 // A rate, positive and finite, whatever the load (a threshold on it would be a timed test: it failed when the
 // machine was saturated and the test ran at low priority)
 TEST(Gemm, MeasuredRateIsPositive) {
