@@ -1,9 +1,13 @@
 #include "axonn/core/log.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace axonn {
 namespace {
@@ -114,6 +119,23 @@ void log_message(LogLevel level, const char* fmt, ...) {
   pending += line;
   pending.erase(0, write_some(fd, pending));
   if (pending.size() > kMaxPending) pending.erase(0, pending.size() - kMaxPending);  // the newest lines stay
+}
+
+void await_output_taken(int fd, int max_ms) {
+  std::fflush(fd == STDOUT_FILENO ? stdout : stderr);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;
+  if (S_ISFIFO(st.st_mode)) {
+    constexpr int kPollMs = 2;
+    for (int waited = 0; waited < max_ms; waited += kPollMs) {
+      int unread = 0;
+      if (::ioctl(fd, FIONREAD, &unread) != 0 || unread == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+    }
+    return;
+  }
+  if (::isatty(fd) && std::getenv("OMPI_COMM_WORLD_RANK"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(max_ms, kTerminalHandOverMs)));
 }
 
 void flush_log_output(int wait_ms) {

@@ -2,6 +2,8 @@
 //
 //   axonn generate --init model.bin --prompt "Once upon a time" --max-new-tokens 100 --temperature 0.8 --top-k 40
 //   mpirun -np 4 axonn generate --init runs/x/checkpoints --grid 2,2,1,1 --prompt-ids 50256 --print-ids
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -157,6 +159,9 @@ int run_generate(const GenerateFlags& f) {
   auto is_stop = [&](int id) { return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end(); };
   // one sample streams its text as it comes; several are printed whole, one after another
   std::unique_ptr<text::StreamDecoder> stream;
+  // the lines logged so far reach the terminal before the samples, and the samples before the rate line,
+  // also under a launcher that forwards the two outputs separately (await_output_taken)
+  if (printer) await_output_taken(STDERR_FILENO);
   if (printer && !f.print_ids && f.num_samples == 1) {
     stream = std::make_unique<text::StreamDecoder>(*tok);
     for (int id : prompt) std::fputs(stream->push(id).c_str(), stdout);
@@ -190,7 +195,7 @@ int run_generate(const GenerateFlags& f) {
         std::printf("%s\n", line.c_str());
       }
     }
-    std::fflush(stdout);
+    await_output_taken(STDOUT_FILENO);
     if (!samples_path.empty()) {  // appended: the file keeps every generation's samples, oldest first
       const std::string before = std::filesystem::exists(samples_path) ? checkpoint::read_text_file(samples_path) : "";
       checkpoint::write_file_atomic(samples_path, before + samples_entry(f, prompt, samples, tok.get(), is_stop));

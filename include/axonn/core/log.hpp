@@ -27,6 +27,15 @@ void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(pri
 // Writes the lines log_message could not write yet (an output made non-blocking by a stop signal,
 // and full: train/stop.cpp), waiting up to `wait_ms` for room; then forgets any it still cannot write.
 void flush_log_output(int wait_ms);
+// Waits, at most `max_ms`, until what this process wrote to `fd` (STDOUT_FILENO or STDERR_FILENO, flushed)
+// has been taken by its reader, so that what it writes next to the other output cannot overtake it. A
+// launcher forwards a rank's two outputs separately and in no fixed order (Open MPI's mpirun: standard
+// output through a terminal, standard error through a pipe): `mpirun axonn generate` printed its rate line
+// inside the sample it followed in 6 runs of 20. For a pipe: until it holds no unread byte. A terminal keeps
+// no count a writer can read: under a launcher (OMPI_COMM_WORLD_RANK set), a pause of kTerminalHandOverMs.
+// A file, or a terminal of the process's own, needs no wait.
+void await_output_taken(int fd, int max_ms = 1000);
+inline constexpr int kTerminalHandOverMs = 100;
 #define AXONN_LOG_FN(name, level)                                                  \
   template <typename... Args>                                                      \
   void name(const char* fmt, Args... args) {                                       \

@@ -4,7 +4,7 @@
 # written from GPT-2's formulas); text in and out through a byte-level tokenizer of the model's 500 ids;
 # the same output on grids of 1, 2 and 4 ranks, greedy and sampled; the Llama oracle's Hugging Face
 # directory on every grid; a checkpoint directory; seeds; bad input refused with a
-# clear message (once, every rank exiting 2).
+# clear message (once, every rank exiting 2); the log lines and the sample in order under mpirun.
 # Usage: cli_generate.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC   (exit 77: skipped, the reason printed)
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,6 +79,29 @@ case "$case_name" in
     gen 1 "$tmp/three" --prompt "hello" --tokenizer "$tmp/tok.json" --max-new-tokens 10 --num-samples 3 --seed 1
     [ "$(grep -c '^--- sample [123]$' "$tmp/three")" -eq 3 ] || fail "want 3 sample headers: $(cat "$tmp/three")"
     [ "$(grep -c '^hello' "$tmp/three")" -eq 3 ] || fail "want each sample to start with the prompt" ;;
+
+  outputs_in_order)
+    # under mpirun, which forwards a rank's standard output and error separately, both into one file as a
+    # terminal shows them: the log lines before the sample, the sample whole on its line, the rate line
+    # last (before the fix the rate line or the header landed inside the sample in 6 runs of 20)
+    tokenizer
+    gen 1 "$tmp/alone" --prompt "hello there" --tokenizer "$tmp/tok.json" --max-new-tokens 40 --temperature 0
+    for np in 1 2 1 2 1 2 1 2 1 2; do
+      timeout -k 10 "$CLI_TIMEOUT" "$mpiexec" -n "$np" --oversubscribe "$axonn" generate --init "$gen_model" \
+        --prompt "hello there" --tokenizer "$tmp/tok.json" --max-new-tokens 40 --temperature 0 --grid "$np,1,1,1" \
+        >"$tmp/both" 2>&1 || fail "exit code $? for generate on $np ranks"
+      cp "$tmp/both" "$tmp/out"
+      sample_line=$(grep -n "^hello there" "$tmp/both" | cut -d: -f1)
+      [ -n "$sample_line" ] || fail "no line starts with the sample on $np ranks"
+      [ "$(sed -n "${sample_line}p" "$tmp/both")" = "$(cat "$tmp/alone")" ] ||
+        fail "the sample is not whole on its line on $np ranks"
+      [ "$(grep -Ec '^(\[rank 0/2\] )?generate  ' "$tmp/both")" -ge 3 ] ||
+        fail "want the log lines on their own lines ($np ranks)"
+      sed -n "1,$((sample_line - 1))p" "$tmp/both" | grep -q 'generate  weights of' ||
+        fail "the model's line comes after the sample on $np ranks"
+      tail -1 "$tmp/both" | grep -Eq '^(\[rank 0/2\] )?generate  40 new tokens in .* tokens/s$' ||
+        fail "the rate line is not the last line on $np ranks"
+    done ;;
 
   grids_same_output)
     tokenizer
