@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "axonn/core/error.hpp"
+#include "axonn/infer/decode_threads.hpp"
+#include "axonn/kernels/gemm.hpp"
 
 namespace axonn::infer {
 
@@ -64,7 +68,7 @@ std::vector<int> stop_ids(const model::GptConfig& config, const text::Tokenizer*
 
 Generator::Generator(const model::GptConfig& config, const parallel::Grid& grid, int sequences, int context,
                      kernels::Backend backend, DType precision)
-    : grid_(grid) {
+    : grid_(grid), backend_(backend) {
   AXONN_CHECK_ARG(sequences >= 1, "the number of sequences (--num-samples) must be >= 1, got ", sequences);
   AXONN_CHECK_ARG(context >= 1 && context <= config.max_seq_len, "the context of ", context,
                   " positions does not fit the model's ", config.max_seq_len);
@@ -95,6 +99,7 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   prompts.resize(static_cast<size_t>(B), given[0]);
   check_sampling(options.sampling);
   AXONN_CHECK_ARG(options.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got ", options.max_new_tokens);
+  AXONN_CHECK_ARG(options.decode_threads >= 0, "--decode-threads must be auto or >= 1, got ", options.decode_threads);
   int shortest = T;
   for (const std::vector<int>& p : prompts) {
     AXONN_CHECK_ARG(!p.empty(), "the prompt is empty: give at least one token");
@@ -157,13 +162,25 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   stats_.prefill_seconds = seconds_since(t0);
   // decode: one position per step, until every sequence is done (the longer prompts' tokens first)
   t0 = std::chrono::steady_clock::now();
+  // the decode's CPU threads: measured (with more than one), or as asked
+  const bool cpu = backend_ != kernels::Backend::kCuda;
+  const int command_threads = kernels::cpu_threads();
+  std::optional<DecodeThreads> threads;
+  if (cpu && options.decode_threads == 0 && command_threads > 1)
+    threads.emplace(command_threads, kernels::set_cpu_threads);
+  if (cpu && options.decode_threads > 0) kernels::set_cpu_threads(std::min(options.decode_threads, command_threads));
   while (!all_done() && pos < T - 1) {  // (a token at position T - 1 ends every sequence)
+    const auto step_start = std::chrono::steady_clock::now();
+    if (threads) threads->before_step();
     gpt_->forward_cached(next.data(), pos, 1, logits.data());
     stats_.decode_tokens += B;
     pos++;
     choose(pos);
+    if (threads) threads->after_step(seconds_since(step_start));
   }
   stats_.decode_seconds = seconds_since(t0);
+  if (threads) stats_.decode_threads = threads->chosen();
+  if (cpu) kernels::set_cpu_threads(command_threads);  // the command's threads again, for what follows
   out.resize(given.size());
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "axonn/core/host.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/infer/generator.hpp"
+#include "axonn/kernels/gemm.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
 #include "axonn/train/run_dir.hpp"
@@ -28,7 +30,7 @@ namespace axonn::tools {
 namespace {
 
 struct GenerateFlags {
-  std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu", dtype = "fp32";
+  std::string init, grid, prompt, prompt_ids, tokenizer, kernels = "cpu", dtype = "fp32", decode_threads = "auto";
   std::string run_dir;  // append the prompt and samples to RUN_DIR/samples.txt (axonn report shows them)
   bool have_prompt = false, print_ids = false, print_logprobs = false;
   int max_new_tokens = 64, num_samples = 1;
@@ -96,8 +98,18 @@ int run_generate(const GenerateFlags& f) {
   AXONN_CHECK_ARG(f.max_new_tokens >= 1, "--max-new-tokens must be >= 1, got ", f.max_new_tokens);
   AXONN_CHECK_ARG(f.num_samples >= 1, "--num-samples must be >= 1, got ", f.num_samples);
   infer::check_sampling(f.sampling);
-  AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate has no CUDA kernels yet (the attention over the KV cache); "
-                                       "use --kernels cpu");
+  int decode_threads = 0;  // auto
+  if (f.decode_threads != "auto") {
+    char* end = nullptr;
+    const long n = std::strtol(f.decode_threads.c_str(), &end, 10);
+    AXONN_CHECK_ARG(!f.decode_threads.empty() && *end == '\0' && n >= 1 && n <= 4096, "--decode-threads must be "
+                    "auto or a thread count >= 1, got '", f.decode_threads, "'");
+    decode_threads = static_cast<int>(n);
+  }
+  // the fp32 CUDA table has the KV cache's kernels (tested against ref on a GPU by test_cuda_kernels), but the
+  // generator's path on a device (its set-up, the logits brought back each step) has never run on one
+  AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate does not run on a GPU yet (its CUDA kernels exist, but "
+                                       "generation on a device has not been tested); use --kernels cpu");
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
   const DType precision = parse_precision(f.dtype);
   const std::string samples_path = f.run_dir.empty() ? "" : samples_file(f.run_dir);
@@ -155,6 +167,7 @@ int run_generate(const GenerateFlags& f) {
   o.sampling = f.sampling;
   o.stop_ids = infer::stop_ids(mc, tok.get());
   o.logprobs = f.print_logprobs;
+  o.decode_threads = decode_threads;
   const bool printer = grid.rank() == 0;
   auto is_stop = [&](int id) { return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end(); };
   // one sample streams its text as it comes; several are printed whole, one after another
@@ -203,11 +216,16 @@ int run_generate(const GenerateFlags& f) {
   }
   const infer::GenerateStats& st = gen.last_stats();
   auto rate = [](int64_t tokens, double s) { return s > 0 ? static_cast<double>(tokens) / s : 0.0; };
+  // the decode's threads, when the generator chose them (more than one thread on the CPU: infer/generator.cpp)
+  const std::string threads =
+      st.decode_threads > 0 ? " on " + std::to_string(st.decode_threads) + " of " +
+                                  std::to_string(kernels::cpu_threads()) + " threads (the faster, measured)"
+                            : "";
   log_info("generate  %lld new tokens in %.2f s after a start of %.2f s: prefill %lld tokens in %.3f s (%.0f "
-           "tokens/s), decode %.1f tokens/s",
+           "tokens/s), decode %.1f tokens/s%s",
            static_cast<long long>(st.new_tokens), st.prefill_seconds + st.decode_seconds, start_seconds,
            static_cast<long long>(st.prompt_tokens), st.prefill_seconds, rate(st.prompt_tokens, st.prefill_seconds),
-           rate(st.decode_tokens, st.decode_seconds));
+           rate(st.decode_tokens, st.decode_seconds), threads.c_str());
   return 0;
 }
 
@@ -242,7 +260,10 @@ void add_generate_command(CLI::App& app, Action* action) {
   sub->add_flag("--print-logprobs", f->print_logprobs,
                 "with --print-ids: after each sample's ids, a line of their log-probabilities under the model "
                 "(log-softmax of the logits, before temperature and cuts)");
-  sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: not built yet for generation)");
+  sub->add_option("--decode-threads", f->decode_threads, "the decode's CPU threads: auto (default: the command's "
+                  "threads or fewer, whichever decodes faster, timed as it runs) or a count (at most the command's); "
+                  "the output is the same");
+  sub->add_option("--kernels", f->kernels, "kernel backend: cpu or ref (cuda: generation has not run on a GPU yet)");
   sub->add_option("--run-dir", f->run_dir, "also append the prompt and the samples to DIR/samples.txt: the model's "
                                            "training run directory, whose report (axonn report DIR) then shows them");
   sub->add_option("--dtype", f->dtype, "fp32 (default) or bf16: bf16 weights, activations and KV cache with fp32 "

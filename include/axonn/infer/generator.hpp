@@ -37,6 +37,9 @@ struct GenerateOptions {
   // Keep each new token's log-probability under the model (log-softmax of its logits, before any
   // temperature or cut): Generator::last_logprobs().
   bool logprobs = false;
+  // The decode's CPU threads: 0 measures them (infer/decode_threads.hpp: the command's threads or fewer,
+  // whichever decodes faster); n > 0 runs the decode on min(n, the command's threads). The output is the same.
+  int decode_threads = 0;
 };
 
 // GPT-2's end of text (50256, when the vocabulary has it); Llama's eos ids (config.json's eos_token_id).
@@ -55,6 +58,7 @@ struct GenerateStats {
   int64_t prompt_tokens = 0, new_tokens = 0;  // over all sequences
   int64_t decode_tokens = 0;                  // tokens run through the model by the decode steps (B per step)
   double prefill_seconds = 0, decode_seconds = 0;
+  int decode_threads = 0;  // the CPU threads the decode settled on (measured, generator.cpp); 0: not chosen
 };
 
 class Generator {
@@ -94,6 +98,7 @@ class Generator {
 
  private:
   const parallel::Grid& grid_;
+  kernels::Backend backend_;
   std::unique_ptr<model::Gpt> gpt_;
   GenerateStats stats_;
   std::vector<std::vector<double>> logprobs_;

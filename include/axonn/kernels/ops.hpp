@@ -35,7 +35,7 @@ using bf16 = uint16_t;
 // kept between ops (the norms' mean and rstd, the attention's saved softmax, the row values the caller
 // completes between steps), the losses, the parameter gradients, the master weights and AdamW's moments.
 // A null entry is an op the table does not provide, which callers check: the fp32 tables have no casts
-// (there are no copies of the weights to make), the bf16 tables no inference with a KV cache yet.
+// (there are no copies of the weights to make), the bf16 CUDA table no inference with a KV cache yet.
 template <class E>
 struct OpTable {
   // Token embedding over a range of vocabulary rows (the whole table on one rank):
@@ -154,7 +154,7 @@ struct OpTable {
   // dinp += dout folded back: q's gradient, and each KV head's the sum of its G copies'
   void (*repeat_kv_backward)(E* dinp, const E* dout, int64_t N, int NH, int NKV, int HS);
 
-  // --- inference with a KV cache (docs/generate.md; the CPU tables, fp32 and bf16; null in the CUDA ones) ---
+  // --- inference with a KV cache (docs/generate.md; the CPU tables, fp32 and bf16, and the fp32 CUDA table) ---
   // n new positions [pos, pos + n) of each of B sequences; row b*n + i of qkv [B*n, (NH + 2 NKV) HS]
   // holds q | k | v (NKV heads in k and v; NKV = NH without grouping). The cache kcache, vcache
   // [B, Tc, NKV*HS] holds the keys and values of positions [0, Tc) of each sequence.
@@ -180,7 +180,7 @@ void register_cuda_ops(const Ops* ops);
 //   AXONN_OPS_ON_E: the ops on activations and weights of the element type E, in every table;
 //   AXONN_OPS_ON_F32_GRADS: the ops on the fp32 parameter gradients (a bf16 table takes its fp32 table's);
 //   AXONN_OPS_CASTS: the weights' copies in E (bf16 tables only);
-//   AXONN_OPS_KV_CACHE: inference with a KV cache (the CPU tables).
+//   AXONN_OPS_KV_CACHE: inference with a KV cache (the CPU tables and the fp32 CUDA table).
 // The implementations' declarations below and every backend's table (AXONN_FILL_OPS) are generated from
 // these names and OpTable's member types: a new op is a member of OpTable, its name here, and its
 // implementations. A member left out of the lists fails the static_assert below.

@@ -10,11 +10,10 @@
 namespace axonn::kernels {
 
 const Ops& cuda_ops() {
-  // every op of the list but the casts (no copies of the weights) and the KV cache's (no CUDA kernels
-  // yet: Gpt::forward_cached refuses the backend)
+  // every op of the list but the casts (no copies of the weights)
   static const Ops filled = [] {
     Ops table{};
-    AXONN_OPS_ON_E(AXONN_FILL_OPS, cuda) AXONN_OPS_ON_F32_GRADS(AXONN_FILL_OPS, cuda)
+    AXONN_FILL_FP32_OPS(cuda)
     return table;
   }();
   return filled;

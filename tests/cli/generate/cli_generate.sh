@@ -80,6 +80,24 @@ case "$case_name" in
     [ "$(grep -c '^--- sample [123]$' "$tmp/three")" -eq 3 ] || fail "want 3 sample headers: $(cat "$tmp/three")"
     [ "$(grep -c '^hello' "$tmp/three")" -eq 3 ] || fail "want each sample to start with the prompt" ;;
 
+  decode_threads)
+    # with 2 threads the decode times 2 and 1 thread in its first steps and runs on the faster: the ids and
+    # log-probabilities are those of 1 thread, bit for bit, whichever it chose (prompts of at most 8 rows,
+    # so that the prefill's products are the few-row ones too)
+    for samples in 1 8; do
+      args=(--prompt-ids 7,1,99 --max-new-tokens 40 --temperature 0 --num-samples "$samples" --print-ids
+            --print-logprobs)
+      OMP_NUM_THREADS=1 gen 1 "$tmp/one" "${args[@]}"
+      expect_no_output "the faster, measured"  # one thread: nothing to choose
+      OMP_NUM_THREADS=2 gen 1 "$tmp/two" "${args[@]}"
+      expect_output "decode [0-9.]+ tokens/s on [12] of 2 threads \(the faster, measured\)$"
+      same "$tmp/two" "$tmp/one"
+      # or as asked: no measuring
+      OMP_NUM_THREADS=2 gen 1 "$tmp/fixed" "${args[@]}" --decode-threads 2
+      expect_no_output "the faster, measured"
+      same "$tmp/fixed" "$tmp/one"
+    done ;;
+
   outputs_in_order)
     # under mpirun, which forwards a rank's standard output and error separately, both into one file as a
     # terminal shows them: the log lines before the sample, the sample whole on its line, the rate line
@@ -255,8 +273,12 @@ PY
     expect_output "--max-new-tokens must be >= 1"
     expect_exit 2 "${g[@]}" --prompt-ids 1 --num-samples 0
     expect_output "--num-samples must be >= 1"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --decode-threads 0
+    expect_output "--decode-threads must be auto or a thread count >= 1, got '0'"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --decode-threads two
+    expect_output "--decode-threads must be auto or a thread count >= 1, got 'two'"
     expect_exit 2 "${g[@]}" --prompt-ids 1 --kernels cuda
-    expect_output "no CUDA kernels yet"
+    expect_output "does not run on a GPU yet"
     expect_exit 2 "${g[@]}" --prompt-ids 1 --grid 2,1,1,1
     expect_output "grid"
     expect_exit 2 "$axonn" generate --prompt-ids 1

@@ -51,6 +51,8 @@ TEST(CudaOps, TableHoldsTheCudaFunctions) {
   EXPECT_EQ(k::cuda_ops().matmul_forward, &k::cuda::matmul_forward);
   EXPECT_EQ(k::cuda_ops().attention_backward, &k::cuda::attention_backward);
   EXPECT_EQ(k::cuda_ops().sum_squares, &k::cuda::sum_squares);
+  EXPECT_EQ(k::cuda_ops().kv_cache_append, &k::cuda::kv_cache_append);
+  EXPECT_EQ(k::cuda_ops().attention_cached_forward, &k::cuda::attention_cached_forward);
 }
 
 TEST_P(CudaKernels, EmbeddingAndPosition) {
@@ -255,6 +257,51 @@ TEST_P(CudaKernels, Attention) {
   k::ref::attention_backward(dqkv.data(), scratch.data(), dy.data(), qkv.data(), nullptr, att.data(), B, T, C, NH);
   k::cuda::attention_backward(d_dqkv.get(), d_scratch.get(), d_dy.get(), d_qkv.get(), nullptr, d_att.get(), B, T, C, NH);
   EXPECT_TRUE(allclose(d_dqkv.host(), dqkv, 1e-4f, 1e-4f));
+}
+
+// The KV cache of inference: a prompt chunk, then positions one at a time (decode), appended and attended over
+// on the device against ref on the host; grouped (2 KV heads for 6 query heads) and not; a head size above a
+// warp; and a cache longer than the 48 KiB of shared memory a kernel gets without asking (13,000 positions).
+TEST(CudaKernelsKvCache, AppendAndAttendOverTheCacheMatchRef) {
+  AXONN_REQUIRE_GPU();
+  struct Case {
+    int B, NH, NKV, HS, Tc;
+    std::vector<int> chunks;
+  };
+  const Case cases[] = {{2, 6, 2, 20, 37, {5, 1, 1, 1, 3}}, {3, 4, 4, 70, 16, {9, 1, 1}},
+                        {1, 2, 1, 8, 13000, {3, 1}}};
+  for (const Case& c : cases) {
+    const int Q = c.NH * c.HS, K = c.NKV * c.HS, W = Q + 2 * K;
+    const size_t cache = static_cast<size_t>(c.B) * c.Tc * K;
+    Vec kc(cache, 7.0f), vc(cache, 7.0f);
+    Dev d_kc(kc), d_vc(vc);
+    int pos = 0;
+    for (int n : c.chunks) {
+      const Vec qkv = randn(static_cast<size_t>(c.B) * n * W, static_cast<uint32_t>(10 + pos));
+      Vec out(static_cast<size_t>(c.B) * n * Q);
+      k::ref::kv_cache_append(kc.data(), vc.data(), qkv.data(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
+      k::ref::attention_cached_forward(out.data(), qkv.data(), kc.data(), vc.data(), c.B, n, pos, c.Tc, c.NH, c.NKV,
+                                       c.HS);
+      Dev d_qkv(qkv), d_out(Vec(out.size(), 9.0f));
+      k::cuda::kv_cache_append(d_kc.get(), d_vc.get(), d_qkv.get(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
+      k::cuda::attention_cached_forward(d_out.get(), d_qkv.get(), d_kc.get(), d_vc.get(), c.B, n, pos, c.Tc, c.NH,
+                                        c.NKV, c.HS);
+      const std::string what = "NH=" + std::to_string(c.NH) + " NKV=" + std::to_string(c.NKV) +
+                               " HS=" + std::to_string(c.HS) + " Tc=" + std::to_string(c.Tc) +
+                               " chunk of " + std::to_string(n) + " at " + std::to_string(pos);
+      EXPECT_TRUE(allclose(d_kc.host(), kc, 0, 0)) << what;  // copies: exact, and nothing else written
+      EXPECT_TRUE(allclose(d_vc.host(), vc, 0, 0)) << what;
+      EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f)) << what;
+      pos += n;
+    }
+  }
+}
+
+TEST(CudaKernelsKvCache, PositionsBeyondTheCacheAreRefusedBeforeAnyLaunch) {
+  // no device needed: the checks run first
+  EXPECT_THROW(k::cuda::kv_cache_append(nullptr, nullptr, nullptr, 1, 4, 14, 16, 2, 2, 8), axonn::InvalidArgument);
+  EXPECT_THROW(k::cuda::attention_cached_forward(nullptr, nullptr, nullptr, nullptr, 1, 1, 0, 16, 3, 2, 8),
+               axonn::InvalidArgument);
 }
 
 TEST_P(CudaKernels, GeluAndResidual) {
