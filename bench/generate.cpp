@@ -1,5 +1,6 @@
 // bench/generate — greedy generation with the KV cache against full recompute, one rank (issue 15's
-// benchmark): a model preset with random weights, a prompt of --prompt-len ids, --new-tokens greedy tokens.
+// benchmark): a model preset with random weights, set up as `axonn generate` sets up (infer/setup.hpp), a
+// prompt of --prompt-len ids, --new-tokens greedy tokens.
 //
 //   build/bin/bench_generate [--model gpt2-124m] [--prompt-len 16] [--new-tokens 256] [--recompute-tokens N]
 //
@@ -20,8 +21,8 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/infer/generator.hpp"
+#include "axonn/infer/setup.hpp"
 #include "axonn/model/gpt_config.hpp"
-#include "axonn/parallel/grid.hpp"
 
 using namespace axonn;
 
@@ -48,11 +49,16 @@ int main(int argc, char** argv) {
                  cfg.max_seq_len);
     return 2;
   }
+  // the set-up generate and memorization run (infer/setup.hpp), with random weights: data parallel over the job
+  infer::InferenceRequest request;
+  request.config = cfg;
+  request.context = context;
+  request.tag = "bench";
+  request.command = "bench_generate of " + std::to_string(context) + " positions";
+  request.advice = "use a smaller --model or fewer tokens";
+  const infer::InferenceSetup setup = infer::set_up_inference(request);
+  infer::Generator& gen = *setup.generator;
   auto world = comm::world();
-  const parallel::Grid grid(parallel::GridShape{1, 1, 1, world->size()}, world);
-  infer::Generator gen(cfg, grid, 1, context, kernels::Backend::kCpu);
-  gen.model().init_random(1337);
-  gen.model().weights_updated();
   std::vector<int> prompt(static_cast<size_t>(prompt_len));
   for (int i = 0; i < prompt_len; i++) prompt[static_cast<size_t>(i)] = (i * 7919 + 13) % cfg.vocab_size;
 

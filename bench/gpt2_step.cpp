@@ -47,7 +47,7 @@
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
-#include "axonn/train/compute.hpp"
+#include "axonn/launch/compute.hpp"
 #include "axonn/train/peak.hpp"
 #include "axonn/train/step.hpp"
 
@@ -110,15 +110,16 @@ int main(int argc, char** argv) {
     kernels::set_gemm_tuning(kernels::parse_gemm_tuning(tuning));
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     // the kernels, the GPU (node-local rank) and the communicator the grid splits
-    const train::Compute compute = train::setup_compute(kernels_name, comm_name, world);
+    const launch::Compute compute = launch::setup_compute(kernels_name, comm_name, world);
     const bool gpu = compute.backend == kernels::Backend::kCuda;
+    if (!gpu) launch::fit_threads_to_cpus();
     const DType precision = parse_precision(dtype);
     world->barrier();
     // the peak of all ranks in GFLOP/s: given per rank, or measured now by every rank at once
     const bool bf16 = precision == DType::kBF16;
     auto measure_peak = [&] {
       if (peak_tflops > 0) return static_cast<float>(1e3 * peak_tflops * world->size());
-      float p = static_cast<float>(gpu ? 1e3 * train::measure_gpu_bf16_tflops(8192, 5)
+      float p = static_cast<float>(gpu ? 1e3 * launch::measure_gpu_bf16_tflops(8192, 5)
                                        : train::measure_cpu_peak_gflops(*world, bf16, train::kThoroughPeakSizes,
                                                                         train::kThoroughPeakTrials));
       if (gpu) world->all_reduce(&p, 1, DType::kF32, comm::ReduceOp::kMax);  // over world

@@ -165,6 +165,14 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   // the decode's CPU threads: measured (with more than one), or as asked
   const bool cpu = backend_ != kernels::Backend::kCuda;
   const int command_threads = kernels::cpu_threads();
+  // the command's threads again for what follows, also when a step throws (a collective's error, a bad id)
+  struct RestoreThreads {
+    bool cpu;
+    int count;
+    ~RestoreThreads() {
+      if (cpu) kernels::set_cpu_threads(count);
+    }
+  } restore{cpu, command_threads};
   std::optional<DecodeThreads> threads;
   if (cpu && options.decode_threads == 0 && command_threads > 1)
     threads.emplace(command_threads, kernels::set_cpu_threads);
@@ -180,7 +188,6 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
   }
   stats_.decode_seconds = seconds_since(t0);
   if (threads) stats_.decode_threads = threads->chosen();
-  if (cpu) kernels::set_cpu_threads(command_threads);  // the command's threads again, for what follows
   out.resize(given.size());
   return out;
 }

@@ -17,7 +17,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/timer.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "axonn/train/launch.hpp"
+#include "axonn/launch/job.hpp"
 
 namespace axonn::measure {
 namespace {
@@ -201,7 +201,7 @@ int run_comm_bench(const CommBenchOptions& o) {
                           "--iters >= 1, --rounds >= 1, --warmup >= 0");
   const DType dtype = parse_precision(o.dtype);
   parallel::Grid grid(shape, world);
-  const train::Launch launch = train::detect_launch(*world);  // which hosts the ranks are on
+  const launch::Launch launch = launch::detect_launch(*world);  // which hosts the ranks are on
   if (world->rank() == 0) {
     std::printf("# axonn bench comm: grid %s (Gx,Gy,Gz,Gdata), %d ranks, %s, warmup %d, iters %d, "
                 "rounds %d, %s\n", shape.str().c_str(), world->size(), o.dtype.c_str(), o.warmup,

@@ -9,7 +9,7 @@
 #include "axonn/core/log.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/planner/machine.hpp"
-#include "axonn/train/compute.hpp"
+#include "axonn/launch/compute.hpp"
 
 namespace axonn::train {
 
@@ -82,7 +82,7 @@ MfuPeak resolve_mfu_peak(double given_gflops, bool bf16, bool gpu, comm::Communi
   AXONN_CHECK_ARG(given_gflops >= 0, "--peak-gflops must be >= 0 (0 = measure), got ", given_gflops);
   if (given_gflops > 0) return {given_gflops, "given, --peak-gflops"};
   if (gpu) {
-    float tflops = static_cast<float>(measure_gpu_bf16_tflops(8192, 3));
+    float tflops = static_cast<float>(launch::measure_gpu_bf16_tflops(8192, 3));
     world.all_reduce(&tflops, 1, DType::kF32, comm::ReduceOp::kMax);  // over world
     return {1e3 * tflops, "dense bf16 GEMM 8192^3 measured now, the fastest GPU's"};
   }

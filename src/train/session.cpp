@@ -22,7 +22,7 @@
 #include "axonn/kernels/gemm_tuner.hpp"
 #include "axonn/parallel/overlap.hpp"
 #include "axonn/planner/planner.hpp"
-#include "axonn/train/memory_check.hpp"
+#include "axonn/launch/memory_check.hpp"
 #include "checkpointing.hpp"
 #include "hooks.hpp"
 #include "outputs.hpp"
@@ -64,10 +64,10 @@ void check_memory(const TrainConfig& c, const model::GptConfig& mc, const parall
   // batch's inputs and targets (Session::inputs_, targets_). (The synthetic corpus has its own check,
   // open_data's, with its own flag to name.)
   const uint64_t data = 2 * sizeof(int) * static_cast<uint64_t>(c.batch_size) * static_cast<uint64_t>(c.seq_len);
-  const std::vector<MemoryPart> parts = {{"params", m.params},           {"grads", m.grads},
+  const std::vector<launch::MemoryPart> parts = {{"params", m.params},           {"grads", m.grads},
                                          {"optimizer", 2 * m.grads},     {"activations", m.activations},
                                          {"comm buffers", m.comm_buffers}, {"data", data}};
-  check_node_memory(world, parts, "the model " + mc.str() + " with " + std::to_string(micro) + " sequence" +
+  launch::check_node_memory(world, parts, "the model " + mc.str() + " with " + std::to_string(micro) + " sequence" +
                                       (micro > 1 ? "s" : "") + " of " + std::to_string(c.seq_len) +
                                       " tokens per micro-batch",
                     "use a smaller model, a smaller --batch-size or --micro-batch-size or --recompute (activations grow "
@@ -221,7 +221,7 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   c_.trace = outputs_->trace();
   const TrainConfig& c = c_;
   shape_ = resolve_grid(c, choices_, world_->size());
-  launch_ = detect_launch(*world_);
+  launch_ = launch::detect_launch(*world_);
   const kernels::Backend backend = choices_.backend;
   kernels::set_gemm_backend(choices_.gemm);
   kernels::set_gemm_tuning(choices_.gemm_tuning);
@@ -268,7 +268,8 @@ Session::Session(const TrainConfig& config, std::shared_ptr<comm::Communicator> 
   if (start_->resume_manifest) check_data_unchanged(*start_->resume_manifest);
 
   // where it computes (the GPU by node-local rank for cuda) and the communicator the grid splits
-  compute_ = setup_compute(backend, c.comm, world_);
+  compute_ = launch::setup_compute(backend, c.comm, world_);
+  if (compute_.backend != kernels::Backend::kCuda) launch::fit_threads_to_cpus();
 
   // the grid, the model's shards on it, and the optimizer on those shards
   grid_ = std::make_unique<parallel::Grid>(shape_, compute_.grid_world);
@@ -356,8 +357,8 @@ void Session::open_data() {
   if (c.data.empty()) {
     const double bytes = 4.0 * static_cast<double>(c.synthetic_tokens);
     const std::optional<double> room = memory_per_rank();
-    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", format_bytes(bytes),
-                    " of memory on every rank, more than half the ", room ? format_bytes(*room) : "?",
+    AXONN_CHECK_ARG(!room || bytes <= *room / 2, "--synthetic-tokens ", c.synthetic_tokens, " needs ", launch::format_bytes(bytes),
+                    " of memory on every rank, more than half the ", room ? launch::format_bytes(*room) : "?",
                     " free per rank: use a smaller --synthetic-tokens, or --data FILE");
   }
   corpus_ = c.data.empty() ? std::make_unique<data::TokenCorpus>(std::make_unique<data::TokenShard>(

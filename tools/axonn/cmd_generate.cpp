@@ -17,13 +17,13 @@
 #include "axonn/core/host.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/infer/generator.hpp"
+#include "axonn/infer/setup.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/text/tokenizer.hpp"
 #include "axonn/train/run_dir.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
-#include "inference_setup.hpp"
 
 namespace axonn::tools {
 
@@ -106,10 +106,12 @@ int run_generate(const GenerateFlags& f) {
                     "auto or a thread count >= 1, got '", f.decode_threads, "'");
     decode_threads = static_cast<int>(n);
   }
-  // the fp32 CUDA table has the KV cache's kernels (tested against ref on a GPU by test_cuda_kernels), but the
-  // generator's path on a device (its set-up, the logits brought back each step) has never run on one
-  AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate does not run on a GPU yet (its CUDA kernels exist, but "
-                                       "generation on a device has not been tested); use --kernels cpu");
+  // the fp32 CUDA table has the KV cache's kernels and the inference set-up sets a GPU up (infer/setup.hpp), but
+  // generation on a device has never run: the GPU test of it (GpuGenerate in tests/cuda/model/test_cuda_gpt.cpp,
+  // run by scripts/device-check.sh) must pass on a GPU first
+  AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate does not run on a GPU yet (its CUDA kernels and set-up "
+                                       "exist, but generation on a device has not passed its GPU test); use "
+                                       "--kernels cpu");
   const kernels::Backend backend = kernels::parse_backend(f.kernels);
   const DType precision = parse_precision(f.dtype);
   const std::string samples_path = f.run_dir.empty() ? "" : samples_file(f.run_dir);
@@ -147,12 +149,19 @@ int run_generate(const GenerateFlags& f) {
                   "shorten it");
   const int context = std::min<int>(mc.max_seq_len, static_cast<int>(prompt.size()) + f.max_new_tokens);
 
-  const InferenceSetup setup = set_up_inference(
-      source, f.grid, f.num_samples, context, backend, precision, "generate",
-      "axonn generate with " + std::to_string(f.num_samples) + " sample" + (f.num_samples > 1 ? "s" : "") + " of " +
-          std::to_string(context) + " positions",
-      "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with the samples and "
-      "their length), more model-parallel ranks (--grid), or fewer ranks per node");
+  infer::InferenceRequest request;
+  request.config = mc;
+  request.source = source;
+  request.grid = f.grid;
+  request.sequences = f.num_samples;
+  request.context = context;
+  request.backend = backend;
+  request.precision = precision;
+  request.command = "axonn generate with " + std::to_string(f.num_samples) + " sample" +
+                    (f.num_samples > 1 ? "s" : "") + " of " + std::to_string(context) + " positions";
+  request.advice = "use a smaller --num-samples or --max-new-tokens (the KV cache and the activations grow with the "
+                   "samples and their length), more model-parallel ranks (--grid), or fewer ranks per node";
+  const infer::InferenceSetup setup = infer::set_up_inference(request);
   const parallel::Grid& grid = *setup.grid;
   infer::Generator& gen = *setup.generator;
   const std::string& loaded = setup.loaded;

@@ -15,10 +15,10 @@
 #include "axonn/core/log.hpp"
 #include "axonn/eval/memorization.hpp"
 #include "axonn/infer/generator.hpp"
+#include "axonn/infer/setup.hpp"
 #include "axonn/parallel/grid.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 #include "commands.hpp"
-#include "inference_setup.hpp"
 
 namespace axonn::tools {
 
@@ -58,12 +58,18 @@ int run_memorization(const MemorizationFlags& f) {
                        : eval::documents_from_shards(f.shards, tok->document_separator(), mc.vocab_size);
   AXONN_CHECK_ARG(!documents.empty(), "the inputs hold no documents");
 
-  const InferenceSetup setup = set_up_inference(
-      source, f.grid, f.batch, mc.max_seq_len, kernels::Backend::kCpu, DType::kF32, "memorize",
-      "axonn memorization with --batch " + std::to_string(f.batch) + " of " + std::to_string(mc.max_seq_len) +
-          " positions",
-      "use a smaller --batch (the KV cache and the activations grow with it), more model-parallel ranks (--grid), or "
-      "fewer ranks per node");
+  infer::InferenceRequest request;
+  request.config = mc;
+  request.source = source;
+  request.grid = f.grid;
+  request.sequences = f.batch;
+  request.context = mc.max_seq_len;
+  request.tag = "memorize";
+  request.command = "axonn memorization with --batch " + std::to_string(f.batch) + " of " +
+                    std::to_string(mc.max_seq_len) + " positions";
+  request.advice = "use a smaller --batch (the KV cache and the activations grow with it), more model-parallel ranks "
+                   "(--grid), or fewer ranks per node";
+  const infer::InferenceSetup setup = infer::set_up_inference(request);
   const parallel::Grid& grid = *setup.grid;
   infer::Generator& gen = *setup.generator;
   const std::string& loaded = setup.loaded;

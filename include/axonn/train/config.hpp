@@ -74,7 +74,7 @@ struct TrainConfig {
   std::string goldfish_table;                      // --goldfish-table FILE: hash-table's table
   // run
   std::string kernels = "cpu";      // cpu | ref | cuda (the GPU chosen by node-local rank)
-  std::string comm;                 // mpi | nccl | mpi-staged; empty = train::default_comm(kernels)
+  std::string comm;                 // mpi | nccl | mpi-staged; empty = launch::default_comm(kernels)
   std::string dtype = "fp32";       // fp32 | bf16 (mixed precision, docs/precision.md)
   std::string gemm = "onednn";      // onednn | openblas
   std::string gemm_tuning = "off";  // on | off: the GEMM layout tuner (docs/gemm-tuning.md)

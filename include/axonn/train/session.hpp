@@ -25,10 +25,10 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
-#include "axonn/train/compute.hpp"
+#include "axonn/launch/compute.hpp"
 #include "axonn/train/config.hpp"
 #include "axonn/train/guard.hpp"
-#include "axonn/train/launch.hpp"
+#include "axonn/launch/job.hpp"
 #include "axonn/train/peak.hpp"
 #include "axonn/train/step.hpp"
 
@@ -53,8 +53,8 @@ class Session {
   // The grid whose communicators take host buffers (the checkpoints' collectives): grid() itself,
   // or, when the model's communicators take device buffers (NCCL, MPI-staged), a twin over the world.
   const parallel::Grid& host_grid() const { return host_grid_ ? *host_grid_ : *grid_; }
-  const Compute& compute() const { return compute_; }
-  const Launch& launch() const { return launch_; }  // launcher, Slurm job and step, hosts
+  const launch::Compute& compute() const { return compute_; }
+  const launch::Launch& launch() const { return launch_; }  // launcher, Slurm job and step, hosts
   const model::GptConfig& model_config() const { return mc_; }
   model::Gpt& gpt() { return *gpt_; }
   const model::Gpt& gpt() const { return *gpt_; }
@@ -123,8 +123,8 @@ class Session {
   std::unique_ptr<data::BatchLoader> loader_;
   std::unique_ptr<data::TokenCorpus> val_corpus_;
   std::unique_ptr<data::BatchLoader> val_loader_;
-  Compute compute_;
-  Launch launch_;
+  launch::Compute compute_;
+  launch::Launch launch_;
   std::unique_ptr<parallel::Grid> grid_, host_grid_;
   std::unique_ptr<model::Gpt> gpt_;
   std::unique_ptr<optim::AdamW> opt_;

@@ -13,10 +13,12 @@
 
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/comm/factory.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "axonn/data/token_dataset.hpp"
+#include "axonn/infer/setup.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
-#include "axonn/train/compute.hpp"
+#include "axonn/launch/compute.hpp"
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
 #include "common/data_dirs.hpp"
@@ -97,7 +99,7 @@ TEST(GpuOneStep, EqualsCpu) {
   constexpr float kLr = 3e-3f, kEps = 1e-8f;  // AdamWConfig's eps
   auto world = comm::world();
   std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");  // the 1x1x1x1 grid
-  const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
+  const launch::Compute gpu = launch::setup_compute("cuda", "mpi", one);
   const std::string model_path = test::reference_file("gpt2-tiny/model.bin");
   const model::GptConfig cfg = checkpoint::read_llmc_config(model_path);
   const int B = 4, T = 32;
@@ -209,7 +211,7 @@ TEST(GpuLlama, OneStepEqualsCpu) {
   AXONN_REQUIRE_GPU();
   auto world = comm::world();
   std::shared_ptr<comm::Communicator> one = world->split(world->rank(), 0, "alone");
-  const train::Compute gpu = train::setup_compute("cuda", "mpi", one);
+  const launch::Compute gpu = launch::setup_compute("cuda", "mpi", one);
   // tied embeddings, grouped queries and scaled RoPE, at 64 channels: head size 8, the least the bf16 flash
   // attention takes (the CPU tests' 32 channels give head size 4)
   model::GptConfig cfg = test::tiny_llama_tied_scaled();
@@ -249,6 +251,55 @@ TEST(GpuLlama, OneStepEqualsCpu) {
       EXPECT_LE(std::sqrt(diff2), (bf16 ? 5e-2 : 1e-4) * std::sqrt(ref2) + 1e-9)
           << (bf16 ? "bf16 " : "fp32 ") << "gradient of " << model::model_spec(cfg).params[i].name;
     }
+  }
+}
+
+// Generation on the GPU (fp32 KV cache, attention over the cache), set up as `axonn generate --kernels cuda`
+// sets it up (infer::set_up_inference): llm.c's gpt2-tiny from its file and a random Llama with grouped
+// queries, two prompts of different lengths, 20 greedy tokens each: the same ids as on the CPU, and each
+// token's log-probability to fp32 rounding. `axonn generate` refuses --kernels cuda until this has passed
+// on a GPU.
+TEST(GpuGenerate, GreedyIdsAndLogprobsEqualCpu) {
+  AXONN_REQUIRE_GPU();
+  if (comm::world()->size() != 1) GTEST_SKIP() << "generation on a GPU runs on one rank";
+  model::GptConfig llama = test::tiny_llama_tied_scaled();
+  llama.channels = 64;
+  const checkpoint::ModelSource gpt2 = checkpoint::find_model_source(test::reference_file("gpt2-tiny/model.bin"));
+  const std::vector<std::vector<int>> prompts = {{11, 22, 33, 44}, {5, 6}};
+  infer::GenerateOptions o;
+  o.max_new_tokens = 20;
+  o.sampling.temperature = 0;
+  o.stop_ids = {-1};
+  o.logprobs = true;
+  for (const bool from_file : {true, false}) {
+    struct Out {
+      std::vector<std::vector<int>> ids;
+      std::vector<std::vector<double>> logprobs;
+    };
+    auto run = [&](kernels::Backend backend) {
+      infer::InferenceRequest r;
+      r.config = from_file ? gpt2.config : llama;
+      if (from_file) r.source = gpt2;
+      r.random_seed = 7;
+      r.sequences = 2;
+      r.context = 32;
+      r.backend = backend;
+      r.command = "GpuGenerate";
+      const infer::InferenceSetup s = infer::set_up_inference(r);
+      Out out;
+      out.ids = s.generator->generate(prompts, o);
+      out.logprobs = s.generator->last_logprobs();
+      return out;
+    };
+    const Out cpu = run(kernels::Backend::kCpu), cuda = run(kernels::Backend::kCuda);
+    const char* name = from_file ? "gpt2-tiny" : "llama";
+    ASSERT_EQ(cuda.ids, cpu.ids) << name;
+    double worst = 0;
+    for (size_t b = 0; b < cpu.logprobs.size(); b++)
+      for (size_t i = 0; i < cpu.logprobs[b].size(); i++)
+        worst = std::max(worst, std::fabs(cuda.logprobs[b][i] - cpu.logprobs[b][i]));
+    EXPECT_LT(worst, 1e-3) << name;
+    std::printf("GPU generate %s: ids equal the CPU's, max |logprob - CPU's| = %.3g\n", name, worst);
   }
 }
 

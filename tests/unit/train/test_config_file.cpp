@@ -7,7 +7,9 @@
 #include <set>
 #include <string>
 
+#include "axonn/comm/factory.hpp"
 #include "axonn/train/config_file.hpp"
+#include "axonn/train/trainer.hpp"
 #include "expect_error.hpp"
 
 namespace axonn::train {
@@ -110,6 +112,21 @@ TEST(ConfigFile, EffectiveConfigLetsTheCommandLineWinAndNamesTheFileOfABadValue)
   expect_error_with<InvalidArgument>([&] { effective_config(path, flags, {}); },
                                      "--batch-size must be positive, got 0 (" + path + " sets it: [training] batch-size");
   std::remove(path.c_str());
+}
+
+// the config's choices are checked before the run builds anything (here: no grid, no model)
+TEST(Compute, DtypeIsCheckedBeforeAnythingRuns) {
+  TrainConfig c;
+  c.steps = 1;
+  c.quiet = true;
+  c.peak_gflops = 100;
+  c.dtype = "fp16";
+  try {
+    (void)train(c, comm::world());
+    ADD_FAILURE() << "--dtype fp16 ran";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("use fp32 or bf16"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// train/memory_check.cpp — the node's memory against its ranks' sum (include/axonn/train/memory_check.hpp).
-#include "axonn/train/memory_check.hpp"
+// launch/memory_check.cpp — the node's memory against its ranks' sum (include/axonn/launch/memory_check.hpp).
+#include "axonn/launch/memory_check.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/memory_info.hpp"
 
-namespace axonn::train {
+namespace axonn::launch {
 
 std::string format_bytes(double bytes) {
   constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
@@ -50,4 +50,4 @@ void check_node_memory(comm::Communicator& world, const std::vector<MemoryPart>&
                   format_bytes(node_free), " the node has free: ", advice);
 }
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

@@ -1,9 +1,10 @@
-// train/compute.hpp — where a run computes and communicates: the kernel backend (cpu, ref, cuda),
+// launch/compute.hpp — where a run computes and communicates: the kernel backend (cpu, ref, cuda),
 // the GPU it uses (selected by node-local rank), and the communicator its grid is built from
-// (--comm mpi | nccl | mpi-staged). Shared by `axonn train` and bench/gpt2_step.
+// (--comm mpi | nccl | mpi-staged). Shared by `axonn train`, bench/gpt2_step and the inference
+// set-up (infer/setup.hpp: `generate`, `memorization`, bench_generate).
 //
 //   auto world = comm::world();
-//   train::Compute cc = train::setup_compute("cuda", "", world);   // device, then NCCL over world
+//   launch::Compute cc = launch::setup_compute("cuda", "", world);   // device, then NCCL over world
 //   parallel::Grid grid(shape, cc.grid_world);
 //   model::Gpt gpt(cfg, grid, B, T, cc.backend);
 #pragma once
@@ -14,7 +15,7 @@
 #include "axonn/comm/communicator.hpp"
 #include "axonn/kernels/ops.hpp"
 
-namespace axonn::train {
+namespace axonn::launch {
 
 struct Compute {
   kernels::Backend backend = kernels::Backend::kCpu;
@@ -28,7 +29,8 @@ struct Compute {
 // that many, with a warning that names the launcher flags that give a rank its cores. Open MPI's
 // mpirun binds each rank to one core when it starts at most 2, and two threads on one core made
 // `axonn train` half as fast as its own benchmark (issue 36: 11.2 s a step against 4.8 s). The MFU
-// peak is then timed with the threads the steps use. setup_compute calls it for the CPU backends.
+// peak is then timed with the threads the steps use. The trainer (train::Session) and bench_gpt2_step call
+// it for the CPU backends; generation measures its decode threads as it runs instead (infer/decode_threads.hpp).
 void fit_threads_to_cpus();
 
 // The default --comm for a backend: mpi for cpu/ref; for cuda nccl when built with it, else mpi-staged
@@ -49,4 +51,4 @@ Compute setup_compute(const std::string& kernels, const std::string& comm, std::
 // n^3, best of reps), measured now: the MFU denominator on the GPU. Throws without CUDA.
 double measure_gpu_bf16_tflops(int n = 8192, int reps = 5);
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

@@ -1,5 +1,5 @@
-// train/launch.cpp — the launcher, Slurm's job and step, every rank's host (include/axonn/train/launch.hpp).
-#include "axonn/train/launch.hpp"
+// launch/job.cpp — the launcher, Slurm's job and step, every rank's host (include/axonn/launch/job.hpp).
+#include "axonn/launch/job.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 
-namespace axonn::train {
+namespace axonn::launch {
 
 namespace {
 
@@ -86,4 +86,4 @@ std::string Launch::json() const {
       .dump();
 }
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

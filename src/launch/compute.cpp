@@ -1,5 +1,5 @@
-// train/compute.cpp — kernel backend, GPU selection and the grid's communicator for a run.
-#include "axonn/train/compute.hpp"
+// launch/compute.cpp — kernel backend, GPU selection and the grid's communicator for a run.
+#include "axonn/launch/compute.hpp"
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/host.hpp"
@@ -15,7 +15,7 @@
 #include "axonn/comm/nccl.hpp"
 #endif
 
-namespace axonn::train {
+namespace axonn::launch {
 
 namespace {
 #if defined(AXONN_HAVE_NCCL)
@@ -65,7 +65,6 @@ Compute setup_compute(kernels::Backend backend, const std::string& comm_name,
   AXONN_CHECK_ARG(cuda || c.comm == "mpi", "--comm ", c.comm, " moves device buffers; with --kernels ",
                   kernels::backend_name(backend), " the buffers are host memory: use --comm mpi (or --kernels cuda)");
   // Every rank sees the same flags, so these checks agree without communication.
-  if (!cuda) fit_threads_to_cpus();
   if (cuda) {
 #if defined(AXONN_HAVE_CUDA)
     c.device = kernels::cuda_setup(comm::local_rank());  // device by node-local rank
@@ -109,4 +108,4 @@ double measure_gpu_bf16_tflops(int n, int reps) {
 #endif
 }
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

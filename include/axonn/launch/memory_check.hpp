@@ -1,9 +1,9 @@
-// train/memory_check.hpp — refusing, before anything large is allocated, a job whose ranks need more
+// launch/memory_check.hpp — refusing, before anything large is allocated, a job whose ranks need more
 // memory than their node has free: the sum of a node's ranks, not one rank alone, against the node's
-// available memory (core/memory_info.hpp). `axonn train` and `axonn generate` call it with the parts
+// available memory (core/memory_info.hpp). `axonn train` and the inference set-up (infer/setup.hpp) call it with the parts
 // that model::Gpt::memory_need and their own buffers give.
 //
-//   train::check_node_memory(world, {{"params", p}, {"activations", a}}, "axonn train", "use --recompute");
+//   launch::check_node_memory(world, {{"params", p}, {"activations", a}}, "axonn train", "use --recompute");
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "axonn/comm/communicator.hpp"
 
-namespace axonn::train {
+namespace axonn::launch {
 
 // One part of what a rank allocates, named as the message shows it.
 struct MemoryPart {
@@ -31,4 +31,4 @@ std::string format_bytes(double bytes);
 void check_node_memory(comm::Communicator& world, const std::vector<MemoryPart>& parts, const std::string& command,
                        const std::string& advice);
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

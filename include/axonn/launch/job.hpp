@@ -1,8 +1,8 @@
-// train/launch.hpp — how the job was started and where its ranks run: the launcher (srun, mpirun),
+// launch/job.hpp — how the job was started and where its ranks run: the launcher (srun, mpirun),
 // Slurm's job and step, every rank's host and node-local rank. `axonn train` logs it at start (with
 // which grid groups stay inside a node) and records it in the trace's metadata (docs/multi-host.md).
 //
-//   const train::Launch l = train::detect_launch(world);   // collective over world
+//   const launch::Launch l = launch::detect_launch(world);   // collective over world
 //   l.launcher == "srun", l.job_id == "1234", l.nodes == 2
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include "axonn/comm/communicator.hpp"
 
-namespace axonn::train {
+namespace axonn::launch {
 
 struct Launch {
   // "srun" (Slurm started the ranks, through PMIx), "mpirun" (Open MPI's launcher, inside a Slurm
@@ -35,4 +35,4 @@ struct Launch {
 // it does not warns.
 Launch detect_launch(comm::Communicator& world);
 
-}  // namespace axonn::train
+}  // namespace axonn::launch

@@ -1,4 +1,4 @@
-// train::setup_compute: which kernels and communicators a run gets, and the errors for the
+// launch::setup_compute: which kernels and communicators a run gets, and the errors for the
 // combinations this build or job cannot run.
 #include <gtest/gtest.h>
 
@@ -6,15 +6,14 @@
 
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
-#include "axonn/train/compute.hpp"
-#include "axonn/train/trainer.hpp"
+#include "axonn/launch/compute.hpp"
 
 using namespace axonn;
 
 namespace {
 std::string error_of(const std::string& kernels, const std::string& comm) {
   try {
-    (void)train::setup_compute(kernels, comm, comm::world());
+    (void)launch::setup_compute(kernels, comm, comm::world());
   } catch (const InvalidArgument& e) {
     return e.what();
   }
@@ -24,12 +23,12 @@ std::string error_of(const std::string& kernels, const std::string& comm) {
 
 TEST(Compute, CpuRunsOnTheMpiWorld) {
   auto world = comm::world();
-  const train::Compute c = train::setup_compute("cpu", "", world);
+  const launch::Compute c = launch::setup_compute("cpu", "", world);
   EXPECT_EQ(c.backend, kernels::Backend::kCpu);
   EXPECT_EQ(c.comm, "mpi");
   EXPECT_EQ(c.grid_world.get(), world.get());
   EXPECT_EQ(c.device, -1);
-  EXPECT_EQ(train::default_comm(kernels::Backend::kRef), "mpi");
+  EXPECT_EQ(launch::default_comm(kernels::Backend::kRef), "mpi");
 }
 
 TEST(Compute, RefusesWhatCannotRun) {
@@ -40,20 +39,6 @@ TEST(Compute, RefusesWhatCannotRun) {
 #if !AXONN_CUDA_BUILD
   // a CPU-only build says how to get the GPU backend
   EXPECT_NE(error_of("cuda", "").find("-DAXONN_CUDA=ON"), std::string::npos) << error_of("cuda", "");
-  EXPECT_EQ(train::default_comm(kernels::Backend::kCuda), "mpi");
+  EXPECT_EQ(launch::default_comm(kernels::Backend::kCuda), "mpi");
 #endif
-}
-
-TEST(Compute, DtypeIsCheckedBeforeAnythingRuns) {
-  train::TrainConfig c;
-  c.steps = 1;
-  c.quiet = true;
-  c.peak_gflops = 100;
-  c.dtype = "fp16";
-  try {
-    (void)train::train(c, comm::world());
-    ADD_FAILURE() << "--dtype fp16 ran";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("use fp32 or bf16"), std::string::npos) << e.what();
-  }
 }
