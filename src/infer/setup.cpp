@@ -1,4 +1,4 @@
-// infer/setup.cpp — the inference set-up of generate, memorization and bench_generate (include/axonn/infer/setup.hpp).
+// infer/setup.cpp — the inference set-up of generate, memorization and bench_generate (infer/setup.hpp).
 #include "axonn/infer/setup.hpp"
 
 #include "axonn/comm/factory.hpp"

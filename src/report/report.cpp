@@ -12,7 +12,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/progress.hpp"
-#include "axonn/report/run_dir.hpp"
+#include "axonn/report/run_contents.hpp"
 
 namespace axonn::report {
 namespace {
@@ -113,7 +113,7 @@ std::string base_name(const std::string& path) {
 ReportSources find_sources(const std::string& run_dir, const ReportSources& given) {
   ReportSources s;
   if (!run_dir.empty()) {
-    const RunDirContents c = scan_run_dir(RunDir(run_dir));
+    const RunDirContents c = scan_run_dir(train::RunDir(run_dir));
     s.run_dir = run_dir;
     s.config = c.config.value_or("");
     s.run_info = c.run_info.value_or("");
@@ -470,13 +470,13 @@ std::string files_table(const RunData& run) {
     return t;
   }();
   const Part parts[] = {
-      {kConfigFile, s.config, "the effective configuration (written by axonn train with a run directory)"},
-      {kRunInfoFile, s.run_info, "git commit, machine, world size, grid, library versions"},
-      {kMetricsFile, s.metrics, "axonn train --metrics FILE"},
+      {train::kConfigFile, s.config, "the effective configuration (written by axonn train with a run directory)"},
+      {train::kRunInfoFile, s.run_info, "git commit, machine, world size, grid, library versions"},
+      {train::kMetricsFile, s.metrics, "axonn train --metrics FILE"},
       {"trace*.json", traces, "axonn train --trace FILE"},
       {"checkpoints/", s.checkpoints, "axonn train --checkpoint-dir DIR"},
-      {kPlanValidateFile, s.plan, "optional: bench_plan_validate --json FILE"},
-      {kSamplesFile, s.samples, "optional: axonn generate --run-dir DIR (the trained model's samples)"},
+      {train::kPlanValidateFile, s.plan, "optional: bench_plan_validate --json FILE"},
+      {train::kSamplesFile, s.samples, "optional: axonn generate --run-dir DIR (the trained model's samples)"},
   };
   std::string h = "<table>\n";
   table_row(&h, {"part", "file", "made by"}, true);

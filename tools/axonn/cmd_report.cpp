@@ -12,7 +12,7 @@
 #include "axonn/core/progress.hpp"
 #include "axonn/report/raster.hpp"
 #include "axonn/report/report.hpp"
-#include "axonn/report/run_dir.hpp"
+#include "axonn/report/run_contents.hpp"
 #include "commands.hpp"
 
 namespace axonn::tools {
@@ -50,12 +50,12 @@ void add_report_command(CLI::App& app, Action* action) {
       given.plan = o->plan;
       // every rank reads and checks the inputs (bad input fails alike everywhere); rank 0 writes
       const report::ReportSources sources = report::find_sources(o->run_dir, given);
-      const std::string out = !o->out.empty() ? o->out : report::RunDir(o->run_dir).report();
+      const std::string out = !o->out.empty() ? o->out : train::RunDir(o->run_dir).report();
       AXONN_CHECK_ARG(o->png.empty() || !sources.metrics.empty(),
                       "--png draws the loss curve, but there are no metrics: give --metrics FILE (or a run directory "
-                      "with ", report::kMetricsFile, ")");
+                      "with ", train::kMetricsFile, ")");
       const std::string png = !o->png.empty()                                  ? o->png
-                              : !o->run_dir.empty() && !sources.metrics.empty() ? report::RunDir(o->run_dir).loss_png()
+                              : !o->run_dir.empty() && !sources.metrics.empty() ? train::RunDir(o->run_dir).loss_png()
                                                                                 : "";
       const int files = static_cast<int>(!sources.metrics.empty()) + static_cast<int>(!sources.config.empty()) +
                         static_cast<int>(!sources.run_info.empty()) + static_cast<int>(sources.traces.size()) +

@@ -1,7 +1,7 @@
 // launch/memory_check.hpp — refusing, before anything large is allocated, a job whose ranks need more
 // memory than their node has free: the sum of a node's ranks, not one rank alone, against the node's
-// available memory (core/memory_info.hpp). `axonn train` and the inference set-up (infer/setup.hpp) call it with the parts
-// that model::Gpt::memory_need and their own buffers give.
+// available memory (core/memory_info.hpp). `axonn train` and the inference set-up (infer/setup.hpp)
+// call it with the parts that model::Gpt::memory_need and their own buffers give.
 //
 //   launch::check_node_memory(world, {{"params", p}, {"activations", a}}, "axonn train", "use --recompute");
 #pragma once

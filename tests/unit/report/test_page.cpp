@@ -9,7 +9,7 @@
 
 #include "axonn/core/error.hpp"
 #include "axonn/report/report.hpp"
-#include "axonn/report/run_dir.hpp"
+#include "axonn/report/run_contents.hpp"
 
 namespace axonn::report {
 namespace {
@@ -79,13 +79,13 @@ const char* kPlan = R"({"spearman":0.9,"mean_relative_error":0.12,"measured_best
 
 TEST(RunDir, ScanFindsWhatIsThereTraceJsonFirst) {
   TempDir d;
-  d.write(kMetricsFile, metrics_text(2));
+  d.write(train::kMetricsFile, metrics_text(2));
   d.write("trace-b.json", kTrace);
   d.write("trace-a.json", kTrace);
-  d.write(kTraceFile, kTrace);
+  d.write(train::kTraceFile, kTrace);
   d.write("tracer.txt", "not a trace");
-  fs::create_directory(d.path + "/" + kCheckpointsDir);
-  const RunDir dir(d.path);
+  fs::create_directory(d.path + "/" + train::kCheckpointsDir);
+  const train::RunDir dir(d.path);
   const RunDirContents c = scan_run_dir(dir);
   EXPECT_EQ(c.metrics, dir.metrics());
   EXPECT_EQ(c.checkpoints, dir.checkpoints());
@@ -98,30 +98,30 @@ TEST(RunDir, ScanFindsWhatIsThereTraceJsonFirst) {
 }
 
 TEST(RunDir, BadDirectories) {
-  EXPECT_NE(error_of([] { scan_run_dir(RunDir("/nonexistent-run")); })
+  EXPECT_NE(error_of([] { scan_run_dir(train::RunDir("/nonexistent-run")); })
                 .find("run directory '/nonexistent-run' does not exist"),
             std::string::npos);
   TempDir d;
   const std::string file = d.write("f", "x");
-  EXPECT_NE(error_of([&] { scan_run_dir(RunDir(file)); }).find("is not a directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { scan_run_dir(train::RunDir(file)); }).find("is not a directory"), std::string::npos);
   EXPECT_NE(error_of([] { find_sources("", {}); }).find("nothing to report"), std::string::npos);
 }
 
 TEST(Report, ExplicitFilesOverrideTheRunDirectorys) {
   TempDir d;
-  d.write(kMetricsFile, metrics_text(2));
+  d.write(train::kMetricsFile, metrics_text(2));
   const std::string other = d.write("other.jsonl", metrics_text(3));
   ReportSources given;
   given.metrics = other;
   EXPECT_EQ(find_sources(d.path, given).metrics, other);
-  EXPECT_EQ(find_sources(d.path, {}).metrics, RunDir(d.path).metrics());
+  EXPECT_EQ(find_sources(d.path, {}).metrics, train::RunDir(d.path).metrics());
   EXPECT_EQ(find_sources("", given).metrics, other);
   EXPECT_TRUE(find_sources("", given).run_dir.empty());
 }
 
 TEST(Report, APageFromMetricsOnly) {
   TempDir d;
-  d.write(kMetricsFile, metrics_text(20));
+  d.write(train::kMetricsFile, metrics_text(20));
   const RunData run = load_run(find_sources(d.path, {}));
   const std::string html = report_html(run);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -152,11 +152,11 @@ TEST(Report, APageFromMetricsOnly) {
 
 TEST(Report, ValidationMemoryTracesAndThePlanner) {
   TempDir d;
-  d.write(kMetricsFile, metrics_text(20, true, true));
-  d.write(kTraceFile, kTrace);
-  d.write(kPlanValidateFile, kPlan);
-  d.write(kConfigFile, "[model]\nname = \"gpt2-tiny\" # <tiny>\n");
-  d.write(kRunInfoFile, R"({"git_commit":"abc123","world_size":2,"grid":{"gx":2}})");
+  d.write(train::kMetricsFile, metrics_text(20, true, true));
+  d.write(train::kTraceFile, kTrace);
+  d.write(train::kPlanValidateFile, kPlan);
+  d.write(train::kConfigFile, "[model]\nname = \"gpt2-tiny\" # <tiny>\n");
+  d.write(train::kRunInfoFile, R"({"git_commit":"abc123","world_size":2,"grid":{"gx":2}})");
   const RunData run = load_run(find_sources(d.path, {}));
   ASSERT_EQ(run.traces.size(), 1u);
   ASSERT_EQ(run.traces[0].ranks.size(), 2u);
@@ -232,12 +232,12 @@ TEST(Report, GoldfishCurvesMemoryByPartAndNoEmptySections) {
     m += "{\"step\":" + std::to_string(s) + ",\"loss\":" + std::to_string(5.0 - 0.1 * s) +
          ",\"loss_all_tokens\":" + std::to_string(5.1 - 0.1 * s) + ",\"loss_dropped_tokens\":" +
          std::to_string(5.6 - 0.05 * s) + ",\"goldfish_dropped_fraction\":0.25,\"step_ms\":10}\n";
-  d.write(kMetricsFile, m);
-  d.write(kRunInfoFile, R"({"world_size":2,"memory_per_rank":[
+  d.write(train::kMetricsFile, m);
+  d.write(train::kRunInfoFile, R"({"world_size":2,"memory_per_rank":[
     {"params":1048576,"grads":1048576,"optimizer":2097152,"activations":3145728,"comm buffers":0},
     {"params":2097152,"grads":2097152,"optimizer":4194304,"activations":3145728,"comm buffers":524288}]})");
   // one rank: its trace has no collective
-  d.write(kTraceFile, R"({"traceEvents":[
+  d.write(train::kTraceFile, R"({"traceEvents":[
     {"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}},
     {"ph":"X","name":"matmul","cat":"compute","pid":0,"tid":0,"ts":0,"dur":100}]})");
   const RunData run = load_run(find_sources(d.path, {}));

@@ -1,4 +1,4 @@
-// kernels/cuda/peak.cpp — the GPU's dense bf16 GEMM rate, measured: the MFU denominator.
+// kernels/cuda/gemm_rate.cpp — the GPU's dense bf16 GEMM rate, measured: what train/peak.hpp takes as MFU's peak.
 #include <cuda_runtime.h>
 
 #include <algorithm>

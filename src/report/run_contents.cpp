@@ -1,4 +1,4 @@
-#include "axonn/report/run_dir.hpp"
+#include "axonn/report/run_contents.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,7 +7,7 @@
 
 namespace axonn::report {
 
-RunDirContents scan_run_dir(const RunDir& dir) {
+RunDirContents scan_run_dir(const train::RunDir& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(dir.root(), ec), "run directory '", dir.root(),
@@ -25,7 +25,7 @@ RunDirContents scan_run_dir(const RunDir& dir) {
   if (fs::is_directory(dir.checkpoints(), ec)) c.checkpoints = dir.checkpoints();
   for (const fs::directory_entry& e : fs::directory_iterator(dir.root(), ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) && name.starts_with(kTracePrefix) && name.ends_with(".json"))
+    if (e.is_regular_file(ec) && name.starts_with(train::kTracePrefix) && name.ends_with(".json"))
       c.traces.push_back(dir.path(name.c_str()));
   }
   AXONN_CHECK_IO(!ec, "cannot list run directory '", dir.root(), "': ", ec.message());
