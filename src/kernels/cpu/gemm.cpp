@@ -3,6 +3,7 @@
 #include "axonn/kernels/gemm.hpp"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <dlfcn.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -146,6 +147,66 @@ void dots(const FewRows<T>& f, int64_t j, const Finish& finish) {
 // output at a time, although 32 sums do not all fit in registers; 3 outputs gained less, prefetching nothing).
 constexpr int outputs_per_call(int R) { return R <= 4 ? 1 : 4; }
 
+#if defined(__AVX512BF16__)
+// bf16 rows against bf16 weights on AVX512-BF16: each instruction multiplies 16 pairs of bf16 elements and adds
+// both products to 16 fp32 sums (the products are exact in fp32, each addition rounded to nearest even), so a
+// 32-element chunk of K costs one load and one instruction per row and output, where widening both to fp32
+// cost two loads, a widening and two multiply-adds. Lane i sums elements 2i and 2i + 1 of every chunk, in order
+// of K; the tail goes to the lanes in the same pattern, then the same fixed tree over the lanes. Like dots(),
+// the order depends on K alone: a row's result is the same alone and in a batch.
+constexpr int64_t kPairLanes = 32;  // bf16 elements a 512-bit register holds
+
+template <int R, int J, class Finish>
+void dots_bf16_pairs(const FewRows<uint16_t>& f, const uint16_t* const* a, int64_t j, const Finish& finish) {
+  const int64_t K = f.K;
+  const uint16_t* b[J];
+  for (int q = 0; q < J; q++) b[q] = f.B + (j + q) * f.ldb;
+  __m512 acc[J][R];
+  for (int q = 0; q < J; q++)
+    for (int r = 0; r < R; r++) acc[q][r] = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + kPairLanes <= K; p += kPairLanes) {
+    __m512bh bv[J];
+    for (int q = 0; q < J; q++) bv[q] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b[q] + p));
+    for (int r = 0; r < R; r++) {
+      __m512i bits = _mm512_loadu_si512(a[r] + p);
+      asm("" : "+v"(bits));  // kept in a register: the compiler would load it again for each of the J products
+      const __m512bh av = reinterpret_cast<__m512bh>(bits);
+      for (int q = 0; q < J; q++) acc[q][r] = _mm512_dpbf16_ps(acc[q][r], av, bv[q]);
+    }
+  }
+  for (int q = 0; q < J; q++)
+    for (int r = 0; r < R; r++) {
+      float lanes[kLanes];
+      _mm512_storeu_ps(lanes, acc[q][r]);
+      for (int64_t l = 0; p + l < K; l++) lanes[l / 2] += bf16_to_f32(a[r][p + l]) * bf16_to_f32(b[q][p + l]);
+      for (int64_t half = kLanes / 2; half > 0; half /= 2)  // a fixed tree over the lanes
+        for (int64_t l = 0; l < half; l++) lanes[l] += lanes[l + half];
+      finish(r, j + q, lanes[0]);
+    }
+}
+
+template <int R>
+void few_rows_bf16_pairs(const FewRows<uint16_t>& f, const uint16_t* const* a) {
+  auto finish = [&](int r, int64_t j, float acc) {
+    float& c = f.C[r * f.ldc + j];
+    c = f.alpha * acc + (f.beta != 0.0f ? f.beta * c : 0.0f);
+  };
+  const bool parallel = f.N * f.K >= (int64_t{1} << 15);  // below, a parallel region costs more than it saves
+  constexpr int J = outputs_per_call(R);
+  const int64_t blocks = f.N / J;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < blocks; i++) dots_bf16_pairs<R, J>(f, a, i * J, finish);
+  for (int64_t j = blocks * J; j < f.N; j++) dots_bf16_pairs<R, 1>(f, a, j, finish);
+}
+
+template <size_t... I>
+constexpr auto few_rows_bf16_pairs_table(std::index_sequence<I...>) {
+  return std::array<void (*)(const FewRows<uint16_t>&, const uint16_t* const*), sizeof...(I)>{
+      &few_rows_bf16_pairs<static_cast<int>(I) + 1>...};
+}
+#endif
+
 template <class T, int R>
 void few_rows_product(const FewRows<T>& f) {
   const int64_t N = f.N, K = f.K;
@@ -193,6 +254,26 @@ constexpr auto few_rows_table(std::index_sequence<I...>) {
 template <class T>
 void few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
               const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (trans_b) {  // B is [N, K]: bf16 pairs against bf16 pairs; op(A)'s rows as they are, or gathered
+      static constexpr auto pairs = few_rows_bf16_pairs_table(std::make_index_sequence<kFewRows>{});
+      std::vector<uint16_t> gathered16;
+      std::array<const uint16_t*, kFewRows> rows16{};
+      if (!trans_a) {
+        for (int64_t r = 0; r < M; r++) rows16[static_cast<size_t>(r)] = A + r * lda;
+      } else {
+        gathered16.resize(static_cast<size_t>(M * K));
+        for (int64_t r = 0; r < M; r++)
+          for (int64_t p = 0; p < K; p++) gathered16[static_cast<size_t>(r * K + p)] = A[p * lda + r];
+        for (int64_t r = 0; r < M; r++) rows16[static_cast<size_t>(r)] = gathered16.data() + r * K;
+      }
+      pairs[static_cast<size_t>(M - 1)](FewRows<uint16_t>{trans_b, N, K, alpha, nullptr, B, ldb, beta, C, ldc},
+                                        rows16.data());
+      return;
+    }
+  }
+#endif
   static constexpr auto table = few_rows_table<T>(std::make_index_sequence<kFewRows>{});
   std::vector<float> gathered;
   std::array<const float*, kFewRows> rows{};
