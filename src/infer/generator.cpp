@@ -173,9 +173,14 @@ std::vector<std::vector<int>> Generator::generate(const std::vector<std::vector<
       if (cpu) kernels::set_cpu_threads(count);
     }
   } restore{cpu, command_threads};
-  std::optional<DecodeThreads> threads;
-  if (cpu && options.decode_threads == 0 && command_threads > 1)
-    threads.emplace(command_threads, kernels::set_cpu_threads);
+  // the search goes on from one generate() to the next (memorization calls it per batch of documents), so
+  // that each call does not begin again at the command's threads
+  DecodeThreads* threads = nullptr;
+  if (cpu && options.decode_threads == 0 && command_threads > 1) {
+    if (!decode_threads_ || decode_threads_->widest() != command_threads)
+      decode_threads_.emplace(command_threads, kernels::set_cpu_threads);
+    threads = &*decode_threads_;
+  }
   if (cpu && options.decode_threads > 0) kernels::set_cpu_threads(std::min(options.decode_threads, command_threads));
   while (!all_done() && pos < T - 1) {  // (a token at position T - 1 ends every sequence)
     const auto step_start = std::chrono::steady_clock::now();

@@ -11,7 +11,7 @@
 // step (by kMargin): a search that starts at the command's threads, moves by a factor of 2 per epoch and
 // follows changes of the load, while at most 3 * kTrialSteps steps of an epoch run on a neighbour. Every rank
 // follows the same schedule, so a candidate's steps run with it on all ranks at once (their collectives make
-// one step time).
+// one step time). The Generator keeps its search from one generate() to the next.
 //
 //   DecodeThreads threads(kernels::cpu_threads(), kernels::set_cpu_threads);
 //   for (each step) { threads.before_step(); step(); threads.after_step(seconds); }

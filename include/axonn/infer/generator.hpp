@@ -18,8 +18,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "axonn/infer/decode_threads.hpp"
 #include "axonn/infer/sampler.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "axonn/model/gpt.hpp"
@@ -102,6 +104,7 @@ class Generator {
   std::unique_ptr<model::Gpt> gpt_;
   GenerateStats stats_;
   std::vector<std::vector<double>> logprobs_;
+  std::optional<DecodeThreads> decode_threads_;  // the decode's thread search, kept from one call to the next
 };
 
 }  // namespace axonn::infer

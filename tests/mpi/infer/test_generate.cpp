@@ -19,6 +19,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/infer/generator.hpp"
+#include "axonn/kernels/gemm.hpp"
 #include "axonn/model/gpt.hpp"
 #include "common/grid_shapes.hpp"
 #include "common/test_models.hpp"
@@ -238,6 +239,23 @@ TEST(Generate, StopsAtAStopIdAndAtTheContextsEnd) {
   const auto stopped = gen.generate(kPromptA, o);
   const auto first = std::find(full[0].begin(), full[0].end(), full[0][2]);
   EXPECT_EQ(stopped[0], std::vector<int>(full[0].begin(), first + 1));  // up to the stop id, included
+}
+
+// The decode's thread search (infer/decode_threads.hpp) goes on from one generate() to the next: memorization
+// calls it once per batch of documents, and each call began again at the command's threads, with its trials.
+TEST(Generate, TheDecodesThreadSearchGoesOnFromOneCallToTheNext) {
+  const model::GptConfig cfg = configs()[0];
+  parallel::Grid one({1, 1, 1, 1}, self_world());
+  const int threads = kernels::cpu_threads();
+  kernels::set_cpu_threads(2);
+  infer::Generator gen(cfg, one, 1, 80, kernels::Backend::kCpu);
+  gen.model().init_random(kSeed);
+  (void)gen.generate(kPromptA, greedy(40));  // 39 decode steps: the first epoch's trials (9 steps) end
+  EXPECT_GT(gen.last_stats().decode_threads, 0);
+  (void)gen.generate(kPromptA, greedy(3));  // 2 decode steps, too few for trials of their own
+  EXPECT_GT(gen.last_stats().decode_threads, 0) << "the second call began the search again";
+  EXPECT_EQ(kernels::cpu_threads(), 2) << "the command's threads are restored after each call";
+  kernels::set_cpu_threads(threads);
 }
 
 TEST(Generate, BadPromptsAndOptionsAreRefused) {
