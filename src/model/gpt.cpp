@@ -864,7 +864,7 @@ template <class E>
 void Gpt::forward_cached_pass(const int* tokens, int pos, int n, float* logits, bool all_positions) {
   const auto& k = ctx_->kernels<E>();
   AXONN_CHECK_ARG(k.attention_cached_forward != nullptr,
-                  "generation with a KV cache has no bf16 CUDA kernels yet: use --dtype fp32 or --kernels cpu");
+                  "these kernels have no KV cache (generation): use --kernels cpu or cuda");
   AXONN_CHECK_ARG(n > 0 && pos >= 0 && pos + n <= T_, "a chunk of ", n, " tokens at position ", pos,
                   " does not fit the context of ", T_, " positions");
   AXONN_CHECK(!head_gradient_scale_, "forward_cached() after a training forward whose backward() has not run");

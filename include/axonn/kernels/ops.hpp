@@ -35,7 +35,7 @@ using bf16 = uint16_t;
 // kept between ops (the norms' mean and rstd, the attention's saved softmax, the row values the caller
 // completes between steps), the losses, the parameter gradients, the master weights and AdamW's moments.
 // A null entry is an op the table does not provide, which callers check: the fp32 tables have no casts
-// (there are no copies of the weights to make), the bf16 CUDA table no inference with a KV cache yet.
+// (there are no copies of the weights to make).
 template <class E>
 struct OpTable {
   // Token embedding over a range of vocabulary rows (the whole table on one rank):
@@ -180,7 +180,7 @@ void register_cuda_ops(const Ops* ops);
 //   AXONN_OPS_ON_E: the ops on activations and weights of the element type E, in every table;
 //   AXONN_OPS_ON_F32_GRADS: the ops on the fp32 parameter gradients (a bf16 table takes its fp32 table's);
 //   AXONN_OPS_CASTS: the weights' copies in E (bf16 tables only);
-//   AXONN_OPS_KV_CACHE: inference with a KV cache (the CPU tables and the fp32 CUDA table).
+//   AXONN_OPS_KV_CACHE: inference with a KV cache (every table).
 // The implementations' declarations below and every backend's table (AXONN_FILL_OPS) are generated from
 // these names and OpTable's member types: a new op is a member of OpTable, its name here, and its
 // implementations. A member left out of the lists fails the static_assert below.

@@ -72,75 +72,6 @@ void check_shape(int B, int T, int C, int NH) {
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-// --- inference with a KV cache (OpTable::kv_cache_append, attention_cached_forward) ---
-
-// kcache, vcache [B, Tc, K] at positions [pos, pos + n) <- the k and v of qkv's rows [B n, Q + 2K]: one
-// element per thread of a grid-stride loop.
-__global__ void kv_cache_append_kernel(float* kcache, float* vcache, const float* qkv, int n, int pos, int Tc, int Q,
-                                       int K, int64_t elements) {
-  for (int64_t e = detail::global_index(); e < elements; e += detail::global_stride()) {
-    const int64_t row = e / K, j = e % K, b = row / n, i = row % n;
-    const float* src = qkv + row * (Q + 2 * K) + Q + j;
-    const int64_t dst = (b * Tc + pos + i) * K + j;
-    kcache[dst] = src[0];
-    vcache[dst] = src[K];
-  }
-}
-
-constexpr int kCachedAttentionThreads = 128;
-
-// One block per (b, h, i): query head h of row b*n + i over the cache's positions [0, pos + i] of KV head
-// h / G. Its scores (one warp per position, the lanes over the head's channels), then the softmax over the
-// block, then the weighted sum of the values (a thread per channel). Dynamic shared memory: the scores (Tc)
-// and the query (HS).
-__global__ void attention_cached_kernel(float* out, const float* qkv, const float* kcache, const float* vcache,
-                                        int n, int pos, int Tc, int NH, int G, int HS, float scale) {
-  extern __shared__ float shared[];
-  float* scores = shared;
-  float* q = shared + Tc;
-  __shared__ float reduce[kWarp];
-  const int i = static_cast<int>(blockIdx.x % n), h = static_cast<int>((blockIdx.x / n) % NH);
-  const int64_t b = blockIdx.x / (static_cast<int64_t>(n) * NH);
-  const int Q = NH * HS, K = (NH / G) * HS, t = pos + i;
-  const int64_t row = b * n + i;
-  for (int j = threadIdx.x; j < HS; j += blockDim.x) q[j] = qkv[row * (Q + 2 * K) + h * HS + j];
-  __syncthreads();
-  const float* keys = kcache + b * Tc * K + (h / G) * HS;
-  const float* values = vcache + b * Tc * K + (h / G) * HS;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  for (int t2 = warp; t2 <= t; t2 += warps) {
-    float dot = 0.0f;
-    for (int j = lane; j < HS; j += kWarp) dot += q[j] * keys[static_cast<int64_t>(t2) * K + j];
-    dot = warp_sum(dot);
-    if (lane == 0) scores[t2] = dot * scale;
-  }
-  __syncthreads();
-  float m = -INFINITY;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) m = fmaxf(m, scores[t2]);
-  m = detail::block_reduce(m, reduce, detail::MaxOp{}, -INFINITY);
-  float sum = 0.0f;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    const float e = expf(scores[t2] - m);
-    scores[t2] = e;
-    sum += e;
-  }
-  sum = detail::block_reduce(sum, reduce, detail::SumOp{}, 0.0f);  // syncs: every score is written
-  const float inv = 1.0f / sum;
-  for (int j = threadIdx.x; j < HS; j += blockDim.x) {
-    float o = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) o += scores[t2] * values[static_cast<int64_t>(t2) * K + j];
-    out[row * Q + h * HS + j] = o * inv;
-  }
-}
-
-void check_cache_shape(int B, int n, int pos, int Tc, int NH, int NKV, int HS) {
-  AXONN_CHECK_ARG(B >= 0 && n >= 0 && pos >= 0 && HS > 0, "cuda KV cache: bad sizes B=", B, " n=", n, " pos=", pos,
-                  " HS=", HS);
-  AXONN_CHECK_ARG(pos + n <= Tc, "cuda KV cache: positions [", pos, ", ", pos + n, ") exceed the cache's ", Tc);
-  AXONN_CHECK_ARG(NKV > 0 && NH % NKV == 0, "cuda KV cache: query heads ", NH, " are not a multiple of KV heads ",
-                  NKV);
-}
-
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
@@ -199,37 +130,6 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     // dk_t2 += sum_t dpre[t][t2] q_t
     heads_gemm(CUBLAS_OP_N, CUBLAS_OP_T, HS, T, T, 1.0f, q, C3, HS, dpre, T, TT, 1.0f, dq + C, C3, HS, NH);
   }
-}
-
-void kv_cache_append(float* kcache, float* vcache, const float* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
-                     int HS) {
-  check_cache_shape(B, n, pos, Tc, NH, NKV, HS);
-  const int64_t elements = static_cast<int64_t>(B) * n * NKV * HS;
-  if (elements == 0) return;
-  constexpr int kThreads = 256;
-  kv_cache_append_kernel<<<detail::grid_for(elements, kThreads), kThreads, 0, detail::stream()>>>(
-      kcache, vcache, qkv, n, pos, Tc, NH * HS, NKV * HS, elements);
-  AXONN_CUDA_CHECK_LAUNCH();
-}
-
-void attention_cached_forward(float* out, const float* qkv, const float* kcache, const float* vcache, int B, int n,
-                              int pos, int Tc, int NH, int NKV, int HS) {
-  check_cache_shape(B, n, pos, Tc, NH, NKV, HS);
-  const int64_t blocks = static_cast<int64_t>(B) * NH * n;
-  if (blocks == 0) return;
-  AXONN_CHECK_ARG(blocks < (int64_t{1} << 31), "cuda KV cache: ", blocks, " (sequence, head, position) triples "
-                  "exceed a launch's blocks");
-  const size_t bytes = sizeof(float) * (static_cast<size_t>(Tc) + static_cast<size_t>(HS));
-  // beyond the default 48 KiB of dynamic shared memory a kernel must ask for more (a cache of 12k positions)
-  static size_t granted = 48 * 1024;
-  if (bytes > granted) {
-    AXONN_CUDA_CHECK(cudaFuncSetAttribute(attention_cached_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-    granted = bytes;
-  }
-  attention_cached_kernel<<<static_cast<unsigned>(blocks), kCachedAttentionThreads, bytes, detail::stream()>>>(
-      out, qkv, kcache, vcache, n, pos, Tc, NH, NH / NKV, HS, 1.0f / std::sqrt(static_cast<float>(HS)));
-  AXONN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace axonn::kernels::cuda

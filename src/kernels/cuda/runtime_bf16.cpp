@@ -11,11 +11,11 @@
 namespace axonn::kernels {
 
 const OpsBf16& cuda_bf16_ops() {
-  // the ops on bf16, the fp32 table's gradient norm, the casts; no KV cache yet (Gpt::forward_cached
-  // refuses bf16)
+  // the ops on bf16, the fp32 table's gradient norm, the casts, the KV cache's
   static const OpsBf16 filled = [] {
     OpsBf16 table{};
     AXONN_OPS_ON_E(AXONN_FILL_OPS, cuda_bf16) AXONN_OPS_CASTS(AXONN_FILL_OPS, cuda_bf16)
+    AXONN_OPS_KV_CACHE(AXONN_FILL_OPS, cuda_bf16)
     table.sum_squares = cuda::sum_squares;  // of the fp32 gradients
     return table;
   }();

@@ -68,6 +68,11 @@ void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int F);
 void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int F);
 void repeat_kv_forward(bf16* out, const bf16* inp, int64_t N, int NH, int NKV, int HS);
 void repeat_kv_backward(bf16* dinp, const bf16* dout, int64_t N, int NH, int NKV, int HS);
+// Inference with a KV cache (kv_cache.cu).
+void kv_cache_append(bf16* kcache, bf16* vcache, const bf16* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                     int HS);
+void attention_cached_forward(bf16* out, const bf16* qkv, const bf16* kcache, const bf16* vcache, int B, int n,
+                              int pos, int Tc, int NH, int NKV, int HS);
 
 namespace detail {
 

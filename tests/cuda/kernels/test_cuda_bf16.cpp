@@ -97,7 +97,9 @@ TEST(CudaBf16Ops, TableIsComplete) {
                            reinterpret_cast<const void*>(t.softmax_crossentropy_forward),
                            reinterpret_cast<const void*>(t.softmax_crossentropy_backward),
                            reinterpret_cast<const void*>(t.adamw_update),
-                           reinterpret_cast<const void*>(t.cast_to_f32)};
+                           reinterpret_cast<const void*>(t.cast_to_f32),
+                           reinterpret_cast<const void*>(t.kv_cache_append),
+                           reinterpret_cast<const void*>(t.attention_cached_forward)};
   for (const void* e : entries) EXPECT_NE(e, nullptr);
   EXPECT_NE(reinterpret_cast<const void*>(t.matmul_forward), reinterpret_cast<const void*>(cpu().matmul_forward));
   // The tables with the attention forced to one implementation differ from it there and only there.
@@ -431,6 +433,44 @@ TEST_P(CudaBf16, FlashAttention) {
   // Shape 1: HS = 8 (CUDA cores only); shape 2: HS = 64, T = 67 (a partial tile), B * NH = 25 heads.
   const auto [B, T, C, NH, V, Vp, OC] = GetParam();
   check_flash_attention(B, T, NH, C / NH, 1);
+}
+
+// Generation's KV cache in bf16 (kv_cache.cu): the appends are copies (exact, nothing else written); the
+// attention over the cache within one bf16 ulp of ref_bf16's (both widen, sum in fp32 and round once). The
+// shapes of the fp32 test: grouped queries, an odd head size, a chunk of several positions, a long cache.
+TEST(CudaBf16KvCache, AppendAndAttendOverTheCacheMatchRefBf16) {
+  AXONN_REQUIRE_GPU();
+  struct Case {
+    int B, NH, NKV, HS, Tc;
+    std::vector<int> chunks;
+  };
+  const Case cases[] = {{2, 6, 2, 20, 37, {5, 1, 1, 1, 3}}, {3, 4, 4, 70, 16, {9, 1, 1}},
+                        {1, 2, 1, 8, 13000, {3, 1}}};
+  for (const Case& c : cases) {
+    const int Q = c.NH * c.HS, K = c.NKV * c.HS, W = Q + 2 * K;
+    const size_t cache = static_cast<size_t>(c.B) * c.Tc * K;
+    Bf kc(cache, f32_to_bf16(7.0f)), vc(cache, f32_to_bf16(7.0f));
+    BDev d_kc(kc), d_vc(vc);
+    int pos = 0;
+    for (int n : c.chunks) {
+      const Bf qkv = rand_bf(static_cast<size_t>(c.B) * n * W, static_cast<uint32_t>(10 + pos));
+      Bf out(static_cast<size_t>(c.B) * n * Q);
+      cpu().kv_cache_append(kc.data(), vc.data(), qkv.data(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
+      cpu().attention_cached_forward(out.data(), qkv.data(), kc.data(), vc.data(), c.B, n, pos, c.Tc, c.NH, c.NKV,
+                                     c.HS);
+      BDev d_qkv(qkv), d_out(Bf(out.size(), f32_to_bf16(9.0f)));
+      gpu().kv_cache_append(d_kc.get(), d_vc.get(), d_qkv.get(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
+      gpu().attention_cached_forward(d_out.get(), d_qkv.get(), d_kc.get(), d_vc.get(), c.B, n, pos, c.Tc, c.NH,
+                                     c.NKV, c.HS);
+      const std::string what = "NH=" + std::to_string(c.NH) + " NKV=" + std::to_string(c.NKV) +
+                               " HS=" + std::to_string(c.HS) + " Tc=" + std::to_string(c.Tc) +
+                               " chunk of " + std::to_string(n) + " at " + std::to_string(pos);
+      EXPECT_EQ(d_kc.host(), kc) << what;  // copies: exact, and nothing else written
+      EXPECT_EQ(d_vc.host(), vc) << what;
+      EXPECT_TRUE(close_bf16(d_out.host(), out)) << what;
+      pos += n;
+    }
+  }
 }
 
 TEST(CudaBf16Attention, EveryKindOfHeadSize) {
