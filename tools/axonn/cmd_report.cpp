@@ -1,5 +1,5 @@
 // axonn report — one self-contained HTML page (and the loss curve as a PNG) about a run: from a run
-// directory (report/run_dir.hpp), or from the files given (--metrics, --trace, --plan). docs/report.md.
+// directory (report/run_contents.hpp), or from the files given (--metrics, --trace, --plan). docs/report.md.
 #include <memory>
 #include <optional>
 #include <string>

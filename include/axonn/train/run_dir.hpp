@@ -1,7 +1,7 @@
 // train/run_dir.hpp — the run directory: where one training run keeps what it makes (docs/report.md).
 //
 // `axonn train --run-dir DIR` (TrainConfig::run_dir) writes config.toml and run.json before step 1 and by
-// default its metrics, trace and checkpoints there; `axonn report DIR` reads it (report/run_dir.hpp).
+// default its metrics, trace and checkpoints there; `axonn report DIR` reads it (report/run_contents.hpp).
 //
 //   RUN_DIR/
 //     config.toml          the effective configuration (axonn train --print-config)
