@@ -3,7 +3,9 @@
 #include "axonn/kernels/gemm.hpp"
 
 #include <cblas.h>
-#include <immintrin.h>
+#if defined(__AVX512BF16__)
+#include <immintrin.h>  // the bf16 pairs of the few-row product
+#endif
 #include <dlfcn.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
