@@ -28,6 +28,14 @@ GemmBackend gemm_backend();
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// The few-row product's kernels (M <= 8) come in variants that differ in how many outputs one pass over the
+// weights computes and whether they prefetch (few_rows_variant_names()); every variant sums each output in one
+// order, so they give the same bits. Which is fastest depends on the CPU: by default each shape's is measured on
+// its first calls (per calling thread) and the fastest kept. set_few_rows_variant(i) runs variant i for every
+// shape instead (tests, benchmarks); -1 (the default) goes back to the measured choice.
+std::vector<std::string> few_rows_variant_names();
+void set_few_rows_variant(int variant);
+
 // bf16 GEMMs (mixed precision, docs/precision.md): A and B are bf16 (the bits, kernels::bf16), products
 // exact in fp32, fp32 accumulation. What runs depends on the backend and the CPU, probed once per backend
 // (gemm_bf16_kernel() names it): oneDNN's matmul primitive (AMX or AVX512-BF16 brgemm kernels) for

@@ -3,9 +3,6 @@
 #include "axonn/kernels/gemm.hpp"
 
 #include <cblas.h>
-#if defined(__AVX512BF16__)
-#include <immintrin.h>  // the bf16 pairs of the few-row product
-#endif
 #include <dlfcn.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -31,6 +28,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/timer.hpp"
+#include "few_rows.hpp"
 
 namespace axonn::kernels {
 
@@ -58,247 +56,11 @@ GemmBackend parse_gemm_backend(std::string_view name) {
 void set_gemm_backend(GemmBackend b) { g_backend.store(b); }
 GemmBackend gemm_backend() { return g_backend.load(); }
 
-namespace {
-
-// C[:R, :N] = alpha * op(A) @ op(B) + beta * C for a few rows (R <= kFewRows: a decode step's linears and LM
-// head, one row per sequence of the batch), which streams the weights once for all R rows and so is bound by
-// memory. dnnl_sgemm at M = 1 streams them at about 60% of the speed of these loops, and at M = 8 it reads
-// them more than once; OpenBLAS's sgemv, as fast idle, runs on its own threads, which spin where other
-// processes share the cores (2 threads beside two busy processes: 5.7 tokens/s against 41; docs/generate.md).
-// Here the OpenMP threads (waiting as the command chose) share the outputs; each output is one thread's sum
-// in an order fixed by K alone, so a row's result depends neither on the thread count nor on how many rows
-// share the call (a sequence decodes the same alone and in a batch). T is float, or bf16 bits widened
-// exactly to fp32 as they are read (fp32 accumulation).
-constexpr int64_t kFewRows = 8;
-
-inline float widen(float x) { return x; }
-inline float widen(uint16_t x) { return bf16_to_f32(x); }
-inline const float* row_as_f32(const float* row, float*, int64_t) { return row; }
-inline const float* row_as_f32(const uint16_t* row, float* buf, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; i++) buf[i] = bf16_to_f32(row[i]);
-  return buf;
-}
-
-template <class T>
-struct FewRows {
-  bool trans_b;
-  int64_t N, K;
-  float alpha;
-  const float* const* a;  // R rows of op(A), each K contiguous fp32 elements
-  const T* B;
-  int64_t ldb;
-  float beta;
-  float* C;
-  int64_t ldc;
-};
-
-// 16 fp32 lanes as one vector (one AVX-512 register; the compiler splits it where the CPU's vectors are
-// narrower). Loaded through memcpy (no alignment assumed) and passed by reference only.
-using Lanes = float __attribute__((vector_size(64)));
-using Bf16x16 = uint16_t __attribute__((vector_size(32)));
-using U32x16 = uint32_t __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-
-inline void load_lanes(Lanes& v, const float* p) { std::memcpy(&v, p, sizeof v); }
-inline void load_lanes(Lanes& v, const uint16_t* p) {  // bf16 widened exactly: its bits are fp32's top half
-  Bf16x16 h;
-  std::memcpy(&h, p, sizeof h);
-  const U32x16 w = __builtin_convertvector(h, U32x16) << 16;
-  std::memcpy(&v, &w, sizeof v);
-}
-
-// Outputs j .. j + J - 1 of R rows, B being [N, K]: each row of B against each row of op(A), in 16 lanes per
-// output, summed over K in order and then over the lanes by a fixed tree (the same for any R and J). J outputs
-// at once so that each 16-element chunk of a row of op(A), read from cache, serves J rows of B, and each chunk
-// of B (widened once) serves all R rows: R * J independent sums in registers (one output at a time, a step of
-// 8 rows loaded 9 vectors for 8 multiply-adds and ran at a third of its arithmetic).
-template <class T, int R, int J, class Finish>
-void dots(const FewRows<T>& f, int64_t j, const Finish& finish) {
-  const int64_t K = f.K;
-  const T* b[J];
-  for (int q = 0; q < J; q++) b[q] = f.B + (j + q) * f.ldb;
-  Lanes acc[J][R] = {};
-  int64_t p = 0;
-  for (; p + kLanes <= K; p += kLanes) {
-    Lanes bv[J];
-    for (int q = 0; q < J; q++) load_lanes(bv[q], b[q] + p);
-    for (int r = 0; r < R; r++) {
-      Lanes av;
-      load_lanes(av, f.a[r] + p);
-#if defined(__AVX512F__)
-      asm("" : "+v"(av));  // kept in a register: the compiler would load it again for each of the J products
-#endif
-      for (int q = 0; q < J; q++) acc[q][r] += av * bv[q];
-    }
-  }
-  for (int q = 0; q < J; q++)
-    for (int r = 0; r < R; r++) {
-      float lanes[kLanes];
-      std::memcpy(lanes, &acc[q][r], sizeof lanes);
-      for (int64_t l = 0; p + l < K; l++) lanes[l] += f.a[r][p + l] * widen(b[q][p + l]);
-      for (int64_t half = kLanes / 2; half > 0; half /= 2)  // a fixed tree over the lanes
-        for (int64_t l = 0; l < half; l++) lanes[l] += lanes[l + half];
-      finish(r, j + q, lanes[0]);
-    }
-}
-
-// How many outputs one dots call computes for R rows, as measured (llama-124m's linears, weights streamed from
-// memory, 1 and 2 threads): up to 4 rows, one (its row of B is then one sequential stream, and 2 to 4 rows
-// interleaved read memory up to 2x slower); from 5 rows, 4 (a batch of 8 decodes 1.2-1.4x faster than one
-// output at a time, although 32 sums do not all fit in registers; 3 outputs gained less, prefetching nothing).
-constexpr int outputs_per_call(int R) { return R <= 4 ? 1 : 4; }
-
-#if defined(__AVX512BF16__)
-// bf16 rows against bf16 weights on AVX512-BF16: each instruction multiplies 16 pairs of bf16 elements and adds
-// both products to 16 fp32 sums (the products are exact in fp32, each addition rounded to nearest even), so a
-// 32-element chunk of K costs one load and one instruction per row and output, where widening both to fp32
-// cost two loads, a widening and two multiply-adds. Lane i sums elements 2i and 2i + 1 of every chunk, in order
-// of K; the tail goes to the lanes in the same pattern, then the same fixed tree over the lanes. Like dots(),
-// the order depends on K alone: a row's result is the same alone and in a batch.
-constexpr int64_t kPairLanes = 32;  // bf16 elements a 512-bit register holds
-
-template <int R, int J, class Finish>
-void dots_bf16_pairs(const FewRows<uint16_t>& f, const uint16_t* const* a, int64_t j, const Finish& finish) {
-  const int64_t K = f.K;
-  const uint16_t* b[J];
-  for (int q = 0; q < J; q++) b[q] = f.B + (j + q) * f.ldb;
-  __m512 acc[J][R];
-  for (int q = 0; q < J; q++)
-    for (int r = 0; r < R; r++) acc[q][r] = _mm512_setzero_ps();
-  int64_t p = 0;
-  for (; p + kPairLanes <= K; p += kPairLanes) {
-    __m512bh bv[J];
-    for (int q = 0; q < J; q++) bv[q] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b[q] + p));
-    for (int r = 0; r < R; r++) {
-      __m512i bits = _mm512_loadu_si512(a[r] + p);
-      asm("" : "+v"(bits));  // kept in a register: the compiler would load it again for each of the J products
-      const __m512bh av = reinterpret_cast<__m512bh>(bits);
-      for (int q = 0; q < J; q++) acc[q][r] = _mm512_dpbf16_ps(acc[q][r], av, bv[q]);
-    }
-  }
-  for (int q = 0; q < J; q++)
-    for (int r = 0; r < R; r++) {
-      float lanes[kLanes];
-      _mm512_storeu_ps(lanes, acc[q][r]);
-      for (int64_t l = 0; p + l < K; l++) lanes[l / 2] += bf16_to_f32(a[r][p + l]) * bf16_to_f32(b[q][p + l]);
-      for (int64_t half = kLanes / 2; half > 0; half /= 2)  // a fixed tree over the lanes
-        for (int64_t l = 0; l < half; l++) lanes[l] += lanes[l + half];
-      finish(r, j + q, lanes[0]);
-    }
-}
-
-template <int R>
-void few_rows_bf16_pairs(const FewRows<uint16_t>& f, const uint16_t* const* a) {
-  auto finish = [&](int r, int64_t j, float acc) {
-    float& c = f.C[r * f.ldc + j];
-    c = f.alpha * acc + (f.beta != 0.0f ? f.beta * c : 0.0f);
-  };
-  const bool parallel = f.N * f.K >= (int64_t{1} << 15);  // below, a parallel region costs more than it saves
-  constexpr int J = outputs_per_call(R);
-  const int64_t blocks = f.N / J;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < blocks; i++) dots_bf16_pairs<R, J>(f, a, i * J, finish);
-  for (int64_t j = blocks * J; j < f.N; j++) dots_bf16_pairs<R, 1>(f, a, j, finish);
-}
-
-template <size_t... I>
-constexpr auto few_rows_bf16_pairs_table(std::index_sequence<I...>) {
-  return std::array<void (*)(const FewRows<uint16_t>&, const uint16_t* const*), sizeof...(I)>{
-      &few_rows_bf16_pairs<static_cast<int>(I) + 1>...};
-}
-#endif
-
-template <class T, int R>
-void few_rows_product(const FewRows<T>& f) {
-  const int64_t N = f.N, K = f.K;
-  auto finish = [&](int r, int64_t j, float acc) {
-    float& c = f.C[r * f.ldc + j];
-    c = f.alpha * acc + (f.beta != 0.0f ? f.beta * c : 0.0f);
-  };
-  const bool parallel = N * K >= (int64_t{1} << 15);  // below, a parallel region costs more than it saves
-  if (f.trans_b) {  // B is [N, K]: J outputs at a time, the last few one at a time
-    constexpr int J = outputs_per_call(R);
-    const int64_t blocks = N / J;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t i = 0; i < blocks; i++) dots<T, R, J>(f, i * J, finish);
-    for (int64_t j = blocks * J; j < N; j++) dots<T, R, 1>(f, j, finish);
-    return;
-  }
-  // B is [K, N]: the rows of B weighted by each row of op(A), summed; by blocks of columns, each block one
-  // thread's
-  constexpr int64_t kColumns = 256;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t j0 = 0; j0 < N; j0 += kColumns) {
-    const int64_t width = std::min(kColumns, N - j0);
-    float acc[R][kColumns] = {}, w[kColumns];
-    for (int64_t p = 0; p < K; p++) {
-      const T* row = f.B + p * f.ldb + j0;
-      const float* wrow = row_as_f32(row, w, width);  // widened once for all R rows (fp32: the row itself)
-      for (int r = 0; r < R; r++) {
-        const float ap = f.a[r][p];
-#pragma omp simd
-        for (int64_t c = 0; c < width; c++) acc[r][c] += ap * wrow[c];
-      }
-    }
-    for (int r = 0; r < R; r++)
-      for (int64_t c = 0; c < width; c++) finish(r, j0 + c, acc[r][c]);
-  }
-}
-
-template <class T, size_t... I>
-constexpr auto few_rows_table(std::index_sequence<I...>) {
-  return std::array<void (*)(const FewRows<T>&), sizeof...(I)>{&few_rows_product<T, static_cast<int>(I) + 1>...};
-}
-
-// The product of M <= kFewRows rows. op(A)'s rows are read as contiguous fp32 rows: A itself when it is
-// fp32 and not transposed, else first gathered and widened (M * K elements: small beside B).
-template <class T>
-void few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const T* A, int64_t lda,
-              const T* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-#if defined(__AVX512BF16__)
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    if (trans_b) {  // B is [N, K]: bf16 pairs against bf16 pairs; op(A)'s rows as they are, or gathered
-      static constexpr auto pairs = few_rows_bf16_pairs_table(std::make_index_sequence<kFewRows>{});
-      std::vector<uint16_t> gathered16;
-      std::array<const uint16_t*, kFewRows> rows16{};
-      if (!trans_a) {
-        for (int64_t r = 0; r < M; r++) rows16[static_cast<size_t>(r)] = A + r * lda;
-      } else {
-        gathered16.resize(static_cast<size_t>(M * K));
-        for (int64_t r = 0; r < M; r++)
-          for (int64_t p = 0; p < K; p++) gathered16[static_cast<size_t>(r * K + p)] = A[p * lda + r];
-        for (int64_t r = 0; r < M; r++) rows16[static_cast<size_t>(r)] = gathered16.data() + r * K;
-      }
-      pairs[static_cast<size_t>(M - 1)](FewRows<uint16_t>{trans_b, N, K, alpha, nullptr, B, ldb, beta, C, ldc},
-                                        rows16.data());
-      return;
-    }
-  }
-#endif
-  static constexpr auto table = few_rows_table<T>(std::make_index_sequence<kFewRows>{});
-  std::vector<float> gathered;
-  std::array<const float*, kFewRows> rows{};
-  if (std::is_same_v<T, float> && !trans_a) {  // A's rows as they are
-    if constexpr (std::is_same_v<T, float>)
-      for (int64_t r = 0; r < M; r++) rows[static_cast<size_t>(r)] = A + r * lda;
-  } else {
-    gathered.resize(static_cast<size_t>(M * K));
-    for (int64_t r = 0; r < M; r++)
-      for (int64_t p = 0; p < K; p++)  // A is [M, K], or [K, M] when transposed
-        gathered[static_cast<size_t>(r * K + p)] = widen(trans_a ? A[p * lda + r] : A[r * lda + p]);
-    for (int64_t r = 0; r < M; r++) rows[static_cast<size_t>(r)] = gathered.data() + r * K;
-  }
-  table[static_cast<size_t>(M - 1)](FewRows<T>{trans_b, N, K, alpha, rows.data(), B, ldb, beta, C, ldc});
-}
-
-}  // namespace
-
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (M <= kFewRows) {
-    few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M <= detail::kFewRows) {
+    detail::few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (g_backend.load() == GemmBackend::kOneDnn) {
@@ -522,8 +284,8 @@ const Bf16Support& bf16_support() {
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (M <= kFewRows) {
-    few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M <= detail::kFewRows) {
+    detail::few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const Bf16Support& s = bf16_support();
@@ -546,7 +308,7 @@ void gemm_bf16_round(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                      int64_t ldc) {
   if (M == 0 || N == 0) return;
   const Bf16Support& s = bf16_support();
-  if (M > kFewRows && s.native && !s.sbgemm && K > 0 &&
+  if (M > detail::kFewRows && s.native && !s.sbgemm && K > 0 &&
       run_matmul(matmul_entry(matmul_key(trans_a, trans_b, M, N, K, 1.0f, lda, ldb, accumulate ? 1.0f : 0.0f, ldc,
                                          true, bias != nullptr)),
                  A, B, bias, C))

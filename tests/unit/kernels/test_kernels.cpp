@@ -83,8 +83,9 @@ TEST(Gemm, BothBackendsMatchNaiveWithTransposesAndStrides) {
 
 // The few-row path (M <= 8: a decode step's linears, one row per sequence) for every row count, with K long
 // enough for its vector loop and a tail, N not a multiple of the outputs it computes at once, fp32 and bf16
-// inputs: against double sums, and each row bitwise the same computed alone as in the batch (a sequence
-// decodes the same alone and in a batch).
+// inputs: against double sums, each row bitwise the same computed alone as in the batch (a sequence
+// decodes the same alone and in a batch), and every kernel variant giving the batch's bits (the measured choice
+// between them moves only the speed).
 TEST(Gemm, FewRowsMatchDoubleSumsAndEachRowAloneEqualsItInTheBatch) {
   const int Nn = 11, K = 53, lda = 60, ldb = 61, ldc = 12;
   namespace ax = axonn;
@@ -117,6 +118,14 @@ TEST(Gemm, FewRowsMatchDoubleSumsAndEachRowAloneEqualsItInTheBatch) {
           const std::string what = "M=" + std::to_string(M) + " ta=" + std::to_string(ta) +
                                    " tb=" + std::to_string(tb) + (bf16 ? " bf16" : " fp32");
           EXPECT_TRUE(allclose(batch, ref, 1e-4f, 1e-4f)) << what;
+          const std::vector<std::string> variants = k::few_rows_variant_names();
+          for (int v = 0; v < static_cast<int>(variants.size()); v++) {
+            k::set_few_rows_variant(v);
+            Vec forced = Cm;
+            product(M, 0, forced.data());
+            EXPECT_EQ(forced, batch) << what << ", variant " << variants[static_cast<size_t>(v)];
+          }
+          k::set_few_rows_variant(-1);
           for (int i = 0; i < M; i++) {
             Vec alone(Cm.begin() + i * ldc, Cm.begin() + (i + 1) * ldc);
             product(1, i, alone.data());
