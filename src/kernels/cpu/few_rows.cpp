@@ -265,16 +265,19 @@ struct MakeBf16Pairs {
 
 constexpr size_t kTableSize = static_cast<size_t>(kFewRows) * kVariants.size();
 
+// The kernel families a shape's choice is kept for (VariantChoice's kFamilyNames in this order).
+enum Family : int { kFp32 = 0, kBf16Widened = 1, kBf16Pairs = 2 };
+
 // Each shape's variant, measured on its first calls: the variants in turn, kTrials rounds, then for good the
 // one whose shortest call was shortest (the shortest, not the median: other processes only ever slow a call
 // down). Per calling thread, keyed by what moves the speed: rows, N, K, the kernel family and the thread
 // count (the decode may change it: infer/decode_threads.hpp). A trial costs at most what the slowest variant
 // is slower; a decode step of llama-124m calls each linear's shape 12 times, so its trials end within the
-// first 2 steps, the LM head's within 12.
+// first step or two, the LM head's within 12.
 class VariantChoice {
  public:
   template <class Run>
-  void run(int family, int64_t rows, int64_t N, int64_t K, const Run& run_variant) {
+  void run(Family family, int64_t rows, int64_t N, int64_t K, const Run& run_variant) {
     if (const int forced = g_forced_variant.load(std::memory_order_relaxed); forced >= 0) {
       run_variant(forced);
       return;
@@ -290,8 +293,9 @@ class VariantChoice {
     s.shortest[static_cast<size_t>(v)] = std::min(s.shortest[static_cast<size_t>(v)], timer.seconds());
     if (++s.calls == kTrials * kVariantCount) {
       s.chosen = static_cast<int>(std::min_element(s.shortest.begin(), s.shortest.end()) - s.shortest.begin());
-      log_debug("few-row product: %lld rows x [%lld, %lld] (family %d, %d threads): %s", static_cast<long long>(rows),
-                static_cast<long long>(N), static_cast<long long>(K), family, omp_get_max_threads(),
+      static constexpr const char* kFamilyNames[] = {"fp32", "bf16 widened", "bf16 pairs"};
+      log_debug("few-row product: %lld rows x [%lld, %lld], %s, %d threads: %s", static_cast<long long>(rows),
+                static_cast<long long>(N), static_cast<long long>(K), kFamilyNames[family], omp_get_max_threads(),
                 kVariants[static_cast<size_t>(s.chosen)].name);
     }
   }
@@ -309,7 +313,6 @@ class VariantChoice {
 };
 
 thread_local VariantChoice t_choice;
-enum Family : int { kFp32 = 0, kBf16Widened = 1, kBf16Pairs = 2 };
 
 template <class T>
 void run_few_rows(bool trans_b, int64_t M, const FewRows<T>& f) {

@@ -30,6 +30,7 @@ using model::Gpt;
 using parallel::Overlap;
 
 constexpr int kB = 8, kT = 7;
+constexpr float kLr = 1e-2f;
 
 // Steps per run: many on small worlds; on 8 ranks (oversubscribed, 20 grids) fewer, so that the
 // test stays within its time budget (Llama's: half of GPT-2's). AXONN_OVERLAP_TEST_STEPS overrides.
@@ -94,7 +95,7 @@ Trajectory train(const model::GptConfig& cfg, const parallel::Grid& grid, const 
     }
     gpt.sync_gradients();
     const double norm = gpt.grad_norm();
-    opt.step(gpt.params(), gpt.grads(), 1e-2f, optim::clip_scale(norm, 1.0f));
+    opt.step(gpt.params(), gpt.grads(), kLr, optim::clip_scale(norm, 1.0f));
     r.losses.push_back(static_cast<float>(loss / M));
     r.norms.push_back(norm);
   }
@@ -190,7 +191,13 @@ void expect_every_setting_equals_no_overlap(const model::GptConfig& cfg) {
         a.push_back(plain_micro.params[i]);
         b.push_back(plain.params[i]);
       }
-    EXPECT_TRUE(test::allclose(a.data(), b.data(), a.size(), 1e-5f, 1e-3f)) << "micro-batches vs the full batch";
+    // The weights after all the steps: AdamW divides each gradient by its running scale, so where a component
+    // of the gradient is nearly zero, fp32 rounding (the micro-batches' GEMMs have other shapes, so other
+    // summation orders) moves its update by a fraction of kLr, and the steps add these up. Measured worst:
+    // 5.1e-5 on 0.029 (Llama, grid 1x1x1x2, 25 steps, oneDNN's AVX-512 kernels on an Intel Xeon; within
+    // 1e-5 + 1e-3 |w| on an AMD EPYC). A micro-batch's gradient lost or counted twice moves weights by
+    // about kLr per step, and the losses and norms above, compared every step, by far more than their bounds.
+    EXPECT_TRUE(test::allclose(a.data(), b.data(), a.size(), 1e-2f * kLr, 1e-3f)) << "micro-batches vs the full batch";
   }
   EXPECT_GT(grids, 0);
   if (world->rank() == 0)
