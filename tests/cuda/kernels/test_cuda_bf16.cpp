@@ -28,6 +28,7 @@
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
 #include "gpu_test.hpp"
+#include "kv_cache_cases.hpp"
 #include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
@@ -437,16 +438,10 @@ TEST_P(CudaBf16, FlashAttention) {
 
 // Generation's KV cache in bf16 (kv_cache.cu): the appends are copies (exact, nothing else written); the
 // attention over the cache within one bf16 ulp of ref_bf16's (both widen, sum in fp32 and round once). The
-// shapes of the fp32 test: grouped queries, an odd head size, a chunk of several positions, a long cache.
+// fp32 test's shapes (kv_cache_cases.hpp).
 TEST(CudaBf16KvCache, AppendAndAttendOverTheCacheMatchRefBf16) {
   AXONN_REQUIRE_GPU();
-  struct Case {
-    int B, NH, NKV, HS, Tc;
-    std::vector<int> chunks;
-  };
-  const Case cases[] = {{2, 6, 2, 20, 37, {5, 1, 1, 1, 3}}, {3, 4, 4, 70, 16, {9, 1, 1}},
-                        {1, 2, 1, 8, 13000, {3, 1}}};
-  for (const Case& c : cases) {
+  for (const axonn::test::KvCacheCase& c : axonn::test::kv_cache_cases()) {
     const int Q = c.NH * c.HS, K = c.NKV * c.HS, W = Q + 2 * K;
     const size_t cache = static_cast<size_t>(c.B) * c.Tc * K;
     Bf kc(cache, f32_to_bf16(7.0f)), vc(cache, f32_to_bf16(7.0f));
@@ -462,9 +457,7 @@ TEST(CudaBf16KvCache, AppendAndAttendOverTheCacheMatchRefBf16) {
       gpu().kv_cache_append(d_kc.get(), d_vc.get(), d_qkv.get(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
       gpu().attention_cached_forward(d_out.get(), d_qkv.get(), d_kc.get(), d_vc.get(), c.B, n, pos, c.Tc, c.NH,
                                      c.NKV, c.HS);
-      const std::string what = "NH=" + std::to_string(c.NH) + " NKV=" + std::to_string(c.NKV) +
-                               " HS=" + std::to_string(c.HS) + " Tc=" + std::to_string(c.Tc) +
-                               " chunk of " + std::to_string(n) + " at " + std::to_string(pos);
+      const std::string what = c.describe(n, pos);
       EXPECT_EQ(d_kc.host(), kc) << what;  // copies: exact, and nothing else written
       EXPECT_EQ(d_vc.host(), vc) << what;
       EXPECT_TRUE(close_bf16(d_out.host(), out)) << what;

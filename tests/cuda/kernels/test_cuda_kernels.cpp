@@ -12,6 +12,7 @@
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops.hpp"
 #include "gpu_test.hpp"
+#include "kv_cache_cases.hpp"
 #include "row_steps.hpp"
 #include "tensor_expect.hpp"
 
@@ -260,17 +261,10 @@ TEST_P(CudaKernels, Attention) {
 }
 
 // The KV cache of inference: a prompt chunk, then positions one at a time (decode), appended and attended over
-// on the device against ref on the host; grouped (2 KV heads for 6 query heads) and not; a head size above a
-// warp; and a cache longer than the 48 KiB of shared memory a kernel gets without asking (13,000 positions).
+// on the device against ref on the host, on kv_cache_cases()'s shapes.
 TEST(CudaKernelsKvCache, AppendAndAttendOverTheCacheMatchRef) {
   AXONN_REQUIRE_GPU();
-  struct Case {
-    int B, NH, NKV, HS, Tc;
-    std::vector<int> chunks;
-  };
-  const Case cases[] = {{2, 6, 2, 20, 37, {5, 1, 1, 1, 3}}, {3, 4, 4, 70, 16, {9, 1, 1}},
-                        {1, 2, 1, 8, 13000, {3, 1}}};
-  for (const Case& c : cases) {
+  for (const axonn::test::KvCacheCase& c : axonn::test::kv_cache_cases()) {
     const int Q = c.NH * c.HS, K = c.NKV * c.HS, W = Q + 2 * K;
     const size_t cache = static_cast<size_t>(c.B) * c.Tc * K;
     Vec kc(cache, 7.0f), vc(cache, 7.0f);
@@ -286,9 +280,7 @@ TEST(CudaKernelsKvCache, AppendAndAttendOverTheCacheMatchRef) {
       k::cuda::kv_cache_append(d_kc.get(), d_vc.get(), d_qkv.get(), c.B, n, pos, c.Tc, c.NH, c.NKV, c.HS);
       k::cuda::attention_cached_forward(d_out.get(), d_qkv.get(), d_kc.get(), d_vc.get(), c.B, n, pos, c.Tc, c.NH,
                                         c.NKV, c.HS);
-      const std::string what = "NH=" + std::to_string(c.NH) + " NKV=" + std::to_string(c.NKV) +
-                               " HS=" + std::to_string(c.HS) + " Tc=" + std::to_string(c.Tc) +
-                               " chunk of " + std::to_string(n) + " at " + std::to_string(pos);
+      const std::string what = c.describe(n, pos);
       EXPECT_TRUE(allclose(d_kc.host(), kc, 0, 0)) << what;  // copies: exact, and nothing else written
       EXPECT_TRUE(allclose(d_vc.host(), vc, 0, 0)) << what;
       EXPECT_TRUE(allclose(d_out.host(), out, 1e-5f, 1e-4f)) << what;
