@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -72,12 +73,24 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (rounds < 1 || steps < 1) {
+    std::fprintf(stderr, "bench_few_rows: --rounds and --steps take counts of at least 1 (got %d and %d)\n", rounds,
+                 steps);
+    return 2;
+  }
   for (int r : rows)
     if (r < 1 || r > 8) {
       std::fprintf(stderr, "bench_few_rows: --rows takes counts from 1 to 8 (the few-row product's), not %d\n", r);
       return 2;
     }
-  const std::vector<Linear> linears = decode_linears(axonn::model::gpt_preset(model));
+  axonn::model::GptConfig config;
+  try {
+    config = axonn::model::gpt_preset(model);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_few_rows: %s\n", e.what());
+    return 2;
+  }
+  const std::vector<Linear> linears = decode_linears(config);
   size_t weights = 0;
   int64_t widest = 0, longest = 0;
   for (const Linear& L : linears) {
