@@ -110,10 +110,16 @@ int main(int argc, char** argv) {
     // rank 0 prints it (or the --help text), and each rank leaves with the same code.
     int code = e.get_exit_code();
     if (axonn::comm::launcher_rank() == 0) {
-      code = app.exit(e);
-      if (code != 0) {
-        const std::string hint = suggestion(app, argc, argv);
-        if (!hint.empty()) std::fprintf(stderr, "%s\n", hint.c_str());
+      // the nearest command or flag comes first, where the eye lands; for a mistyped command it replaces
+      // CLI11's "A subcommand is required", which is not what happened
+      const std::string hint = e.get_exit_code() == 0 ? "" : suggestion(app, argc, argv);
+      if (!hint.empty()) std::fprintf(stderr, "%s\n", hint.c_str());
+      const bool unknown_command = hint.rfind("axonn has no command", 0) == 0;
+      if (!unknown_command) {
+        code = app.exit(e);
+      } else {
+        std::fprintf(stderr, "Run with --help for more information.\n");
+        code = e.get_exit_code();
       }
     }
     return code == 0 ? 0 : 2;
