@@ -50,8 +50,8 @@ void choose_omp_wait_policy(int argc, char** argv) {
   Runtime::abort(code);
 }
 
-// "did you mean" for a command line CLI11 refused: an unknown subcommand (axonn trian) or an unknown
-// flag of a subcommand (train --step 10). Empty when there is nothing near.
+// "did you mean" for a command line CLI11 refused: an unknown subcommand (axonn trian; the list of commands
+// when none is near) or an unknown flag of a subcommand (train --step 10). Empty when there is nothing to say.
 std::string suggestion(const CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return "";
   const std::string command = argv[1];
@@ -62,7 +62,10 @@ std::string suggestion(const CLI::App& app, int argc, char** argv) {
     if (s->get_name() == command) sub = s;
   if (!sub) {
     const auto near = axonn::nearest_word(command, commands);
-    return near ? "axonn has no command '" + command + "': did you mean 'axonn " + *near + "'?" : "";
+    if (near) return "axonn has no command '" + command + "': did you mean 'axonn " + *near + "'?";
+    std::string all;
+    for (const std::string& c : commands) all += (all.empty() ? "" : ", ") + c;
+    return "axonn has no command '" + command + "'; its commands are " + all;
   }
   std::vector<std::string> flags;
   for (const CLI::Option* o : sub->get_options())

@@ -348,6 +348,8 @@ PY
     # a mistyped command or flag is answered with the nearest one (issue 35)
     expect_error "axonn has no command 'trian': did you mean 'axonn train'\?" "$axonn" trian --steps 2
     expect_no_output "A subcommand is required"
+    expect_error "axonn has no command 'zzzzzz'; its commands are train, plan, " "$axonn" zzzzzz
+    expect_no_output "A subcommand is required"
     # the suggestion is the first line, before CLI11's own
     expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
     head -1 "$tmp/out" | grep -q "did you mean --steps" || fail "the suggestion is not the first line"
