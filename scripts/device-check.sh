@@ -10,7 +10,7 @@
 #   --logs DIR     where every step's log goes (made if absent; each log is named after its step)
 #   --budget S     the seconds the check may take in all (default 480); a step that would not fit is
 #                  reported "not run (time)"
-#   --quick        the tests and one bf16 benchmark only (no fp32, Llama, PyTorch or flash attention rows)
+#   --quick        the tests and one bf16 benchmark only (no fp32, Llama, PyTorch, flash attention or ops rows)
 #
 # In order: what the node has (GPU, driver, glibc, where CUDA's libraries were found) and that every kit
 # binary loads; the CUDA kernels against the CPU oracle (fp32, bf16); the MPI-staged and NCCL communicators
@@ -19,7 +19,8 @@
 # 3D ones with 4), against one rank; `axonn train --kernels cuda` as a user runs it (the loss must fall);
 # 2 CPU ranks under the kit's mpirun; then GPT-2 124M at B=16, T=1024 in bf16 and fp32 (ms/step, tokens/s,
 # MFU against the dense bf16 GEMM peak measured in the same run), Llama 3.2 1B in bf16, the PyTorch peer
-# (bench/torch_gpt2_step.py, eager and torch.compile) at GPT-2 124M's shape, and the flash attention.
+# (bench/torch_gpt2_step.py, eager and torch.compile) at GPT-2 124M's shape, the flash attention, and the
+# memory-bound ops each against its floor (bench_cuda_ops).
 # The table comes last. The tests' data is this checkout's tests/reference and tests/golden.
 #
 # Exit status: 0 every row passed; 1 a row failed (a test, a loader error, a benchmark); 3 no GPU: every
@@ -235,6 +236,12 @@ if [ "$quick" -eq 0 ]; then
       row "flash" "PASS" "$(grep 'fwd+bwd' "$logs/flash.log" | sed -E 's/^ +//; s/ +/ /g' | paste -sd';' - | sed 's/;/; /g')"
     elif [ "$rc" -eq 125 ]; then row "flash" "not run (time)" ""
     else row "flash" "FAIL" "exit $rc (log flash.log)"
+    fi
+    # the memory-bound ops, each against its floor at the copy bandwidth: the table in ops.log, its summary here
+    run ops 60 "$kit/bin/bench_cuda_ops" --dtype bf16
+    if [ "$rc" -eq 0 ]; then row "ops" "PASS" "$(sed -n 's/^summary: //p' "$logs/ops.log")"
+    elif [ "$rc" -eq 125 ]; then row "ops" "not run (time)" ""
+    else row "ops" "FAIL" "exit $rc (log ops.log)"
     fi
   fi
 fi

@@ -75,7 +75,7 @@ cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAXONN_CUDA=ON "${compi
   { tail -30 "$build/device-kit.configure.log"; die "configure failed (log: $build/device-kit.configure.log)"; }
 grep -q "AXONN_NCCL:BOOL=ON" "$build/CMakeCache.txt" || die "the kit needs NCCL (AXONN_NCCL=ON): set NCCL_ROOT"
 # what scripts/device-check.sh runs: the GPU tests, the benchmarks, and the tool itself
-binaries="axonn bench_gpt2_step bench_flash_attention test_cuda_kernels test_cuda_bf16 test_cuda_staged
+binaries="axonn bench_gpt2_step bench_flash_attention bench_cuda_ops test_cuda_kernels test_cuda_bf16 test_cuda_staged
           test_cuda_nccl test_cuda_gpt test_cuda_gpt_grid"
 log "build $(echo $binaries) with $jobs jobs"
 # shellcheck disable=SC2086

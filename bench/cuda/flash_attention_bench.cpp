@@ -22,32 +22,13 @@
 #include "axonn/kernels/cuda.hpp"
 #include "core/cuda/cuda_check.hpp"
 #include "core/cuda/device_buffer.hpp"
+#include "cuda_timing.hpp"
 
 namespace {
 
 using axonn::cuda_detail::DeviceBuffer;
 using axonn::kernels::bf16;
 using axonn::kernels::FlashAttention;
-
-// Milliseconds per run of f(), over `iters` runs after 3 warm-up runs, between two events on the stream the
-// kernels run on.
-template <typename F>
-double time_ms(int iters, F&& f) {
-  auto* stream = static_cast<cudaStream_t>(axonn::kernels::cuda_compute_stream());
-  for (int i = 0; i < 3; i++) f();
-  cudaEvent_t start, stop;
-  AXONN_CUDA_CHECK(cudaEventCreate(&start));
-  AXONN_CUDA_CHECK(cudaEventCreate(&stop));
-  AXONN_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < iters; i++) f();
-  AXONN_CUDA_CHECK(cudaEventRecord(stop, stream));
-  AXONN_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  AXONN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  AXONN_CUDA_CHECK(cudaEventDestroy(start));
-  AXONN_CUDA_CHECK(cudaEventDestroy(stop));
-  return static_cast<double>(ms) / iters;
-}
 
 std::vector<float> host_floats(const DeviceBuffer& b, size_t n, bool is_bf16) {
   std::vector<float> v(n);
@@ -118,8 +99,8 @@ int run(int B, int T, int NH, int HS, int iters) {
                              lse.as<float>(), B, T, C, NH);
     };
     dqkv.zero();
-    const double fwd_ms = time_ms(iters, fwd);
-    const double bwd_ms = time_ms(iters, bwd);
+    const double fwd_ms = axonn::bench::cuda_time_ms(iters, fwd);
+    const double bwd_ms = axonn::bench::cuda_time_ms(iters, bwd);
     for (float x : host_floats(lse, nlse, false))
       if (!std::isfinite(x)) {
         std::printf("bench_flash_attention: FAIL (non-finite lse)\n");
