@@ -50,37 +50,51 @@ void choose_omp_wait_policy(int argc, char** argv) {
   Runtime::abort(code);
 }
 
-// "did you mean" for a command line CLI11 refused: an unknown subcommand (axonn trian; the list of commands
-// when none is near) or an unknown flag of a subcommand (train --step 10). Empty when there is nothing to say.
-std::string suggestion(const CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') return "";
-  const std::string command = argv[1];
-  std::vector<std::string> commands;
-  for (const CLI::App* s : app.get_subcommands({})) commands.push_back(s->get_name());
-  const CLI::App* sub = nullptr;
-  for (const CLI::App* s : app.get_subcommands({}))
-    if (s->get_name() == command) sub = s;
-  if (!sub) {
-    const auto near = axonn::nearest_word(command, commands);
-    if (near) return "axonn has no command '" + command + "': did you mean 'axonn " + *near + "'?";
-    std::string all;
-    for (const std::string& c : commands) all += (all.empty() ? "" : ", ") + c;
-    return "axonn has no command '" + command + "'; its commands are " + all;
+// "did you mean" for a command line CLI11 refused: an unknown command at any level (axonn trian, axonn
+// tokenizer encdoe; the list of commands when none is near), which replaces CLI11's "A subcommand is
+// required" (not what happened), or an unknown flag of the command reached (train --step 10). Empty text
+// when there is nothing to say.
+struct Suggestion {
+  std::string text;
+  bool unknown_command = false;
+};
+Suggestion suggestion(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  std::string path = "axonn";
+  int i = 1;
+  for (; i < argc && argv[i][0] != '-'; i++) {
+    const std::string word = argv[i];
+    std::vector<std::string> commands;
+    const CLI::App* next = nullptr;
+    for (const CLI::App* s : at->get_subcommands({})) {
+      commands.push_back(s->get_name());
+      if (s->get_name() == word) next = s;
+    }
+    if (commands.empty()) break;  // a command's own positional arguments
+    if (next == nullptr) {
+      const auto near = axonn::nearest_word(word, commands);
+      if (near) return {path + " has no command '" + word + "': did you mean '" + path + " " + *near + "'?", true};
+      std::string all;
+      for (const std::string& c : commands) all += (all.empty() ? "" : ", ") + c;
+      return {path + " has no command '" + word + "'; its commands are " + all, true};
+    }
+    at = next;
+    path += " " + word;
   }
+  if (at == &app) return {};
   std::vector<std::string> flags;
-  for (const CLI::Option* o : sub->get_options())
+  for (const CLI::Option* o : at->get_options())
     for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
   std::string said;
-  for (int i = 2; i < argc; i++) {
+  for (; i < argc; i++) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) continue;
     arg = arg.substr(0, arg.find('='));
     if (std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
     if (const auto near = axonn::nearest_word(arg, flags))
-      said += (said.empty() ? "" : "; ") + std::string("axonn ") + command + " has no flag " + arg + ": did you mean " +
-              *near + "?";
+      said += (said.empty() ? "" : "; ") + path + " has no flag " + arg + ": did you mean " + *near + "?";
   }
-  return said;
+  return {said, false};
 }
 
 }  // namespace
@@ -113,12 +127,10 @@ int main(int argc, char** argv) {
     // rank 0 prints it (or the --help text), and each rank leaves with the same code.
     int code = e.get_exit_code();
     if (axonn::comm::launcher_rank() == 0) {
-      // the nearest command or flag comes first, where the eye lands; for a mistyped command it replaces
-      // CLI11's "A subcommand is required", which is not what happened
-      const std::string hint = e.get_exit_code() == 0 ? "" : suggestion(app, argc, argv);
-      if (!hint.empty()) std::fprintf(stderr, "%s\n", hint.c_str());
-      const bool unknown_command = hint.rfind("axonn has no command", 0) == 0;
-      if (!unknown_command) {
+      // the nearest command or flag comes first, where the eye lands
+      const Suggestion hint = e.get_exit_code() == 0 ? Suggestion{} : suggestion(app, argc, argv);
+      if (!hint.text.empty()) std::fprintf(stderr, "%s\n", hint.text.c_str());
+      if (!hint.unknown_command) {
         code = app.exit(e);
       } else {
         std::fprintf(stderr, "Run with --help for more information.\n");

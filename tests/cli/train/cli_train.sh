@@ -350,6 +350,12 @@ PY
     expect_no_output "A subcommand is required"
     expect_error "axonn has no command 'zzzzzz'; its commands are train, plan, " "$axonn" zzzzzz
     expect_no_output "A subcommand is required"
+    # at every level: a nested command and the flags of the command reached
+    expect_error "axonn tokenizer has no command 'encdoe': did you mean 'axonn tokenizer encode'\?" \
+      "$axonn" tokenizer encdoe text
+    expect_no_output "A subcommand is required"
+    expect_error "axonn tokenizer encode has no flag --tokenizr: did you mean --tokenizer\?" \
+      "$axonn" tokenizer encode --tokenizr gpt2
     # the suggestion is the first line, before CLI11's own
     expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
     head -1 "$tmp/out" | grep -q "did you mean --steps" || fail "the suggestion is not the first line"
