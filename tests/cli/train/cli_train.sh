@@ -359,7 +359,6 @@ PY
     # the suggestion is the first line, before CLI11's own
     expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
     head -1 "$tmp/out" | grep -q "did you mean --steps" || fail "the suggestion is not the first line"
-    expect_error "axonn train has no flag --step: did you mean --steps\?" "$axonn" train --step 10
     expect_error "no flag --lr-sched: did you mean --lr-schedule\?" "$axonn" train --lr-sched cosine
     expect_error "The following arguments were not expected" "$axonn" train --zzzzzzzz 1
     expect_no_output "did you mean"
