@@ -192,10 +192,11 @@ cd "$repo" || exit 1
 
 # ---- benchmarks (GPU only) -------------------------------------------------------------------------------
 peak=""
-bench_row() {  # bench_row NAME MODEL B T DTYPE STEPS SECONDS: bench_gpt2_step as a row
+bench_row() {  # bench_row NAME MODEL B T DTYPE STEPS SECONDS [VAR=VALUE]: bench_gpt2_step as a row
   local name=$1 model=$2 B=$3 T=$4 dtype=$5 steps=$6 secs=$7 line
+  local setting=(${8:-})  # an environment setting for this run only
   if [ "$gpus" -eq 0 ]; then row "$name" "SKIP" "no GPU"; return; fi
-  run "$name" "$secs" "$kit/bin/bench_gpt2_step" --kernels cuda --comm mpi --dtype "$dtype" --model "$model" \
+  run "$name" "$secs" env "${setting[@]}" "$kit/bin/bench_gpt2_step" --kernels cuda --comm mpi --dtype "$dtype" --model "$model" \
     --shapes "${B}x${T}" --steps "$steps"
   if [ "$rc" -eq 125 ]; then row "$name" "not run (time)" ""; return; fi
   [ -z "$peak" ] && peak=$(sed -nE 's/^# peak: .* = ([0-9.]+) TFLOP\/s.*/\1/p' "$logs/$name.log" | head -1)
@@ -205,11 +206,13 @@ bench_row() {  # bench_row NAME MODEL B T DTYPE STEPS SECONDS: bench_gpt2_step a
   if [ "$rc" -ne 0 ] || [ -z "$line" ]; then
     row "$name" "FAIL" "exit $rc (log $name.log: $(grep -m1 -iE 'error|what\(\)' "$logs/$name.log" | cut -c1-120))"
   else
-    row "$name" "PASS" "$model B=$B T=$T $dtype: $line"
+    row "$name" "PASS" "$model B=$B T=$T $dtype${8:+ ($8)}: $line"
   fi
 }
 bench_row bench_124m_bf16 gpt2-124m 16 1024 bf16 10 100
 if [ "$quick" -eq 0 ]; then
+  # the same step with the register-resident tensor-core flash attention (not the default until measured)
+  bench_row bench_124m_bf16_mma gpt2-124m 16 1024 bf16 10 100 AXONN_FLASH_ATTENTION=mma
   # the peer on the same GPU: PyTorch, eager and torch.compile, at the same shape (its own Python and
   # libraries: not the kit's)
   torch_ok=0
@@ -249,11 +252,13 @@ fi
 # ---- the table -------------------------------------------------------------------------------------------
 tok() { sed -nE 's/.* ([0-9]+) tokens\/s.*/\1/p' <<<"$1"; }
 detail_of() { local r; for r in "${rows[@]}"; do [ "${r%%|*}" = "$1" ] && { r=${r#*|}; echo "${r#*|}"; return; }; done; }
-axonn_tok=$(tok "$(detail_of bench_124m_bf16)")
+axonn_tok=$(tok "$(detail_of bench_124m_bf16)") mma_tok=$(tok "$(detail_of bench_124m_bf16_mma)")
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 ratios=""
 for mode in eager compile; do
   t=$(tok "$(detail_of torch_$mode)")
-  [ -n "$axonn_tok" ] && [ -n "$t" ] && ratios="$ratios axonn/torch-$mode $(awk -v a="$axonn_tok" -v b="$t" 'BEGIN {printf "%.2f", a / b}')x;"
+  [ -n "$axonn_tok" ] && [ -n "$t" ] && ratios="$ratios axonn/torch-$mode $(ratio "$axonn_tok" "$t")x;"
+  [ -n "$mma_tok" ] && [ -n "$t" ] && ratios="$ratios axonn(mma attention)/torch-$mode $(ratio "$mma_tok" "$t")x;"
 done
 echo
 echo "==================== device-check ($(elapsed) s; logs in $logs) ===================="

@@ -1,7 +1,8 @@
 // bench_flash_attention — times the bf16 flash attentions (kernels::cuda_bf16_ops(FlashAttention)) forward and
-// backward on one GPU: the tensor-core one (head sizes 64 and 128) and the CUDA-core one, TFLOP/s each, marks
-// which one cuda_bf16_ops() runs by default, checks that lse is finite, and prints how far the two
-// implementations' outputs are apart (the tests bound that on small shapes; this is the full-size look).
+// backward on one GPU: the two tensor-core ones (head sizes 64 and 128: WMMA, and mma.sync on register-resident
+// fragments) and the CUDA-core one, TFLOP/s each, marks which one cuda_bf16_ops() runs by default, checks that
+// lse is finite, and prints how far each tensor-core implementation's outputs are from the CUDA cores' (the
+// tests bound that on small shapes; this is the full-size look).
 //
 //   bench_flash_attention [B T NH HS] [iters]       (default GPT-2 124M: 16 1024 12 64, 20 iterations)
 //
@@ -43,7 +44,7 @@ std::vector<float> host_floats(const DeviceBuffer& b, size_t n, bool is_bf16) {
 }
 
 // max |a - b| and max |b|; NaN if any value is not finite.
-void compare(const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+void compare(const char* name, const char* what, const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, mag = 0;
   for (size_t i = 0; i < a.size(); i++) {
     if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
@@ -53,7 +54,7 @@ void compare(const char* what, const std::vector<float>& a, const std::vector<fl
     diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
     mag = std::max(mag, std::fabs(static_cast<double>(b[i])));
   }
-  std::printf("  tensor cores vs CUDA cores: %-5s max |difference| %.3g (max |value| %.3g)\n", what, diff, mag);
+  std::printf("  %s vs CUDA cores: %-5s max |difference| %.3g (max |value| %.3g)\n", name, what, diff, mag);
 }
 
 int run(int B, int T, int NH, int HS, int iters) {
@@ -83,13 +84,17 @@ int run(int B, int T, int NH, int HS, int iters) {
 
   // Each implementation: timed forward and backward; then its out and dqkv (from zero) for the comparison.
   struct Result {
+    const char* name;
     std::vector<float> out, dqkv;
   };
   std::vector<Result> results;
-  for (FlashAttention impl : {FlashAttention::kTensorCores, FlashAttention::kCudaCores}) {
-    const bool tc = impl == FlashAttention::kTensorCores;
-    if (tc && HS != 64 && HS != 128) {
-      std::printf("  tensor cores: no kernel for head size %d (64 or 128)\n", HS);
+  for (FlashAttention impl :
+       {FlashAttention::kTensorCores, FlashAttention::kTensorCoresMma, FlashAttention::kCudaCores}) {
+    const char* label = impl == FlashAttention::kTensorCores      ? "tensor cores"
+                        : impl == FlashAttention::kTensorCoresMma ? "tensor cores mma"
+                                                                  : "CUDA cores";
+    if (impl != FlashAttention::kCudaCores && HS != 64 && HS != 128) {
+      std::printf("  %s: no kernel for head size %d (64 or 128)\n", label, HS);
       continue;
     }
     const auto& ops = axonn::kernels::cuda_bf16_ops(impl);
@@ -107,7 +112,7 @@ int run(int B, int T, int NH, int HS, int iters) {
         return 1;
       }
     char name[64];
-    std::snprintf(name, sizeof name, "%s%s", tc ? "tensor cores" : "CUDA cores", impl == chosen ? " (default)" : "");
+    std::snprintf(name, sizeof name, "%s%s", label, impl == chosen ? " (default)" : "");
     std::printf("  %-23s forward  %8.3f ms  %7.2f TFLOP/s\n", name, fwd_ms, fwd_flop / fwd_ms * 1e-9);
     std::printf("  %-23s backward %8.3f ms  %7.2f TFLOP/s\n", name, bwd_ms, bwd_flop / bwd_ms * 1e-9);
     std::printf("  %-23s fwd+bwd  %8.3f ms  %7.2f TFLOP/s\n", name, fwd_ms + bwd_ms,
@@ -115,11 +120,12 @@ int run(int B, int T, int NH, int HS, int iters) {
     fwd();
     dqkv.zero();
     bwd();
-    results.push_back({host_floats(out, nout, true), host_floats(dqkv, nqkv, true)});
+    results.push_back({label, host_floats(out, nout, true), host_floats(dqkv, nqkv, true)});
   }
-  if (results.size() == 2) {
-    compare("out", results[0].out, results[1].out);
-    compare("dqkv", results[0].dqkv, results[1].dqkv);
+  const Result& cuda_cores = results.back();  // the CUDA cores take every head size
+  for (size_t i = 0; i + 1 < results.size(); i++) {
+    compare(results[i].name, "out", results[i].out, cuda_cores.out);
+    compare(results[i].name, "dqkv", results[i].dqkv, cuda_cores.dqkv);
   }
   return 0;
 }

@@ -39,22 +39,26 @@ const Ops& cuda_ops();
 // must see the reduced values (the communicator waits, or makes the stream wait).
 const OpsBf16& cuda_bf16_ops();
 
-// The two flash attentions behind cuda_bf16_ops().attention_forward / attention_backward (same contract,
-// both deterministic):
-//   kTensorCores: bf16 WMMA with fp32 accumulation, head size 64 or 128, every bf16 buffer 16-byte aligned;
-//                 the probabilities (and dS) are rounded to bf16 before their second product, so results may
-//                 differ from the fp32 math by 2^-8 of the sum of the terms' magnitudes;
-//   kCudaCores:   fp32 math on CUDA cores, any head size that is a multiple of 8 up to 128.
-// kDefault (what cuda_bf16_ops() runs): tensor cores where they apply (and the device gives a block the
+// The flash attentions behind cuda_bf16_ops().attention_forward / attention_backward (same contract, all
+// deterministic):
+//   kTensorCores:    bf16 WMMA with fp32 accumulation, head size 64 or 128, every bf16 buffer 16-byte aligned;
+//                    the probabilities (and dS) are rounded to bf16 before their second product, so results
+//                    may differ from the fp32 math by 2^-8 of the sum of the terms' magnitudes;
+//   kTensorCoresMma: the same conditions and bound, FlashAttention-2's kernels: mma.sync on register-resident
+//                    fragments (the scores never leave registers), 27-70 KiB of shared memory a block. Tested
+//                    on the CPU by the SIMT emulator (tests/unit/cuda_emu); chosen only by name until it has
+//                    been measured on a GPU (docs/gpu.md);
+//   kCudaCores:      fp32 math on CUDA cores, any head size that is a multiple of 8 up to 128.
+// kDefault (what cuda_bf16_ops() runs): kTensorCores where they apply (and the device gives a block the
 // shared memory they need: ~121 KiB at head size 128), else CUDA cores; the environment variable
-// AXONN_FLASH_ATTENTION=simt forces the CUDA cores (unset or "auto": the default; any other value is an
-// InvalidArgument at the first attention call).
-enum class FlashAttention { kDefault, kTensorCores, kCudaCores };
+// AXONN_FLASH_ATTENTION=simt forces the CUDA cores, =mma the register-resident tensor-core kernels (unset or
+// "auto": the default; any other value is an InvalidArgument at the first attention call).
+enum class FlashAttention { kDefault, kTensorCores, kCudaCores, kTensorCoresMma };
 // cuda_bf16_ops() with both attention entries forced to one implementation (tests, benchmarks); kTensorCores
 // where it does not apply throws InvalidArgument at the call. kDefault gives cuda_bf16_ops() itself.
 const OpsBf16& cuda_bf16_ops(FlashAttention attention);
-// What kDefault runs for this head size on the current device with 16-byte aligned buffers (kTensorCores or
-// kCudaCores), AXONN_FLASH_ATTENTION included.
+// What kDefault runs for this head size on the current device with 16-byte aligned buffers (kTensorCores,
+// kCudaCores, or kTensorCoresMma by AXONN_FLASH_ATTENTION=mma), AXONN_FLASH_ATTENTION included.
 FlashAttention cuda_flash_attention_for(int head_size);
 
 // Blocks the host until every kernel queued on the current device has finished (every stream:

@@ -325,15 +325,17 @@ void with_head_size(int HS, F&& f) {
 }
 
 // Which implementation a call asks for: kDefault reads AXONN_FLASH_ATTENTION (unset, empty or "auto": the
-// default choice; "simt": the CUDA-core kernels). Read on every call, so a test can set it.
+// default choice; "simt": the CUDA-core kernels; "mma": the register-resident tensor-core kernels). Read on
+// every call, so a test can set it.
 FlashAttention requested(FlashAttention asked) {
   if (asked != FlashAttention::kDefault) return asked;
   const char* v = std::getenv("AXONN_FLASH_ATTENTION");
   if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return FlashAttention::kDefault;
   if (std::strcmp(v, "simt") == 0) return FlashAttention::kCudaCores;
+  if (std::strcmp(v, "mma") == 0) return FlashAttention::kTensorCoresMma;
   throw InvalidArgument(std::string("AXONN_FLASH_ATTENTION=") + v +
-                        ": expected simt (the CUDA-core flash attention) or auto (tensor cores where they apply, "
-                        "the default)");
+                        ": expected simt (the CUDA-core flash attention), mma (tensor cores, register-resident "
+                        "fragments) or auto (tensor cores where they apply, the default)");
 }
 
 // The shared memory the current device can give one block.
@@ -344,20 +346,23 @@ size_t block_smem_limit() {
   return static_cast<size_t>(bytes);
 }
 
-// The implementation that runs for head size HS on the current device with these bf16 buffers: tensor cores
-// need HS 64 or 128, the shared memory, and every buffer 16-byte aligned. kTensorCores asked for where they
-// do not apply is an InvalidArgument that says which; kDefault then falls back to the CUDA cores.
+// The implementation that runs for head size HS on the current device with these bf16 buffers: either
+// tensor-core implementation needs HS 64 or 128, its shared memory, and every buffer 16-byte aligned; asked
+// for where it does not apply, an InvalidArgument that says which. kDefault: the WMMA tensor-core kernels
+// where they apply, else the CUDA cores (the mma kernels are chosen only by name until measured on a GPU).
 FlashAttention resolve(FlashAttention asked, int HS, std::initializer_list<const void*> buffers) {
   const FlashAttention want = requested(asked);
   if (want == FlashAttention::kCudaCores) return want;
-  const size_t need = detail::tc_attention_smem(HS);
+  const bool mma = want == FlashAttention::kTensorCoresMma;
+  const size_t need = mma ? detail::mma_attention_smem(HS) : detail::tc_attention_smem(HS);
   const bool fits = need > 0 && need <= block_smem_limit(), aligned = detail::all_aligned16(buffers);
-  if (want == FlashAttention::kTensorCores) {
-    AXONN_CHECK_ARG(need > 0, "cuda bf16 attention on tensor cores: head size ", HS,
+  if (want != FlashAttention::kDefault) {
+    const char* name = mma ? "cuda bf16 attention on tensor cores (mma)" : "cuda bf16 attention on tensor cores";
+    AXONN_CHECK_ARG(need > 0, name, ": head size ", HS,
                     " is not supported (64 or 128; the CUDA-core kernels take any multiple of 8 up to 128)");
-    AXONN_CHECK_ARG(fits, "cuda bf16 attention on tensor cores: the device gives a block ", block_smem_limit(),
+    AXONN_CHECK_ARG(fits, name, ": the device gives a block ", block_smem_limit(),
                     " bytes of shared memory, the kernels need ", need);
-    AXONN_CHECK_ARG(aligned, "cuda bf16 attention on tensor cores: every bf16 buffer must be 16-byte aligned");
+    AXONN_CHECK_ARG(aligned, name, ": every bf16 buffer must be 16-byte aligned");
     return want;
   }
   return fits && aligned ? FlashAttention::kTensorCores : FlashAttention::kCudaCores;
@@ -367,8 +372,13 @@ void forward_with(FlashAttention asked, bf16* out, float* lse, const bf16* qkv, 
   // out [B,T,C], lse [B,NH,T] fp32, qkv [B,T,3C]
   const int HS = head_size(B, C, NH);
   if (B == 0 || T == 0) return;
-  if (resolve(asked, HS, {out, qkv}) == FlashAttention::kTensorCores) {
+  const FlashAttention impl = resolve(asked, HS, {out, qkv});
+  if (impl == FlashAttention::kTensorCores) {
     detail::tc_attention_forward(out, lse, qkv, B, T, C, NH);
+    return;
+  }
+  if (impl == FlashAttention::kTensorCoresMma) {
+    detail::mma_attention_forward(out, lse, qkv, B, T, C, NH);
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
@@ -398,6 +408,10 @@ void backward_with(FlashAttention asked, bf16* dqkv, float* scratch, const bf16*
     detail::tc_attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH);
     return;
   }
+  if (impl == FlashAttention::kTensorCoresMma) {
+    detail::mma_attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH);
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   with_head_size(HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
@@ -422,6 +436,10 @@ void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int 
   forward_with(FlashAttention::kTensorCores, out, lse, qkv, B, T, C, NH);
 }
 
+void attention_forward_tensor_cores_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  forward_with(FlashAttention::kTensorCoresMma, out, lse, qkv, B, T, C, NH);
+}
+
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
                         const float* lse, int B, int T, int C, int NH) {
   backward_with(FlashAttention::kDefault, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
@@ -433,6 +451,10 @@ void attention_backward_cuda_cores(bf16* dqkv, float* scratch, const bf16* dout,
 void attention_backward_tensor_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                                      const bf16* out, const float* lse, int B, int T, int C, int NH) {
   backward_with(FlashAttention::kTensorCores, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+}
+void attention_backward_tensor_cores_mma(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                                         const bf16* out, const float* lse, int B, int T, int C, int NH) {
+  backward_with(FlashAttention::kTensorCoresMma, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
 }
 
 }  // namespace axonn::kernels::cuda_bf16

@@ -1,24 +1,15 @@
-// kernels/cuda/attention_bf16.cuh — what the two bf16 flash attentions share (private): where a (batch, head)
-// lives in qkv, out and the per-head row arrays, and the tensor-core implementation's entry points
-// (attention_bf16_tc.cu), which attention_bf16.cu selects (see kernels/cuda.hpp, FlashAttention).
+// kernels/cuda/attention_bf16.cuh — what the bf16 flash attentions share (private): where a (batch, head) lives
+// in qkv, out and the per-head row arrays (flash_geometry.cuh), and the tensor-core implementations' entry
+// points (attention_bf16_tc.cu), which attention_bf16.cu selects (see kernels/cuda.hpp, FlashAttention).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "bf16.cuh"
+#include "flash_geometry.cuh"
 
 namespace axonn::kernels::cuda_bf16::detail {
-
-struct FlashGeometry {  // where (b, h) lives in qkv [B,T,3C] / out [B,T,C] and in the [B,NH,T] row arrays
-  int64_t qkv_base, out_base, stat_base;
-  int64_t C3;
-  __device__ FlashGeometry(int b, int h, int T, int C, int NH, int HS)
-      : qkv_base(static_cast<int64_t>(b) * T * 3 * C + static_cast<int64_t>(h) * HS),
-        out_base(static_cast<int64_t>(b) * T * C + static_cast<int64_t>(h) * HS),
-        stat_base((static_cast<int64_t>(b) * NH + h) * T),
-        C3(3 * static_cast<int64_t>(C)) {}
-};
 
 // Tensor cores (bf16 WMMA, fp32 accumulators): head sizes 64 and 128, every bf16 buffer 16-byte aligned (the
 // caller checks the pointers), and a device that gives a block tc_attention_smem(HS) bytes of shared memory.
@@ -30,5 +21,13 @@ void tc_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, 
 // dQ, dK, dV added to dqkv, with D = rowsum(dout * out) already in `D` [B,NH,T].
 void tc_attention_backward(bf16* dqkv, const float* D, const bf16* dout, const bf16* qkv, const float* lse, int B,
                            int T, int C, int NH);
+
+// Tensor cores with register-resident fragments (mma.sync, FlashAttention-2's kernels: attention_bf16_mma.cuh,
+// launched from attention_bf16_tc.cu): the same conditions; shared memory per block 27-37 KiB at HS = 64,
+// 52-70 KiB at HS = 128 (mma_attention_smem: the largest of the three kernels'; 0 for other head sizes).
+size_t mma_attention_smem(int HS);
+void mma_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void mma_attention_backward(bf16* dqkv, const float* D, const bf16* dout, const bf16* qkv, const float* lse, int B,
+                            int T, int C, int NH);
 
 }  // namespace axonn::kernels::cuda_bf16::detail

@@ -1,7 +1,8 @@
 // kernels/cuda/attention_bf16_tc.cu — the bf16 flash attention on tensor cores (nvcuda::wmma: bf16 16x16x16
-// fragments, fp32 accumulators), forward and backward, head sizes 64 and 128. Same contract, same work split
-// (FlashAttention-2's) and the same determinism as the CUDA-core kernels of attention_bf16.cu, which remain
-// the fallback for every other case (attention_bf16.cu chooses).
+// fragments, fp32 accumulators), forward and backward, head sizes 64 and 128; and the launches of the
+// register-resident mma.sync kernels of attention_bf16_mma.cuh (FlashAttention::kTensorCoresMma). Same
+// contract, same work split (FlashAttention-2's) and the same determinism as the CUDA-core kernels of
+// attention_bf16.cu, which remain the fallback for every other case (attention_bf16.cu chooses).
 //
 // Tiles. A block of 4 warps takes kTile = 64 rows (queries; keys in the dK/dV kernel) of one (b, h); warp w
 // owns rows 16w .. 16w+15. The other side streams through shared memory in tiles of kTile rows. Operands sit
@@ -33,6 +34,7 @@
 #include <type_traits>
 
 #include "attention_bf16.cuh"
+#include "attention_bf16_mma.cuh"
 
 namespace axonn::kernels::cuda_bf16::detail {
 namespace {
@@ -396,7 +398,44 @@ void with_tc_head_size(int HS, F&& f) {
                         " (64 or 128)");
 }
 
+static_assert(mma_attention::kThreads == kThreads, "launch() starts blocks of kThreads");
+
+// The mma kernels' shared memory for HS: forward 3 tiles, backward 4 tiles and two row arrays.
+template <int HS>
+constexpr size_t mma_smem() {
+  using L = mma_attention::Layout<HS>;
+  return L::kForward > L::kBackward ? L::kForward : L::kBackward;
+}
+
 }  // namespace
+
+size_t mma_attention_smem(int HS) { return HS == 64 ? mma_smem<64>() : HS == 128 ? mma_smem<128>() : 0; }
+
+void mma_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH) {
+  const int HS = C / NH;
+  const float scale_log2 = 1.0f / sqrtf(static_cast<float>(HS)) * mma_attention::kLog2e;
+  with_tc_head_size(HS, [&](auto hs) {
+    constexpr int kHS = decltype(hs)::value;
+    using L = mma_attention::Layout<kHS>;
+    launch(mma_attention::forward_kernel<kHS>, L::kForward, mma_attention::grid_of(B, T, NH), out, lse, qkv, T, C,
+           NH, scale_log2);
+  });
+}
+
+void mma_attention_backward(bf16* dqkv, const float* D, const bf16* dout, const bf16* qkv, const float* lse, int B,
+                            int T, int C, int NH) {
+  const int HS = C / NH;
+  const float scale = 1.0f / sqrtf(static_cast<float>(HS)), scale_log2 = scale * mma_attention::kLog2e;
+  with_tc_head_size(HS, [&](auto hs) {
+    constexpr int kHS = decltype(hs)::value;
+    using L = mma_attention::Layout<kHS>;
+    const dim3 grid = mma_attention::grid_of(B, T, NH);
+    launch(mma_attention::backward_dq_kernel<kHS>, L::kBackward, grid, dqkv, D, dout, qkv, lse, T, C, NH, scale,
+           scale_log2);
+    launch(mma_attention::backward_dkv_kernel<kHS>, L::kBackward, grid, dqkv, D, dout, qkv, lse, T, C, NH, scale,
+           scale_log2);
+  });
+}
 
 size_t tc_attention_smem(int HS) { return HS == 64 ? Tc<64>::kMost : HS == 128 ? Tc<128>::kMost : 0; }
 

@@ -33,9 +33,12 @@ const OpsBf16& cuda_bf16_ops(FlashAttention attention) {
       forced(cuda_bf16::attention_forward_cuda_cores, cuda_bf16::attention_backward_cuda_cores);
   static const OpsBf16 tensor_cores =
       forced(cuda_bf16::attention_forward_tensor_cores, cuda_bf16::attention_backward_tensor_cores);
+  static const OpsBf16 tensor_cores_mma =
+      forced(cuda_bf16::attention_forward_tensor_cores_mma, cuda_bf16::attention_backward_tensor_cores_mma);
   switch (attention) {
     case FlashAttention::kCudaCores: return cuda_cores;
     case FlashAttention::kTensorCores: return tensor_cores;
+    case FlashAttention::kTensorCoresMma: return tensor_cores_mma;
     case FlashAttention::kDefault: break;
   }
   return cuda_bf16_ops();

@@ -40,6 +40,9 @@ void attention_backward_cuda_cores(bf16* dqkv, float* scratch, const bf16* dout,
 void attention_forward_tensor_cores(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
 void attention_backward_tensor_cores(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                                      const bf16* out, const float* lse, int B, int T, int C, int NH);
+void attention_forward_tensor_cores_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward_tensor_cores_mma(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                                         const bf16* out, const float* lse, int B, int T, int C, int NH);
 void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);

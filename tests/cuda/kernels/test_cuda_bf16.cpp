@@ -27,6 +27,7 @@
 #include "axonn/core/error.hpp"
 #include "axonn/kernels/cuda.hpp"
 #include "axonn/kernels/ops_bf16.hpp"
+#include "attention_bound.hpp"
 #include "gpu_test.hpp"
 #include "kv_cache_cases.hpp"
 #include "row_steps.hpp"
@@ -36,6 +37,9 @@ namespace k = axonn::kernels;
 using axonn::bf16_to_f32;
 using axonn::f32_to_bf16;
 using axonn::test::allclose;
+using axonn::test::attention_magnitudes;
+using axonn::test::AttentionMagnitudes;
+using axonn::test::close_attention;
 using axonn::test::crossentropy_rows;
 using axonn::test::crossentropy_steps;
 using axonn::test::layernorm_backward_steps;
@@ -55,8 +59,8 @@ using IDev = DeviceArray<int>;
 
 namespace {
 
-constexpr float kUlp = 1.0f / 128.0f;  // one bf16 ulp, relative
-constexpr float kAbs = 1e-4f;
+constexpr float kUlp = axonn::test::kBf16Ulp;
+constexpr float kAbs = axonn::test::kBf16Abs;
 
 
 // bf16 results within one bf16 ulp (+ kAbs) of the oracle's.
@@ -105,7 +109,8 @@ TEST(CudaBf16Ops, TableIsComplete) {
   EXPECT_NE(reinterpret_cast<const void*>(t.matmul_forward), reinterpret_cast<const void*>(cpu().matmul_forward));
   // The tables with the attention forced to one implementation differ from it there and only there.
   EXPECT_EQ(&k::cuda_bf16_ops(k::FlashAttention::kDefault), &t);
-  for (auto impl : {k::FlashAttention::kTensorCores, k::FlashAttention::kCudaCores}) {
+  for (auto impl :
+       {k::FlashAttention::kTensorCores, k::FlashAttention::kCudaCores, k::FlashAttention::kTensorCoresMma}) {
     const auto& forced = k::cuda_bf16_ops(impl);
     EXPECT_NE(forced.attention_forward, t.attention_forward);
     EXPECT_NE(forced.attention_backward, t.attention_backward);
@@ -114,6 +119,8 @@ TEST(CudaBf16Ops, TableIsComplete) {
   }
   EXPECT_NE(k::cuda_bf16_ops(k::FlashAttention::kTensorCores).attention_forward,
             k::cuda_bf16_ops(k::FlashAttention::kCudaCores).attention_forward);
+  EXPECT_NE(k::cuda_bf16_ops(k::FlashAttention::kTensorCores).attention_backward,
+            k::cuda_bf16_ops(k::FlashAttention::kTensorCoresMma).attention_backward);
 }
 
 TEST_P(CudaBf16, EmbeddingAndPosition) {
@@ -287,67 +294,6 @@ namespace {
 
 // ---- flash attention: both implementations (kernels::FlashAttention) against the oracle and each other ----
 //
-// Bound: one bf16 ulp of the value (kUlp |want|) + kAbs, as every op here, plus kUlp * (a sum of the terms'
-// magnitudes) for two roundings the oracle does not make; each moves a result by at most 2^-8 of that sum,
-// so the allowance is twice the worst case (the rest covers the fp32 noise: other summation orders).
-//   - D (scratch) is rowsum(dout * out) with the bf16 `out` (the contract, FlashAttention-2's D), while the
-//     oracle's gradient is the exact one (sum_t2 p dp, the unrounded output): |dD_t| <= 2^-8 sum_d |dout||out|,
-//     which moves dq and dk (ds = p (dp - D)). Both implementations. (`rounded_d`)
-//   - The tensor cores round P and dS to bf16 before their second product (P V, P^T dO, dS K, dS^T Q): each
-//     term by at most 2^-8 of itself. Tensor cores only. (`rounded_p`)
-// lse and D themselves see neither: fp32 level.
-struct AttentionMagnitudes {
-  Vec out;        // [B,T,C], rounded_p: sum_t2 p |v|
-  Vec dqkv;       // [B,T,3C], rounded_p: dq = scale sum_t2 |ds| |k|, dk = scale sum_t |ds| |q|, dv = sum_t p |dout|
-  Vec dqkv_of_d;  // [B,T,3C], rounded_d: dq = scale m_t sum_t2 p |k|, dk = scale sum_t p m_t |q|, with
-                  //   m_t = sum_d |dout||out| (dv does not depend on D)
-};
-// In double from the oracle's out, lse and D, with p = exp(scale q.k - lse), ds = p (dout.v - D), t2 <= t.
-AttentionMagnitudes attention_magnitudes(const Bf& qkv_bf, const Bf& dout_bf, const Bf& out_bf, const Vec& lse,
-                                         const Vec& D, int B, int T, int C, int NH) {
-  const int HS = C / NH;
-  const size_t C3 = 3 * static_cast<size_t>(C);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-  const Vec x = widen(qkv_bf), dy = widen(dout_bf), y = widen(out_bf);
-  std::vector<double> out(y.size(), 0.0), dqkv(x.size(), 0.0), of_d(x.size(), 0.0);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int t = 0; t < T; t++) {
-        const size_t qrow = (static_cast<size_t>(b) * T + t) * C3 + static_cast<size_t>(h) * HS;
-        const size_t orow = (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * HS;
-        const size_t stat = (static_cast<size_t>(b) * NH + h) * T + t;
-        double m = 0.0;
-        for (int d = 0; d < HS; d++) m += std::fabs(static_cast<double>(dy[orow + d]) * y[orow + d]);
-        for (int t2 = 0; t2 <= t; t2++) {
-          const size_t krow = (static_cast<size_t>(b) * T + t2) * C3 + C + static_cast<size_t>(h) * HS;
-          const size_t vrow = krow + C;
-          double s = 0.0, dp = 0.0;
-          for (int d = 0; d < HS; d++) {
-            s += static_cast<double>(x[qrow + d]) * x[krow + d];
-            dp += static_cast<double>(dy[orow + d]) * x[vrow + d];
-          }
-          const double p = std::exp(s * scale - lse[stat]), ds = std::fabs(p * (dp - D[stat]));
-          for (int d = 0; d < HS; d++) {
-            out[orow + d] += p * std::fabs(x[vrow + d]);
-            dqkv[qrow + d] += scale * ds * std::fabs(x[krow + d]);
-            dqkv[krow + d] += scale * ds * std::fabs(x[qrow + d]);
-            dqkv[vrow + d] += p * std::fabs(dy[orow + d]);
-            of_d[qrow + d] += scale * m * p * std::fabs(x[krow + d]);
-            of_d[krow + d] += scale * m * p * std::fabs(x[qrow + d]);
-          }
-        }
-      }
-  return {Vec(out.begin(), out.end()), Vec(dqkv.begin(), dqkv.end()), Vec(of_d.begin(), of_d.end())};
-}
-
-// got within one bf16 ulp of want (+ kAbs) + kUlp * the sum of the magnitudes given.
-::testing::AssertionResult close_attention(const Bf& got, const Bf& want, std::initializer_list<const Vec*> mags) {
-  Vec extra(got.size(), 0.0f);
-  for (const Vec* m : mags)
-    for (size_t i = 0; i < extra.size() && i < m->size(); i++) extra[i] += kUlp * (*m)[i];
-  return allclose(widen(got), widen(want), kAbs, kUlp, extra);
-}
-
 bool has_tensor_core_kernel(int HS) { return HS == 64 || HS == 128; }
 
 struct AttentionRun {
@@ -378,7 +324,7 @@ struct AttentionCase {
   AttentionRun run(k::FlashAttention impl) const {
     const auto& ops = k::cuda_bf16_ops(impl);
     const k::FlashAttention ran = impl == k::FlashAttention::kDefault ? k::cuda_flash_attention_for(C / NH) : impl;
-    const bool tc = ran == k::FlashAttention::kTensorCores;
+    const bool tc = ran == k::FlashAttention::kTensorCores || ran == k::FlashAttention::kTensorCoresMma;
     BDev d_qkv(qkv), d_dy(dy), d_out(nout()), d_out2(nout()), d_dqkv(d0), d_dqkv2(d0), d_out_ref(out);
     FDev d_lse(nlse()), d_scratch(Vec(nlse(), 123.0f)), d_lse_ref(lse);
     ops.attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH);
@@ -401,30 +347,41 @@ struct AttentionCase {
   }
 };
 
-// Every implementation that takes head size HS against the oracle; the tensor cores against the CUDA cores
-// (same bound: both are within it of the exact result's rounding); the default gives the bits of the one
-// cuda_flash_attention_for() names.
+// Every implementation that takes head size HS against the oracle; each tensor-core one against the CUDA
+// cores (same bound: both are within it of the exact result's rounding); the default gives the bits of the
+// one cuda_flash_attention_for() names.
 void check_flash_attention(int B, int T, int NH, int HS, uint32_t seed) {
   SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                " HS=" + std::to_string(HS));
   const AttentionCase c(B, T, NH, HS, seed);
-  AttentionRun simt, tc;
+  AttentionRun simt, tc, mma;
   {
     SCOPED_TRACE("CUDA cores");
     simt = c.run(k::FlashAttention::kCudaCores);
   }
   if (has_tensor_core_kernel(HS)) {
-    SCOPED_TRACE("tensor cores");
-    tc = c.run(k::FlashAttention::kTensorCores);
+    {
+      SCOPED_TRACE("tensor cores (WMMA)");
+      tc = c.run(k::FlashAttention::kTensorCores);
+    }
+    {
+      SCOPED_TRACE("tensor cores (mma, register-resident)");
+      mma = c.run(k::FlashAttention::kTensorCoresMma);
+    }
     // Both use the same D: only the rounding of P and dS separates them.
-    EXPECT_TRUE(close_attention(tc.out, simt.out, {&c.mag.out})) << "out: tensor cores vs CUDA cores";
-    EXPECT_TRUE(close_attention(tc.dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: tensor cores vs CUDA cores";
+    for (const AttentionRun* r : {&tc, &mma}) {
+      EXPECT_TRUE(close_attention(r->out, simt.out, {&c.mag.out})) << "out: tensor cores vs CUDA cores";
+      EXPECT_TRUE(close_attention(r->dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: tensor cores vs CUDA cores";
+    }
   }
   SCOPED_TRACE("default");
-  const bool default_tc = k::cuda_flash_attention_for(HS) == k::FlashAttention::kTensorCores;
+  const k::FlashAttention chosen = k::cuda_flash_attention_for(HS);
   const AttentionRun def = c.run(k::FlashAttention::kDefault);
-  EXPECT_EQ(def.out, default_tc ? tc.out : simt.out);
-  EXPECT_EQ(def.dqkv, default_tc ? tc.dqkv : simt.dqkv);
+  const AttentionRun& want = chosen == k::FlashAttention::kTensorCores      ? tc
+                             : chosen == k::FlashAttention::kTensorCoresMma ? mma
+                                                                            : simt;
+  EXPECT_EQ(def.out, want.out);
+  EXPECT_EQ(def.dqkv, want.dqkv);
 }
 
 }  // namespace
@@ -484,7 +441,8 @@ TEST(CudaBf16Attention, TensorCoreTiles) {
 TEST(CudaBf16Attention, DefaultIsTensorCoresWhereTheyApply) {
   AXONN_REQUIRE_GPU();
   const char* env = std::getenv("AXONN_FLASH_ATTENTION");
-  if (env != nullptr && std::string(env) == "simt") GTEST_SKIP() << "AXONN_FLASH_ATTENTION=simt is set";
+  if (env != nullptr && *env != '\0' && std::string(env) != "auto")
+    GTEST_SKIP() << "AXONN_FLASH_ATTENTION=" << env << " is set";
   // sm_80 / sm_90 (A100, H100, H200) give a block the shared memory of the HS = 128 kernels.
   EXPECT_EQ(k::cuda_flash_attention_for(64), k::FlashAttention::kTensorCores);
   EXPECT_EQ(k::cuda_flash_attention_for(128), k::FlashAttention::kTensorCores);
@@ -492,24 +450,29 @@ TEST(CudaBf16Attention, DefaultIsTensorCoresWhereTheyApply) {
   // Forced where they do not apply: refused before anything runs.
   BDev buf(3 * 2 * 4 * 40);
   FDev lse(2 * 4);
-  EXPECT_THROW(k::cuda_bf16_ops(k::FlashAttention::kTensorCores)
-                   .attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 80, 2),
-               axonn::InvalidArgument)
-      << "head size 40";
   BDev big(3 * 4 * 64 + 1);
-  EXPECT_THROW(k::cuda_bf16_ops(k::FlashAttention::kTensorCores)
-                   .attention_forward(big.get() + 1, lse.get(), big.get() + 1, 1, 4, 64, 1),
-               axonn::InvalidArgument)
-      << "buffers 2 bytes off 16-byte alignment";
+  for (auto impl : {k::FlashAttention::kTensorCores, k::FlashAttention::kTensorCoresMma}) {
+    EXPECT_THROW(k::cuda_bf16_ops(impl).attention_forward(buf.get(), lse.get(), buf.get(), 1, 4, 80, 2),
+                 axonn::InvalidArgument)
+        << "head size 40";
+    EXPECT_THROW(k::cuda_bf16_ops(impl).attention_forward(big.get() + 1, lse.get(), big.get() + 1, 1, 4, 64, 1),
+                 axonn::InvalidArgument)
+        << "buffers 2 bytes off 16-byte alignment";
+  }
   EXPECT_NO_THROW(k::cuda_synchronize());
 }
 
 TEST(CudaBf16Attention, EnvironmentVariable) {
-  // No device needed: "simt" is answered before the device is asked, and a bad value is refused.
+  // No device needed: "simt" is answered before the device is asked, and a bad value is refused; "mma" with a
+  // device.
   const char* old = std::getenv("AXONN_FLASH_ATTENTION");
   const std::string saved = old != nullptr ? old : "";
   setenv("AXONN_FLASH_ATTENTION", "simt", 1);
   EXPECT_EQ(k::cuda_flash_attention_for(64), k::FlashAttention::kCudaCores);
+  setenv("AXONN_FLASH_ATTENTION", "mma", 1);
+  if (axonn::test::no_gpu_reason().empty()) {  // named: its conditions are checked, the device's shared memory too
+    EXPECT_EQ(k::cuda_flash_attention_for(64), k::FlashAttention::kTensorCoresMma);
+  }
   setenv("AXONN_FLASH_ATTENTION", "tensor", 1);
   EXPECT_THROW(k::cuda_flash_attention_for(64), axonn::InvalidArgument);
   if (old != nullptr)

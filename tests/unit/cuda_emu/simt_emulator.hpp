@@ -1,0 +1,263 @@
+// tests/unit/cuda_emu/simt_emulator.hpp — runs CUDA kernel source on the CPU, for tests: every thread of a block
+// is a fiber (ucontext) on the calling thread, blocks one after another. Where a kernel synchronises
+// (__syncthreads) or a warp exchanges registers (shuffles, the tensor-core mma.sync and ldmatrix of
+// kernels/cuda/warp_mma.cuh), the fiber yields until the block or the warp has arrived; the last arrival
+// computes the exchange for all 32 lanes from the values they deposited. The scheduler resumes threads in a
+// chosen order (Schedule), so that a warp may run ahead of the others as far as the barriers let it. So a
+// kernel's logic (its indexing, masking, fragment layouts, reductions and barriers) runs on a machine without
+// a GPU, in CI, before any GPU session.
+//
+// What it is not: a timing model, or proof of what the hardware does where the PTX ISA is the only source.
+// The fragment layouts of mma.m16n8k16 and ldmatrix below are the PTX ISA's (sections "Matrix Fragments for
+// mma.m16n8k16" and "ldmatrix"); a kernel and this file could share a misreading of them, which only a GPU
+// run shows (the GPU tests compare the same kernels with the oracle on the device).
+//
+// Use: define AXONN_SIMT_EMULATOR, include this file, then the kernel's .cuh (which includes nothing of CUDA
+// in that mode); launch with axonn::emu::launch(grid, block, shared_bytes, [&] { kernel(args...); }).
+// Dynamic shared memory: the kernel's AXONN_DYNAMIC_SHARED(name) names emu::dynamic_shared(). Static
+// __shared__ arrays are not supported (a kernel run here declares its shared memory dynamically).
+#pragma once
+
+#ifndef AXONN_SIMT_EMULATOR
+#error "define AXONN_SIMT_EMULATOR before including simt_emulator.hpp"
+#endif
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---- the CUDA vocabulary a kernel file uses, as host C++ ----
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3() = default;
+  dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+using uint3 = dim3;
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+namespace axonn::emu {
+
+constexpr int kWarpSize = 32;
+
+// One thread of the running block.
+struct Fiber {
+  dim3 idx;
+  ucontext_t ctx{};
+  std::unique_ptr<char[]> stack;
+  bool done = false;
+  const unsigned* wait_on = nullptr;  // waiting until *wait_on != wait_value (a barrier's or warp's generation)
+  unsigned wait_value = 0;
+  bool runnable() const { return !done && (wait_on == nullptr || *wait_on != wait_value); }
+};
+
+// Which runnable thread the scheduler resumes next. On a GPU warps run in any order relative to each other,
+// so a kernel must be right under every order; the tests run each kernel under the two extremes:
+// kLowestFirst lets warp 0 run as far as it can before warp 1 starts (then warp 1, ...), kHighestFirst the
+// last warp first. A missing __syncthreads shows as wrong results under one of them.
+enum class Schedule { kLowestFirst, kHighestFirst };
+
+// An exchange among the 32 lanes of a warp: each deposits a pointer to its input and to its output.
+struct WarpExchange {
+  int arrived = 0;
+  unsigned generation = 0;
+  const void* in[kWarpSize] = {};
+  void* out[kWarpSize] = {};
+};
+
+struct Block {
+  dim3 grid, block, block_idx;
+  std::vector<Fiber> fibers;
+  std::vector<WarpExchange> warps;
+  std::vector<unsigned char> shared;
+  int current = -1;
+  int barrier_arrived = 0;
+  unsigned barrier_generation = 0;
+  std::function<void()> kernel;
+  ucontext_t scheduler{};
+};
+
+inline Block*& running() {
+  static Block* b = nullptr;
+  return b;
+}
+inline Block& block() {
+  if (running() == nullptr) throw std::logic_error("simt emulator: a device function ran outside emu::launch");
+  return *running();
+}
+inline Fiber& self() { return block().fibers[static_cast<size_t>(block().current)]; }
+inline int thread_rank() {
+  const Block& b = block();
+  const Fiber& f = b.fibers[static_cast<size_t>(b.current)];
+  return static_cast<int>(f.idx.x + b.block.x * (f.idx.y + b.block.y * f.idx.z));
+}
+inline int lane_id() { return thread_rank() % kWarpSize; }
+
+// Back to the scheduler until *generation != value.
+inline void wait_while_equal(const unsigned* generation, unsigned value) {
+  Block& b = block();
+  Fiber& f = b.fibers[static_cast<size_t>(b.current)];
+  f.wait_on = generation;
+  f.wait_value = value;
+  swapcontext(&f.ctx, &b.scheduler);
+  f.wait_on = nullptr;
+}
+
+// __syncthreads: every thread of the block must arrive (as on the GPU; a thread that left early deadlocks,
+// which the scheduler reports).
+inline void syncthreads() {
+  Block& b = block();
+  const unsigned gen = b.barrier_generation;
+  if (++b.barrier_arrived == static_cast<int>(b.fibers.size())) {
+    b.barrier_arrived = 0;
+    b.barrier_generation++;
+    return;
+  }
+  wait_while_equal(&b.barrier_generation, gen);
+}
+
+// A warp-wide exchange: every lane of the warp calls it with its own in/out; the last to arrive runs
+// compute(in[32], out[32]) for all of them. The warp must be whole (blockDim a multiple of 32 here).
+template <typename In, typename Out, typename F>
+void warp_exchange(const In& in, Out& out, F compute) {
+  Block& b = block();
+  const int rank = thread_rank();
+  WarpExchange& w = b.warps[static_cast<size_t>(rank / kWarpSize)];
+  const unsigned gen = w.generation;
+  w.in[rank % kWarpSize] = &in;
+  w.out[rank % kWarpSize] = &out;
+  if (++w.arrived == kWarpSize) {
+    const In* ins[kWarpSize];
+    Out* outs[kWarpSize];
+    for (int l = 0; l < kWarpSize; l++) {
+      ins[l] = static_cast<const In*>(w.in[l]);
+      outs[l] = static_cast<Out*>(w.out[l]);
+    }
+    compute(ins, outs);
+    w.arrived = 0;
+    w.generation++;
+    return;
+  }
+  wait_while_equal(&w.generation, gen);
+}
+
+inline unsigned char* dynamic_shared() { return block().shared.data(); }
+
+inline void fiber_entry() {
+  Block& b = block();
+  b.kernel();
+  b.fibers[static_cast<size_t>(b.current)].done = true;
+  // returning resumes uc_link: the scheduler
+}
+
+// A fiber that starts at fiber_entry on its own stack and returns to `scheduler`. (Out of line: getcontext
+// "returns twice" for the compiler, which would otherwise distrust the caller's locals.)
+[[gnu::noinline]] inline void prepare_fiber(Fiber& f, size_t stack_bytes, ucontext_t* scheduler) {
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = f.stack.get();
+  f.ctx.uc_stack.ss_size = stack_bytes;
+  f.ctx.uc_link = scheduler;
+  makecontext(&f.ctx, fiber_entry, 0);
+}
+
+// Runs kernel() as every thread of every block of `grid` (blocks in order x, then y, then z), with
+// `shared_bytes` of dynamic shared memory per block (filled with a pattern, not zeros: a kernel must not
+// read shared memory it did not write), resuming threads in the order `schedule` says. Throws on a deadlock
+// (threads waiting for others that have ended or wait themselves).
+inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<void()> kernel,
+                   Schedule schedule = Schedule::kLowestFirst) {
+  const unsigned threads = blockdim.x * blockdim.y * blockdim.z;
+  if (threads == 0 || threads % kWarpSize != 0 || threads > 1024)
+    throw std::invalid_argument("simt emulator: a block of " + std::to_string(threads) +
+                                " threads (a multiple of 32 up to 1024 here)");
+  constexpr size_t kStack = 256 * 1024;
+  Block b;
+  b.grid = grid;
+  b.block = blockdim;
+  b.kernel = std::move(kernel);
+  b.fibers.resize(threads);
+  for (auto& f : b.fibers) f.stack = std::make_unique<char[]>(kStack);
+  b.warps.resize(threads / kWarpSize);
+  running() = &b;
+  struct Reset {
+    ~Reset() { running() = nullptr; }
+  } reset;
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        b.block_idx = dim3(x, y, z);
+        b.shared.assign(shared_bytes, 0xA5);
+        b.barrier_arrived = 0;
+        for (auto& w : b.warps) w = WarpExchange{};
+        for (unsigned t = 0; t < threads; t++) {
+          Fiber& f = b.fibers[t];
+          f.idx = dim3(t % blockdim.x, (t / blockdim.x) % blockdim.y, t / (blockdim.x * blockdim.y));
+          f.done = false;
+          f.wait_on = nullptr;
+          prepare_fiber(f, kStack, &b.scheduler);
+        }
+        for (;;) {
+          int next = -1;
+          for (unsigned i = 0; i < threads && next < 0; i++) {
+            const unsigned t = schedule == Schedule::kLowestFirst ? i : threads - 1 - i;
+            if (b.fibers[t].runnable()) next = static_cast<int>(t);
+          }
+          if (next < 0) break;
+          b.current = next;
+          swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(next)].ctx);
+          b.current = -1;
+        }
+        for (const auto& f : b.fibers)
+          if (!f.done)
+            throw std::runtime_error("simt emulator: deadlock in block (" + std::to_string(x) + "," +
+                                     std::to_string(y) + "," + std::to_string(z) +
+                                     "): threads wait at a barrier or warp exchange that others never reach");
+      }
+}
+
+}  // namespace axonn::emu
+
+#define threadIdx (::axonn::emu::self().idx)
+#define blockIdx (::axonn::emu::block().block_idx)
+#define blockDim (::axonn::emu::block().block)
+#define gridDim (::axonn::emu::block().grid)
+
+inline void __syncthreads() { axonn::emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  int in = 0, out = 0;
+  axonn::emu::warp_exchange(in, out, [](const int* const*, int* const*) {});
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  T out{};
+  axonn::emu::warp_exchange(v, out, [lane_mask](const T* const* in, T* const* o) {
+    for (int l = 0; l < axonn::emu::kWarpSize; l++) *o[l] = *in[l ^ lane_mask];
+  });
+  return out;
+}
