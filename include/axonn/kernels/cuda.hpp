@@ -45,7 +45,7 @@ const OpsBf16& cuda_bf16_ops();
 //                    the probabilities (and dS) are rounded to bf16 before their second product, so results
 //                    may differ from the fp32 math by 2^-8 of the sum of the terms' magnitudes;
 //   kTensorCoresMma: the same conditions and bound, FlashAttention-2's kernels: mma.sync on register-resident
-//                    fragments (the scores never leave registers), 27-70 KiB of shared memory a block. Tested
+//                    fragments (the scores never leave registers), 45-103 KiB of shared memory a block. Tested
 //                    on the CPU by the SIMT emulator (tests/unit/cuda_emu); chosen only by name until it has
 //                    been measured on a GPU (docs/gpu.md);
 //   kCudaCores:      fp32 math on CUDA cores, any head size that is a multiple of 8 up to 128.

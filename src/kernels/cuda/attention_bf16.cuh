@@ -23,8 +23,8 @@ void tc_attention_backward(bf16* dqkv, const float* D, const bf16* dout, const b
                            int T, int C, int NH);
 
 // Tensor cores with register-resident fragments (mma.sync, FlashAttention-2's kernels: attention_bf16_mma.cuh,
-// launched from attention_bf16_tc.cu): the same conditions; shared memory per block 27-37 KiB at HS = 64,
-// 52-70 KiB at HS = 128 (mma_attention_smem: the largest of the three kernels'; 0 for other head sizes).
+// launched from attention_bf16_tc.cu): the same conditions; shared memory per block 45-55 KiB at HS = 64,
+// 85-103 KiB at HS = 128 (mma_attention_smem: the largest of the three kernels'; 0 for other head sizes).
 size_t mma_attention_smem(int HS);
 void mma_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH);
 void mma_attention_backward(bf16* dqkv, const float* D, const bf16* dout, const bf16* qkv, const float* lse, int B,

@@ -6,6 +6,8 @@
 // score tile to shared memory and two lanes per row do the softmax; here the scores stay in the mma
 // accumulators, each lane masks and exponentiates its own 32 of them (a row's 4 lanes meet by two shuffles for
 // the row max and sum), and the probabilities become the next product's A operand in registers (a_from_c).
+// The streamed tiles are double-buffered (cp.async into the other stage while this one is used), and in the
+// diagonal tile a warp skips the fragments the causal mask hides from all its rows.
 //   forward: S = Q K^T, online softmax in the exp2 domain (s * scale * log2 e; running max m, running sum l
 //            of the fp32 exponentials, each lane its own columns, the row's 4 partial sums added at the end),
 //            O = alpha O + bf16(P) V in fp32 registers; out = O / l rounded once, lse = m ln 2 + ln l.
@@ -51,10 +53,19 @@ struct Layout {
   static constexpr int kLd = HS + 8;        // bf16 row pitch in shared memory: 16-byte rows 4 banks apart
   static constexpr int kOutFrags = HS / 8;  // C fragments across a warp's HS output columns
   static constexpr size_t kTile = static_cast<size_t>(kRows) * kLd * sizeof(uint16_t);
-  static constexpr size_t kForward = 3 * kTile;                                     // Q K V
-  static constexpr size_t kBackward = 4 * kTile + 2 * kRows * sizeof(float);        // 4 tiles, lse and D
-  static_assert(kTile % 16 == 0);
+  // The streamed tiles are double-buffered (two stages): the next one is copied (cp.async) while this one is
+  // used. Forward: Q, then K and V of each stage. Backward: the block's two tiles, the streamed two of each
+  // stage, and (dK/dV) the streamed query tile's lse * log2 e and D of each stage.
+  static constexpr size_t kForward = 5 * kTile;
+  static constexpr size_t kBackward = 6 * kTile + 2 * 2 * kRows * sizeof(float);
+  static_assert(kTile % 128 == 0);
 };
+
+// Tile i of the block's shared memory.
+template <int HS>
+__device__ __forceinline__ uint16_t* tile(unsigned char* smem, int i) {
+  return reinterpret_cast<uint16_t*>(smem + static_cast<size_t>(i) * Layout<HS>::kTile);
+}
 
 // Where a lane's values sit: its warp's first row in the block's tile (row0), and its place in the mma
 // fragments: row g (v[0], v[1]) and g + 8 (v[2], v[3]) of the warp's 16, columns 8j + 2t and 8j + 2t + 1.
@@ -69,23 +80,25 @@ struct LanePlace {
 };
 
 // Rows [r0, r0 + kRows) of a bf16 matrix (row stride `stride` elements; a row's HS values contiguous and
-// 16-byte aligned) into the shared tile dst [kRows][kLd], 16 bytes at a time; rows at or past T become zeros,
-// so the products over them stay finite. Called by all threads of the block.
+// 16-byte aligned) into the shared tile dst [kRows][kLd] by asynchronous 16-byte copies (the caller commits
+// and waits); rows at or past T become zeros, so the products over them stay finite. Called by all threads.
 template <int HS>
-__device__ __forceinline__ void load_rows(uint16_t* dst, const uint16_t* src, int64_t stride, int r0, int T) {
+__device__ __forceinline__ void load_rows_async(uint16_t* dst, const uint16_t* src, int64_t stride, int r0, int T) {
   constexpr int kChunks = HS / 8;
   for (int e = static_cast<int>(threadIdx.x); e < kRows * kChunks; e += kThreads) {
     const int r = e / kChunks, c = e % kChunks;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r0 + r < T) v = *reinterpret_cast<const uint4*>(src + (r0 + r) * stride + c * 8);
-    *reinterpret_cast<uint4*>(dst + r * Layout<HS>::kLd + c * 8) = v;
+    const bool inside = r0 + r < T;
+    kernels::cuda::mma::cp_async16(dst + r * Layout<HS>::kLd + c * 8, inside ? src + (r0 + r) * stride + c * 8 : src,
+                                   !inside);
   }
 }
 
 // s = rows [row0, row0 + 16) of tile a times tile b^T (kRows x kRows over HS), into 8 C fragments: s[j] holds
-// columns 8j .. 8j + 7 (rows of b).
+// columns 8j .. 8j + 7 (rows of b). Only the fragments [j0, j1) are computed (both even; the others are zero):
+// the diagonal tile's columns that the causal mask hides from all 16 rows are skipped.
 template <int HS>
-__device__ __forceinline__ void warp_abt(FragC (&s)[kKeyFrags], const uint16_t* a, int row0, const uint16_t* b) {
+__device__ __forceinline__ void warp_abt(FragC (&s)[kKeyFrags], const uint16_t* a, int row0, const uint16_t* b, int j0,
+                                         int j1) {
   constexpr int ld = Layout<HS>::kLd;
 #pragma unroll
   for (int j = 0; j < kKeyFrags; j++) kernels::cuda::mma::zero(s[j]);
@@ -95,6 +108,7 @@ __device__ __forceinline__ void warp_abt(FragC (&s)[kKeyFrags], const uint16_t* 
     load_a(fa, a, ld, row0, k);
 #pragma unroll
     for (int j = 0; j < kKeyFrags; j += 2) {
+      if (j < j0 || j >= j1) continue;  // j stays a constant (unrolled): the fragments stay in registers
       FragB b0, b1;
       load_b_rows_n(b0, b1, b, ld, j * 8, k);
       mma_16816(s[j], fa, b0);
@@ -104,14 +118,15 @@ __device__ __forceinline__ void warp_abt(FragC (&s)[kKeyFrags], const uint16_t* 
 }
 
 // acc += p v: p a warp's 16 x kRows values in C fragments (rounded to bf16 here, once), v a shared tile
-// [kRows][HS]; acc[j] holds output columns 8j .. 8j + 7. The kRows terms of each element in the same order on
-// every call.
+// [kRows][HS]; acc[j] holds output columns 8j .. 8j + 7. Only p's fragments [j0, j1) are used (the others
+// are zero). The terms of each element in the same order on every call.
 template <int HS>
 __device__ __forceinline__ void warp_pv(FragC (&acc)[Layout<HS>::kOutFrags], const FragC (&p)[kKeyFrags],
-                                        const uint16_t* v) {
+                                        const uint16_t* v, int j0, int j1) {
   constexpr int ld = Layout<HS>::kLd;
 #pragma unroll
   for (int k = 0; k < kRows; k += 16) {
+    if (k / 8 < j0 || k / 8 >= j1) continue;
     const FragA fa = a_from_c(p[k / 8], p[k / 8 + 1]);
 #pragma unroll
     for (int j = 0; j < Layout<HS>::kOutFrags; j += 2) {
@@ -148,34 +163,53 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// Before using stage i of a stream of n tiles: start copying tile i + 1 into the other stage (issue(i + 1),
+// which issues and commits its copies), wait for tile i's, and let every thread see them. After using it, the
+// caller syncs again before the stage is refilled (at i + 1, with tile i + 2).
+template <typename Issue>
+__device__ __forceinline__ void next_stage(int i, int n, Issue issue) {
+  if (i + 1 < n) {
+    issue(i + 1);
+    kernels::cuda::mma::cp_async_wait<1>();
+  } else {
+    kernels::cuda::mma::cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // Forward: a block per kRows queries of one (b, h) = (blockIdx.z, blockIdx.y), the longest rows first.
 template <int HS>
 __global__ void __launch_bounds__(kThreads) forward_kernel(uint16_t* out, float* lse, const uint16_t* qkv, int T,
                                                            int C, int NH, float scale_log2) {
   using L = Layout<HS>;
   AXONN_DYNAMIC_SHARED(smem);
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* Ks = Qs + kRows * L::kLd;
-  uint16_t* Vs = Ks + kRows * L::kLd;
+  uint16_t* Qs = tile<HS>(smem, 0);  // then K and V of stage 0 (tiles 1, 2) and of stage 1 (3, 4)
   const detail::FlashGeometry geo(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kRows;
   const LanePlace lane;
   const int t = lane.t, row0 = lane.row0;
   const int query[2] = {lane.row(q0, 0), lane.row(q0, 1)};
   const uint16_t* Q = qkv + geo.qkv_base;
-  load_rows<HS>(Qs, Q, geo.C3, q0, T);
+  auto issue = [&](int i) {  // key tile i into stage i % 2
+    load_rows_async<HS>(tile<HS>(smem, 1 + 2 * (i % 2)), Q + C, geo.C3, i * kRows, T);
+    load_rows_async<HS>(tile<HS>(smem, 2 + 2 * (i % 2)), Q + 2 * C, geo.C3, i * kRows, T);
+    kernels::cuda::mma::cp_async_commit();
+  };
+  load_rows_async<HS>(Qs, Q, geo.C3, q0, T);
+  issue(0);  // one group: Q and the first key tile
   FragC o[L::kOutFrags];
 #pragma unroll
   for (int j = 0; j < L::kOutFrags; j++) kernels::cuda::mma::zero(o[j]);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only, until the end
   const int k_end = q0 + kRows < T ? q0 + kRows : T;        // keys [0, k_end): up to the block's last query
-  for (int k0 = 0; k0 < k_end; k0 += kRows) {
-    __syncthreads();  // the previous tiles are consumed (first time: Q is in place)
-    load_rows<HS>(Ks, Q + C, geo.C3, k0, T);
-    load_rows<HS>(Vs, Q + 2 * C, geo.C3, k0, T);
-    __syncthreads();
+  const int n_tiles = (k_end + kRows - 1) / kRows;
+  for (int i = 0; i < n_tiles; i++) {
+    const int k0 = i * kRows;
+    next_stage(i, n_tiles, issue);
+    // in the diagonal tile (k0 = q0) the warp's rows see its columns up to row0 + 15 only
+    const int j_end = k0 == q0 ? (row0 + kWarpRows) / 8 : kKeyFrags;
     FragC s[kKeyFrags];
-    warp_abt<HS>(s, Qs, row0, Ks);
+    warp_abt<HS>(s, Qs, row0, tile<HS>(smem, 1 + 2 * (i % 2)), 0, j_end);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < kKeyFrags; j++)
@@ -209,7 +243,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(uint16_t* out, float*
       o[j].v[0] *= alpha[0], o[j].v[1] *= alpha[0];
       o[j].v[2] *= alpha[1], o[j].v[3] *= alpha[1];
     }
-    warp_pv<HS>(o, s, Vs);
+    warp_pv<HS>(o, s, tile<HS>(smem, 2 + 2 * (i % 2)), 0, j_end);
+    __syncthreads();  // this stage is refilled next (tile i + 2)
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -231,10 +266,8 @@ __global__ void __launch_bounds__(kThreads) backward_dq_kernel(uint16_t* dqkv, c
                                                                int NH, float scale, float scale_log2) {
   using L = Layout<HS>;
   AXONN_DYNAMIC_SHARED(smem);
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* dOs = Qs + kRows * L::kLd;
-  uint16_t* Ks = dOs + kRows * L::kLd;
-  uint16_t* Vs = Ks + kRows * L::kLd;
+  uint16_t* Qs = tile<HS>(smem, 0);
+  uint16_t* dOs = tile<HS>(smem, 1);  // then K and V of stage 0 (tiles 2, 3) and of stage 1 (4, 5)
   const detail::FlashGeometry geo(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int q0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kRows;
   const LanePlace lane;
@@ -247,20 +280,27 @@ __global__ void __launch_bounds__(kThreads) backward_dq_kernel(uint16_t* dqkv, c
     row_D[r] = query[r] < T ? D[geo.stat_base + query[r]] : 0.0f;
   }
   const uint16_t* Q = qkv + geo.qkv_base;
-  load_rows<HS>(Qs, Q, geo.C3, q0, T);
-  load_rows<HS>(dOs, dout + geo.out_base, C, q0, T);
+  auto issue = [&](int i) {  // key tile i into stage i % 2
+    load_rows_async<HS>(tile<HS>(smem, 2 + 2 * (i % 2)), Q + C, geo.C3, i * kRows, T);
+    load_rows_async<HS>(tile<HS>(smem, 3 + 2 * (i % 2)), Q + 2 * C, geo.C3, i * kRows, T);
+    kernels::cuda::mma::cp_async_commit();
+  };
+  load_rows_async<HS>(Qs, Q, geo.C3, q0, T);
+  load_rows_async<HS>(dOs, dout + geo.out_base, C, q0, T);
+  issue(0);
   FragC dq[L::kOutFrags];
 #pragma unroll
   for (int j = 0; j < L::kOutFrags; j++) kernels::cuda::mma::zero(dq[j]);
   const int k_end = q0 + kRows < T ? q0 + kRows : T;
-  for (int k0 = 0; k0 < k_end; k0 += kRows) {
-    __syncthreads();
-    load_rows<HS>(Ks, Q + C, geo.C3, k0, T);
-    load_rows<HS>(Vs, Q + 2 * C, geo.C3, k0, T);
-    __syncthreads();
+  const int n_tiles = (k_end + kRows - 1) / kRows;
+  for (int i = 0; i < n_tiles; i++) {
+    const int k0 = i * kRows;
+    next_stage(i, n_tiles, issue);
+    const uint16_t* Ks = tile<HS>(smem, 2 + 2 * (i % 2));
+    const int j_end = k0 == q0 ? (row0 + kWarpRows) / 8 : kKeyFrags;  // as the forward
     FragC s[kKeyFrags], dp[kKeyFrags];
-    warp_abt<HS>(s, Qs, row0, Ks);
-    warp_abt<HS>(dp, dOs, row0, Vs);
+    warp_abt<HS>(s, Qs, row0, Ks, 0, j_end);
+    warp_abt<HS>(dp, dOs, row0, tile<HS>(smem, 3 + 2 * (i % 2)), 0, j_end);
 #pragma unroll
     for (int j = 0; j < kKeyFrags; j++)
 #pragma unroll
@@ -269,7 +309,8 @@ __global__ void __launch_bounds__(kThreads) backward_dq_kernel(uint16_t* dqkv, c
         const float p = query[r] < T && key <= query[r] ? exp2f(s[j].v[e] * scale_log2 - lse2[r]) : 0.0f;
         s[j].v[e] = p * (dp[j].v[e] - row_D[r]);  // dS
       }
-    warp_pv<HS>(dq, s, Ks);
+    warp_pv<HS>(dq, s, Ks, 0, j_end);
+    __syncthreads();  // this stage is refilled next
   }
 #pragma unroll
   for (int r = 0; r < 2; r++)
@@ -283,12 +324,10 @@ __global__ void __launch_bounds__(kThreads) backward_dkv_kernel(uint16_t* dqkv, 
                                                                 int NH, float scale, float scale_log2) {
   using L = Layout<HS>;
   AXONN_DYNAMIC_SHARED(smem);
-  uint16_t* Ks = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* Vs = Ks + kRows * L::kLd;
-  uint16_t* Qs = Vs + kRows * L::kLd;
-  uint16_t* dOs = Qs + kRows * L::kLd;
-  float* lse2_s = reinterpret_cast<float*>(dOs + kRows * L::kLd);  // the query tile's lse * log2 e, and D
-  float* D_s = lse2_s + kRows;
+  uint16_t* Ks = tile<HS>(smem, 0);
+  uint16_t* Vs = tile<HS>(smem, 1);  // then Q and dO of stage 0 (tiles 2, 3) and of stage 1 (4, 5)
+  // the streamed query tile's lse * log2 e and D: [stage][2][kRows]
+  float* row_stats = reinterpret_cast<float*>(smem + 6 * L::kTile);
   const detail::FlashGeometry geo(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), T, C, NH, HS);
   const int k0 = static_cast<int>(blockIdx.x) * kRows;
   const LanePlace lane;
@@ -296,26 +335,40 @@ __global__ void __launch_bounds__(kThreads) backward_dkv_kernel(uint16_t* dqkv, 
   const int key[2] = {lane.row(k0, 0), lane.row(k0, 1)};  // keys past T: p = 0 (every query < T <= key)
   const uint16_t* Q = qkv + geo.qkv_base;
   const uint16_t* dO = dout + geo.out_base;
-  load_rows<HS>(Ks, Q + C, geo.C3, k0, T);
-  load_rows<HS>(Vs, Q + 2 * C, geo.C3, k0, T);
+  auto issue = [&](int i) {  // query tile i (from k0) into stage i % 2; its lse and D by plain stores
+    const int t0 = k0 + i * kRows;
+    load_rows_async<HS>(tile<HS>(smem, 2 + 2 * (i % 2)), Q, geo.C3, t0, T);
+    load_rows_async<HS>(tile<HS>(smem, 3 + 2 * (i % 2)), dO, C, t0, T);
+    kernels::cuda::mma::cp_async_commit();
+    float* stats = row_stats + (i % 2) * 2 * kRows;
+    for (int c = static_cast<int>(threadIdx.x); c < kRows; c += kThreads) {
+      stats[c] = t0 + c < T ? lse[geo.stat_base + t0 + c] * kLog2e : 0.0f;
+      stats[kRows + c] = t0 + c < T ? D[geo.stat_base + t0 + c] : 0.0f;
+    }
+  };
+  load_rows_async<HS>(Ks, Q + C, geo.C3, k0, T);
+  load_rows_async<HS>(Vs, Q + 2 * C, geo.C3, k0, T);
+  issue(0);
   FragC dk[L::kOutFrags], dv[L::kOutFrags];
 #pragma unroll
   for (int j = 0; j < L::kOutFrags; j++) {
     kernels::cuda::mma::zero(dk[j]);
     kernels::cuda::mma::zero(dv[j]);
   }
-  for (int t0 = k0; t0 < T; t0 += kRows) {  // k0 is a multiple of kRows: earlier queries see none of these keys
-    __syncthreads();
-    load_rows<HS>(Qs, Q, geo.C3, t0, T);
-    load_rows<HS>(dOs, dO, C, t0, T);
-    for (int c = static_cast<int>(threadIdx.x); c < kRows; c += kThreads) {
-      lse2_s[c] = t0 + c < T ? lse[geo.stat_base + t0 + c] * kLog2e : 0.0f;
-      D_s[c] = t0 + c < T ? D[geo.stat_base + t0 + c] : 0.0f;
-    }
-    __syncthreads();
+  // k0 is a multiple of kRows: earlier queries see none of these keys
+  const int n_tiles = (T - k0 + kRows - 1) / kRows;
+  for (int i = 0; i < n_tiles; i++) {
+    const int t0 = k0 + i * kRows;
+    next_stage(i, n_tiles, issue);
+    const uint16_t* Qs = tile<HS>(smem, 2 + 2 * (i % 2));
+    const uint16_t* dOs = tile<HS>(smem, 3 + 2 * (i % 2));
+    const float* lse2_s = row_stats + (i % 2) * 2 * kRows;
+    const float* D_s = lse2_s + kRows;
+    // in the diagonal tile (t0 = k0) the queries before the warp's first key see none of its keys
+    const int j_begin = t0 == k0 ? row0 / 8 : 0;
     FragC s[kKeyFrags], dp[kKeyFrags];
-    warp_abt<HS>(s, Ks, row0, Qs);    // S^T: the warp's 16 keys x the tile's queries
-    warp_abt<HS>(dp, Vs, row0, dOs);  // dP^T = V dO^T
+    warp_abt<HS>(s, Ks, row0, Qs, j_begin, kKeyFrags);    // S^T: the warp's 16 keys x the tile's queries
+    warp_abt<HS>(dp, Vs, row0, dOs, j_begin, kKeyFrags);  // dP^T = V dO^T
 #pragma unroll
     for (int j = 0; j < kKeyFrags; j++)
 #pragma unroll
@@ -326,8 +379,9 @@ __global__ void __launch_bounds__(kThreads) backward_dkv_kernel(uint16_t* dqkv, 
         s[j].v[e] = p;
         dp[j].v[e] = p * (dp[j].v[e] - D_s[col]);  // dS^T
       }
-    warp_pv<HS>(dv, s, dOs);  // dV += P^T dO
-    warp_pv<HS>(dk, dp, Qs);  // dK += dS^T Q
+    warp_pv<HS>(dv, s, dOs, j_begin, kKeyFrags);  // dV += P^T dO
+    warp_pv<HS>(dk, dp, Qs, j_begin, kKeyFrags);  // dK += dS^T Q
+    __syncthreads();  // this stage is refilled next
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {

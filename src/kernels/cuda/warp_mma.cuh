@@ -146,6 +146,35 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* ro
 #endif
 }
 
+// Asynchronous 16-byte copies from global to shared memory (cp.async, sm_80 and later): `zero_fill` writes 16
+// zero bytes instead (reading nothing; `src` must still be a valid address). Copies are committed as a group;
+// cp_async_wait<N>() returns when at most N of this thread's groups are still in flight. Other threads see the
+// data after their own wait and a __syncthreads.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool zero_fill) {
+#if !defined(AXONN_SIMT_EMULATOR)
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int bytes = zero_fill ? 0 : 16;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(bytes) : "memory");
+#else
+  emu::cp_async16(dst, src, zero_fill);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(AXONN_SIMT_EMULATOR)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+  emu::cp_async_commit();
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if !defined(AXONN_SIMT_EMULATOR)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+  emu::cp_async_wait(N);
+#endif
+}
+
 __device__ __forceinline__ int lane_index() { return static_cast<int>(threadIdx.x) % 32; }
 
 // A from rows [row0, row0 + 16) and columns [k0, k0 + 16) of a shared bf16 tile with row pitch ld.

@@ -3,14 +3,15 @@
 // (__syncthreads) or a warp exchanges registers (shuffles, the tensor-core mma.sync and ldmatrix of
 // kernels/cuda/warp_mma.cuh), the fiber yields until the block or the warp has arrived; the last arrival
 // computes the exchange for all 32 lanes from the values they deposited. The scheduler resumes threads in a
-// chosen order (Schedule), so that a warp may run ahead of the others as far as the barriers let it. So a
-// kernel's logic (its indexing, masking, fragment layouts, reductions and barriers) runs on a machine without
-// a GPU, in CI, before any GPU session.
+// chosen order (Schedule), so that a warp may run ahead of the others as far as the barriers let it, and
+// cp.async copies land at issue or at their wait (CopyTiming). So a kernel's logic (its indexing, masking,
+// fragment layouts, reductions, barriers and copy waits) runs on a machine without a GPU, in CI, before any
+// GPU session.
 //
 // What it is not: a timing model, or proof of what the hardware does where the PTX ISA is the only source.
-// The fragment layouts of mma.m16n8k16 and ldmatrix below are the PTX ISA's (sections "Matrix Fragments for
-// mma.m16n8k16" and "ldmatrix"); a kernel and this file could share a misreading of them, which only a GPU
-// run shows (the GPU tests compare the same kernels with the oracle on the device).
+// The fragment layouts of the emulated mma.m16n8k16 and ldmatrix (warp_mma.cuh) are the PTX ISA's (sections
+// "Matrix Fragments for mma.m16n8k16" and "ldmatrix"); a kernel and its emulation could share a misreading of
+// them, which only a GPU run shows (the GPU tests compare the same kernels with the oracle on the device).
 //
 // Use: define AXONN_SIMT_EMULATOR, include this file, then the kernel's .cuh (which includes nothing of CUDA
 // in that mode); launch with axonn::emu::launch(grid, block, shared_bytes, [&] { kernel(args...); }).
@@ -67,8 +68,17 @@ namespace axonn::emu {
 constexpr int kWarpSize = 32;
 
 // One thread of the running block.
+// An asynchronous copy to shared memory (cp.async) not yet landed: 16 bytes, or zeros.
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  bool zero_fill;
+};
+
 struct Fiber {
   dim3 idx;
+  std::vector<PendingCopy> open_group;               // cp.async issued since the last commit
+  std::vector<std::vector<PendingCopy>> committed;   // committed groups, oldest first
   ucontext_t ctx{};
   std::unique_ptr<char[]> stack;
   bool done = false;
@@ -82,6 +92,12 @@ struct Fiber {
 // kLowestFirst lets warp 0 run as far as it can before warp 1 starts (then warp 1, ...), kHighestFirst the
 // last warp first. A missing __syncthreads shows as wrong results under one of them.
 enum class Schedule { kLowestFirst, kHighestFirst };
+
+// When an asynchronous copy to shared memory (cp.async) lands: the hardware may land it at once or only when
+// its thread waits for it, so a kernel must be right under both. kAtWait shows a tile read before its wait (the
+// old contents), kAtIssue a tile overwritten while other warps still read it (a missing barrier before the
+// refill).
+enum class CopyTiming { kAtWait, kAtIssue };
 
 // An exchange among the 32 lanes of a warp: each deposits a pointer to its input and to its output.
 struct WarpExchange {
@@ -100,6 +116,7 @@ struct Block {
   int barrier_arrived = 0;
   unsigned barrier_generation = 0;
   std::function<void()> kernel;
+  CopyTiming copies = CopyTiming::kAtWait;
   ucontext_t scheduler{};
 };
 
@@ -169,6 +186,33 @@ void warp_exchange(const In& in, Out& out, F compute) {
 
 inline unsigned char* dynamic_shared() { return block().shared.data(); }
 
+// cp.async at one of the two extremes the hardware allows (CopyTiming): landed at issue, or only when its thread
+// waits for its group (cp.async.wait_group).
+inline void land(const PendingCopy& c) {
+  if (c.zero_fill)
+    std::memset(c.dst, 0, 16);
+  else
+    std::memcpy(c.dst, c.src, 16);
+}
+inline void cp_async16(void* dst, const void* src, bool zero_fill) {
+  if (block().copies == CopyTiming::kAtIssue)
+    land({dst, src, zero_fill});
+  else
+    self().open_group.push_back({dst, src, zero_fill});
+}
+inline void cp_async_commit() {
+  Fiber& f = self();
+  f.committed.push_back(std::move(f.open_group));
+  f.open_group.clear();
+}
+inline void cp_async_wait(int most_pending) {
+  Fiber& f = self();
+  while (static_cast<int>(f.committed.size()) > most_pending) {
+    for (const PendingCopy& c : f.committed.front()) land(c);
+    f.committed.erase(f.committed.begin());
+  }
+}
+
 inline void fiber_entry() {
   Block& b = block();
   b.kernel();
@@ -188,10 +232,11 @@ inline void fiber_entry() {
 
 // Runs kernel() as every thread of every block of `grid` (blocks in order x, then y, then z), with
 // `shared_bytes` of dynamic shared memory per block (filled with a pattern, not zeros: a kernel must not
-// read shared memory it did not write), resuming threads in the order `schedule` says. Throws on a deadlock
+// read shared memory it did not write), resuming threads in the order `schedule` says, landing asynchronous
+// copies as `copies` says. Throws on a deadlock
 // (threads waiting for others that have ended or wait themselves).
 inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<void()> kernel,
-                   Schedule schedule = Schedule::kLowestFirst) {
+                   Schedule schedule = Schedule::kLowestFirst, CopyTiming copies = CopyTiming::kAtWait) {
   const unsigned threads = blockdim.x * blockdim.y * blockdim.z;
   if (threads == 0 || threads % kWarpSize != 0 || threads > 1024)
     throw std::invalid_argument("simt emulator: a block of " + std::to_string(threads) +
@@ -201,6 +246,7 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
   b.grid = grid;
   b.block = blockdim;
   b.kernel = std::move(kernel);
+  b.copies = copies;
   b.fibers.resize(threads);
   for (auto& f : b.fibers) f.stack = std::make_unique<char[]>(kStack);
   b.warps.resize(threads / kWarpSize);
@@ -220,6 +266,8 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
           f.idx = dim3(t % blockdim.x, (t / blockdim.x) % blockdim.y, t / (blockdim.x * blockdim.y));
           f.done = false;
           f.wait_on = nullptr;
+          f.open_group.clear();
+          f.committed.clear();
           prepare_fiber(f, kStack, &b.scheduler);
         }
         for (;;) {

@@ -142,11 +142,25 @@ struct Emulated {
   Vec lse;
 };
 
-// The three kernels as attention_bf16_mma.cu launches them, every block scheduled by `schedule`; the backward
-// from the oracle's lse and D (as the GPU tests do), added to d0.
+// How the emulator runs a kernel: which warps go first, when asynchronous copies land.
+struct Mode {
+  emu::Schedule schedule;
+  emu::CopyTiming copies;
+  std::string name() const {
+    return std::string(schedule == emu::Schedule::kLowestFirst ? "warp 0 first" : "last warp first") +
+           (copies == emu::CopyTiming::kAtWait ? ", copies land at the wait" : ", copies land at issue");
+  }
+};
+const Mode kModes[] = {{emu::Schedule::kLowestFirst, emu::CopyTiming::kAtWait},
+                       {emu::Schedule::kHighestFirst, emu::CopyTiming::kAtWait},
+                       {emu::Schedule::kLowestFirst, emu::CopyTiming::kAtIssue},
+                       {emu::Schedule::kHighestFirst, emu::CopyTiming::kAtIssue}};
+
+// The three kernels as attention_bf16_tc.cu launches them, every block run in `mode`; the backward from the
+// oracle's lse and D (as the GPU tests do), added to d0.
 template <int HS>
 Emulated run_attention(const Bf& qkv, const Bf& dy, const Bf& d0, const Vec& lse_ref, const Vec& D, int B, int T,
-                       int NH, emu::Schedule schedule) {
+                       int NH, Mode mode) {
   const int C = NH * HS;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS)), scale_log2 = scale * fa::kLog2e;
   const dim3 grid = fa::grid_of(B, T, NH), block(fa::kThreads);
@@ -154,21 +168,22 @@ Emulated run_attention(const Bf& qkv, const Bf& dy, const Bf& d0, const Vec& lse
   Emulated r{Bf(dy.size(), 0x7fc0), d0, Vec(lse_ref.size(), NAN)};
   emu::launch(
       grid, block, fa::Layout<HS>::kForward,
-      [&] { fa::forward_kernel<HS>(r.out.data(), r.lse.data(), qkv.data(), T, C, NH, scale_log2); }, schedule);
+      [&] { fa::forward_kernel<HS>(r.out.data(), r.lse.data(), qkv.data(), T, C, NH, scale_log2); }, mode.schedule,
+      mode.copies);
   emu::launch(
       grid, block, fa::Layout<HS>::kBackward,
       [&] {
         fa::backward_dq_kernel<HS>(r.dqkv.data(), D.data(), dy.data(), qkv.data(), lse_ref.data(), T, C, NH, scale,
                                    scale_log2);
       },
-      schedule);
+      mode.schedule, mode.copies);
   emu::launch(
       grid, block, fa::Layout<HS>::kBackward,
       [&] {
         fa::backward_dkv_kernel<HS>(r.dqkv.data(), D.data(), dy.data(), qkv.data(), lse_ref.data(), T, C, NH, scale,
                                     scale_log2);
       },
-      schedule);
+      mode.schedule, mode.copies);
   return r;
 }
 
@@ -187,10 +202,10 @@ void check_attention(int B, int T, int NH, int HS, uint32_t seed) {
   oracle.attention_backward(dqkv.data(), D.data(), dy.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
   const auto mag = axonn::test::attention_magnitudes(qkv, dy, out, lse, D, B, T, C, NH);
 
-  for (const auto schedule : {emu::Schedule::kLowestFirst, emu::Schedule::kHighestFirst}) {
-    SCOPED_TRACE(schedule == emu::Schedule::kLowestFirst ? "warp 0 first" : "last warp first");
-    const Emulated e = HS == 64 ? run_attention<64>(qkv, dy, d0, lse, D, B, T, NH, schedule)
-                                : run_attention<128>(qkv, dy, d0, lse, D, B, T, NH, schedule);
+  for (const Mode& mode : kModes) {
+    SCOPED_TRACE(mode.name());
+    const Emulated e = HS == 64 ? run_attention<64>(qkv, dy, d0, lse, D, B, T, NH, mode)
+                                : run_attention<128>(qkv, dy, d0, lse, D, B, T, NH, mode);
     EXPECT_TRUE(axonn::test::close_attention(e.out, out, {&mag.out})) << "out";
     EXPECT_TRUE(axonn::test::allclose(e.lse, lse, 1e-5f, 1e-5f)) << "lse at fp32 level";
     EXPECT_TRUE(axonn::test::close_attention(e.dqkv, dqkv, {&mag.dqkv_of_d, &mag.dqkv}))
