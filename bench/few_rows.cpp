@@ -62,8 +62,14 @@ int main(int argc, char** argv) {
   std::string model = "llama-124m";
   std::vector<int> rows = {1, 8};
   int rounds = 5, steps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (i + 1 == argc) {  // every option takes a value: a trailing one alone is a mistake, not ignored
+      std::fprintf(stderr, "bench_few_rows: %s needs a value (--model NAME, --rows N,N, --rounds N, --steps N)\n",
+                   a.c_str());
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     if (a == "--model") model = v;
     else if (a == "--rows") rows = parse_ints(v);
     else if (a == "--rounds") rounds = std::atoi(v.c_str());

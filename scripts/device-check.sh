@@ -10,7 +10,8 @@
 #   --logs DIR     where every step's log goes (made if absent; each log is named after its step)
 #   --budget S     the seconds the check may take in all (default 480); a step that would not fit is
 #                  reported "not run (time)"
-#   --quick        the tests and one bf16 benchmark only (no fp32, Llama, PyTorch, flash attention or ops rows)
+#   --quick        the tests and one bf16 benchmark only (no mma, fp32, Llama, PyTorch, flash attention or ops
+#                  rows)
 #
 # In order: what the node has (GPU, driver, glibc, where CUDA's libraries were found) and that every kit
 # binary loads; the CUDA kernels against the CPU oracle (fp32, bf16); the MPI-staged and NCCL communicators
@@ -18,7 +19,8 @@
 # 2 and 4 ranks sharing the GPU through the MPI-staged communicator on every grid gpt2-tiny admits (2D and
 # 3D ones with 4), against one rank; `axonn train --kernels cuda` as a user runs it (the loss must fall);
 # 2 CPU ranks under the kit's mpirun; then GPT-2 124M at B=16, T=1024 in bf16 and fp32 (ms/step, tokens/s,
-# MFU against the dense bf16 GEMM peak measured in the same run), Llama 3.2 1B in bf16, the PyTorch peer
+# MFU against the dense bf16 GEMM peak measured in the same run; bf16 also with the register-resident flash
+# attention, AXONN_FLASH_ATTENTION=mma), Llama 3.2 1B in bf16, the PyTorch peer
 # (bench/torch_gpt2_step.py, eager and torch.compile) at GPT-2 124M's shape, the flash attention, and the
 # memory-bound ops each against its floor (bench_cuda_ops).
 # The table comes last. The tests' data is this checkout's tests/reference and tests/golden.
