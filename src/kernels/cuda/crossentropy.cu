@@ -6,31 +6,55 @@
 //                      does not hold it) -> sums[N + n]; (all-reduce, sum)
 //   softmax_crossentropy_forward: probabilities exp(z - max) / sum (padding zeroed), loss log(sum) + max -
 //                                 logit(target).
-// One block per row (the vocabulary is long: 50k columns for GPT-2). Same formulas as kernels::ref, fp32 math
+// One block per row (the vocabulary is long: 50k columns for GPT-2), its threads over the row in packs of 8
+// (packs.cuh: 16-byte loads and stores where the rows are aligned). Same formulas as kernels::ref, fp32 math
 // throughout; a bf16 probability or gradient is rounded once.
+#include <initializer_list>
+
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "common.cuh"
+#include "packs.cuh"
 #include "runtime_bf16.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
 
 using detail::block_reduce;
+using detail::kPack;
 using detail::kWarp;
+using detail::load8;
+using detail::store8;
 using detail::load_f32;
-using detail::store_f32;
 
 constexpr int kThreads = 512;
 
+// The packs of 8 of a row's first `len` elements that this thread takes (the block's threads in turn):
+// f(x, i, cnt), x the pack's values as floats (the missing ones 0), i its first column, cnt how many are real.
+// One 16-byte load per pack where the rows are 16-byte aligned (`vec`) and the pack is whole: a block then has
+// 8 KiB of a row in flight per round, where single elements gave it 1 KiB (the memory system's latency, not
+// its bandwidth, bounded these passes over B*T*V logits).
+template <typename E, typename F>
+__device__ __forceinline__ void for_row_packs(const E* row, int len, bool vec, F f) {
+  for (int i = static_cast<int>(threadIdx.x) * kPack; i < len; i += static_cast<int>(blockDim.x) * kPack) {
+    const int cnt = len - i < kPack ? len - i : kPack;
+    float x[kPack];
+    load8(x, row + i, cnt, vec && cnt == kPack);
+    f(x, i, cnt);
+  }
+}
+
 // maxv[n] = max of this rank's valid logits of row n (-1e30 when it holds none, as kernels::ref)
 template <typename E>
-__global__ void row_max_kernel(float* maxv, const E* logits, int Vvalid, int Vs) {
+__global__ void row_max_kernel(float* maxv, const E* logits, int Vvalid, int Vs, bool vec) {
   __shared__ float shared[kWarp];
   const int64_t n = blockIdx.x;
-  const E* z = logits + n * Vs;
   float m = -1e30f;
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) m = fmaxf(m, load_f32(z[i]));
+  for_row_packs(logits + n * Vs, Vvalid, vec, [&](const float (&x)[kPack], int, int cnt) {
+#pragma unroll
+    for (int j = 0; j < kPack; j++)
+      if (j < cnt) m = fmaxf(m, x[j]);
+  });
   m = block_reduce(m, shared, detail::MaxOp{}, -1e30f);
   if (threadIdx.x == 0) maxv[n] = m;
 }
@@ -39,13 +63,17 @@ __global__ void row_max_kernel(float* maxv, const E* logits, int Vvalid, int Vs)
 // where this rank holds it, else 0.
 template <typename E>
 __global__ void exp_sum_kernel(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N,
-                               int Vvalid, int Vs, int vocab_begin) {
+                               int Vvalid, int Vs, int vocab_begin, bool vec) {
   __shared__ float shared[kWarp];
   const int64_t n = blockIdx.x;
   const E* z = logits + n * Vs;
   const float m = maxv[n];
   float s = 0.0f;
-  for (int i = threadIdx.x; i < Vvalid; i += blockDim.x) s += expf(load_f32(z[i]) - m);
+  for_row_packs(z, Vvalid, vec, [&](const float (&x)[kPack], int, int cnt) {
+#pragma unroll
+    for (int j = 0; j < kPack; j++)
+      if (j < cnt) s += expf(x[j] - m);
+  });
   s = block_reduce(s, shared, detail::SumOp{}, 0.0f);
   if (threadIdx.x == 0) {
     const int t = targets[n] - vocab_begin;
@@ -55,15 +83,19 @@ __global__ void exp_sum_kernel(float* sums, const float* maxv, const E* logits, 
 }
 
 // With the complete sums: p = exp(z - max) / sum (padding 0), loss = log(sum) + max - logit(target). probs
-// may alias logits: every element is read and then written by the same thread.
+// may alias logits: every pack is read and then written by the same thread.
 template <typename E>
 __global__ void probs_loss_kernel(float* losses, E* probs, const E* logits, const float* maxv, const float* sums,
-                                  int64_t N, int Vvalid, int Vs) {
+                                  int64_t N, int Vvalid, int Vs, bool vec) {
   const int64_t n = blockIdx.x;
-  const E* z = logits + n * Vs;
   E* p = probs + n * Vs;
   const float m = maxv[n], s = sums[n];
-  for (int i = threadIdx.x; i < Vs; i += blockDim.x) store_f32(&p[i], i < Vvalid ? expf(load_f32(z[i]) - m) / s : 0.0f);
+  for_row_packs(logits + n * Vs, Vs, vec, [&](const float (&x)[kPack], int i, int cnt) {
+    float y[kPack];
+#pragma unroll
+    for (int j = 0; j < kPack; j++) y[j] = i + j < Vvalid ? expf(x[j] - m) / s : 0.0f;
+    store8(p + i, y, cnt, vec && cnt == kPack);
+  });
   if (threadIdx.x == 0) losses[n] = logf(s) + m - sums[N + n];
 }
 
@@ -73,22 +105,38 @@ __global__ void probs_loss_kernel(float* losses, E* probs, const E* logits, cons
 template <typename E>
 __global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs, const int* targets,
                                                      const float* weights, float dloss, int Vvalid, int Vs,
-                                                     int vocab_begin) {
+                                                     int vocab_begin, bool vec) {
   const int64_t n = blockIdx.x;
   E* dz = dlogits + n * Vs;
   const E* p = probs + n * Vs;
   const int t = targets[n] - vocab_begin;
   const float d = weights ? dloss * weights[n] : dloss;
   if (dz == p) {
-    for (int i = threadIdx.x; i < Vs; i += blockDim.x)
-      store_f32(&dz[i], i < Vvalid ? (load_f32(dz[i]) - (i == t ? 1.0f : 0.0f)) * d : 0.0f);
+    for_row_packs(p, Vs, vec, [&](const float (&x)[kPack], int i, int cnt) {
+      float y[kPack];
+#pragma unroll
+      for (int j = 0; j < kPack; j++) y[j] = i + j < Vvalid ? (x[j] - (i + j == t ? 1.0f : 0.0f)) * d : 0.0f;
+      store8(dz + i, y, cnt, vec && cnt == kPack);
+    });
   } else {
-    for (int i = threadIdx.x; i < Vvalid; i += blockDim.x)
-      store_f32(&dz[i], load_f32(dz[i]) + (load_f32(p[i]) - (i == t ? 1.0f : 0.0f)) * d);
+    for_row_packs(p, Vvalid, vec, [&](const float (&x)[kPack], int i, int cnt) {
+      const bool whole = vec && cnt == kPack;
+      float g[kPack];
+      load8(g, dz + i, cnt, whole);
+#pragma unroll
+      for (int j = 0; j < kPack; j++) g[j] += (x[j] - (i + j == t ? 1.0f : 0.0f)) * d;
+      store8(dz + i, g, cnt, whole);
+    });
   }
 }
 
 // --- launches, one set for each element type -------------------------------------------------
+
+// Every row of these buffers starts 16-byte aligned: the packs may move 16 bytes at a time.
+template <typename E>
+bool rows_aligned16(int Vs, std::initializer_list<const void*> buffers) {
+  return (static_cast<size_t>(Vs) * sizeof(E)) % 16 == 0 && detail::all_aligned16(buffers);
+}
 
 unsigned row_blocks(int64_t N) {
   AXONN_CHECK_ARG(N <= 0x7fffffffLL, "cuda cross-entropy: ", N, " rows exceed the grid; use smaller micro-batches");
@@ -98,7 +146,8 @@ unsigned row_blocks(int64_t N) {
 template <typename E>
 void max_of(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
   if (N == 0) return;
-  row_max_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(maxv, logits, Vvalid, Vs);
+  row_max_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(maxv, logits, Vvalid, Vs,
+                                                                      rows_aligned16<E>(Vs, {logits}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
@@ -106,15 +155,15 @@ void sums_of(float* sums, const float* maxv, const E* logits, const int* targets
              int vocab_begin) {
   if (N == 0) return;
   exp_sum_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(sums, maxv, logits, targets, N, Vvalid, Vs,
-                                                                     vocab_begin);
+                                                                     vocab_begin, rows_aligned16<E>(Vs, {logits}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void probs_and_losses(float* losses, E* probs, const E* logits, const float* maxv, const float* sums, int64_t N,
                       int Vvalid, int Vs) {
   if (N == 0) return;
-  probs_loss_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(losses, probs, logits, maxv, sums, N, Vvalid,
-                                                                        Vs);
+  probs_loss_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
+      losses, probs, logits, maxv, sums, N, Vvalid, Vs, rows_aligned16<E>(Vs, {probs, logits}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
@@ -122,7 +171,7 @@ void gradient_of(E* dlogits, const E* probs, const int* targets, const float* we
                  int Vvalid, int Vs, int vocab_begin) {
   if (N == 0) return;
   softmax_crossentropy_backward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
-      dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin);
+      dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin, rows_aligned16<E>(Vs, {dlogits, probs}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
