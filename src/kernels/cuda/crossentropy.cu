@@ -32,8 +32,8 @@ constexpr int kThreads = 512;
 // The packs of 8 of a row's first `len` elements that this thread takes (the block's threads in turn):
 // f(x, i, cnt), x the pack's values as floats (the missing ones 0), i its first column, cnt how many are real.
 // One 16-byte load per pack where the rows are 16-byte aligned (`vec`) and the pack is whole: a block then has
-// 8 KiB of a row in flight per round, where single elements gave it 1 KiB (the memory system's latency, not
-// its bandwidth, bounded these passes over B*T*V logits).
+// 8 KiB of a row in flight per round, where single elements gave it 1 KiB (by Little's law the memory's
+// latency, not its bandwidth, then bounds these passes over B*T*V logits; docs/gpu.md).
 template <typename E, typename F>
 __device__ __forceinline__ void for_row_packs(const E* row, int len, bool vec, F f) {
   for (int i = static_cast<int>(threadIdx.x) * kPack; i < len; i += static_cast<int>(blockDim.x) * kPack) {
