@@ -9,8 +9,6 @@
 // One block per row (the vocabulary is long: 50k columns for GPT-2), its threads over the row in packs of 8
 // (packs.cuh: 16-byte loads and stores where the rows are aligned). Same formulas as kernels::ref, fp32 math
 // throughout; a bf16 probability or gradient is rounded once.
-#include <initializer_list>
-
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "common.cuh"
@@ -21,36 +19,30 @@ namespace axonn::kernels::cuda {
 namespace {
 
 using detail::block_reduce;
+using detail::for_packs;
 using detail::kPack;
 using detail::kWarp;
 using detail::load8;
+using detail::rows_aligned16;
 using detail::store8;
 using detail::load_f32;
 
 constexpr int kThreads = 512;
 
-// The packs of 8 of a row's first `len` elements that this thread takes (the block's threads in turn):
-// f(x, i, cnt), x the pack's values as floats (the missing ones 0), i its first column, cnt how many are real.
-// One 16-byte load per pack where the rows are 16-byte aligned (`vec`) and the pack is whole: a block then has
-// 8 KiB of a row in flight per round, where single elements gave it 1 KiB (by Little's law the memory's
-// latency, not its bandwidth, then bounds these passes over B*T*V logits; docs/gpu.md).
-template <typename E, typename F>
-__device__ __forceinline__ void for_row_packs(const E* row, int len, bool vec, F f) {
-  for (int i = static_cast<int>(threadIdx.x) * kPack; i < len; i += static_cast<int>(blockDim.x) * kPack) {
-    const int cnt = len - i < kPack ? len - i : kPack;
-    float x[kPack];
-    load8(x, row + i, cnt, vec && cnt == kPack);
-    f(x, i, cnt);
-  }
-}
-
+// Each kernel's threads take the packs of 8 of its row in turn (for_packs): one 16-byte load per pack where the
+// rows are aligned, so a block has 8 KiB of a row in flight per round, where single elements gave it 1 KiB (by
+// Little's law the memory's latency, not its bandwidth, then bounds these passes over B*T*V logits;
+// docs/gpu.md).
 // maxv[n] = max of this rank's valid logits of row n (-1e30 when it holds none, as kernels::ref)
 template <typename E>
 __global__ void row_max_kernel(float* maxv, const E* logits, int Vvalid, int Vs, bool vec) {
   __shared__ float shared[kWarp];
   const int64_t n = blockIdx.x;
   float m = -1e30f;
-  for_row_packs(logits + n * Vs, Vvalid, vec, [&](const float (&x)[kPack], int, int cnt) {
+  const E* z = logits + n * Vs;
+  for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vvalid, vec, [&](int i, int cnt, bool whole) {
+    float x[kPack];
+    load8(x, z + i, cnt, whole);
 #pragma unroll
     for (int j = 0; j < kPack; j++)
       if (j < cnt) m = fmaxf(m, x[j]);
@@ -69,7 +61,9 @@ __global__ void exp_sum_kernel(float* sums, const float* maxv, const E* logits, 
   const E* z = logits + n * Vs;
   const float m = maxv[n];
   float s = 0.0f;
-  for_row_packs(z, Vvalid, vec, [&](const float (&x)[kPack], int, int cnt) {
+  for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vvalid, vec, [&](int i, int cnt, bool whole) {
+    float x[kPack];
+    load8(x, z + i, cnt, whole);
 #pragma unroll
     for (int j = 0; j < kPack; j++)
       if (j < cnt) s += expf(x[j] - m);
@@ -90,11 +84,13 @@ __global__ void probs_loss_kernel(float* losses, E* probs, const E* logits, cons
   const int64_t n = blockIdx.x;
   E* p = probs + n * Vs;
   const float m = maxv[n], s = sums[n];
-  for_row_packs(logits + n * Vs, Vs, vec, [&](const float (&x)[kPack], int i, int cnt) {
-    float y[kPack];
+  const E* z = logits + n * Vs;
+  for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vs, vec, [&](int i, int cnt, bool whole) {
+    float x[kPack];
+    load8(x, z + i, cnt, whole);
 #pragma unroll
-    for (int j = 0; j < kPack; j++) y[j] = i + j < Vvalid ? expf(x[j] - m) / s : 0.0f;
-    store8(p + i, y, cnt, vec && cnt == kPack);
+    for (int j = 0; j < kPack; j++) x[j] = i + j < Vvalid ? expf(x[j] - m) / s : 0.0f;
+    store8(p + i, x, cnt, whole);
   });
   if (threadIdx.x == 0) losses[n] = logf(s) + m - sums[N + n];
 }
@@ -112,16 +108,17 @@ __global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs,
   const int t = targets[n] - vocab_begin;
   const float d = weights ? dloss * weights[n] : dloss;
   if (dz == p) {
-    for_row_packs(p, Vs, vec, [&](const float (&x)[kPack], int i, int cnt) {
-      float y[kPack];
+    for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vs, vec, [&](int i, int cnt, bool whole) {
+      float x[kPack];
+      load8(x, p + i, cnt, whole);
 #pragma unroll
-      for (int j = 0; j < kPack; j++) y[j] = i + j < Vvalid ? (x[j] - (i + j == t ? 1.0f : 0.0f)) * d : 0.0f;
-      store8(dz + i, y, cnt, vec && cnt == kPack);
+      for (int j = 0; j < kPack; j++) x[j] = i + j < Vvalid ? (x[j] - (i + j == t ? 1.0f : 0.0f)) * d : 0.0f;
+      store8(dz + i, x, cnt, whole);
     });
   } else {
-    for_row_packs(p, Vvalid, vec, [&](const float (&x)[kPack], int i, int cnt) {
-      const bool whole = vec && cnt == kPack;
-      float g[kPack];
+    for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vvalid, vec, [&](int i, int cnt, bool whole) {
+      float x[kPack], g[kPack];
+      load8(x, p + i, cnt, whole);
       load8(g, dz + i, cnt, whole);
 #pragma unroll
       for (int j = 0; j < kPack; j++) g[j] += (x[j] - (i + j == t ? 1.0f : 0.0f)) * d;
@@ -131,12 +128,6 @@ __global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs,
 }
 
 // --- launches, one set for each element type -------------------------------------------------
-
-// Every row of these buffers starts 16-byte aligned: the packs may move 16 bytes at a time.
-template <typename E>
-bool rows_aligned16(int Vs, std::initializer_list<const void*> buffers) {
-  return (static_cast<size_t>(Vs) * sizeof(E)) % 16 == 0 && detail::all_aligned16(buffers);
-}
 
 unsigned row_blocks(int64_t N) {
   AXONN_CHECK_ARG(N <= 0x7fffffffLL, "cuda cross-entropy: ", N, " rows exceed the grid; use smaller micro-batches");

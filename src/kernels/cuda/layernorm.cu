@@ -10,8 +10,6 @@
 // butterfly instead of one loop), the lanes over the row in packs of 8 (packs.cuh: 16-byte loads and stores
 // where the rows are aligned). fp32 math throughout; the statistics and parameter gradients are fp32; a
 // bf16 output is rounded once, and the accumulated dinp is summed in fp32 with its old value first.
-#include <initializer_list>
-
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "common.cuh"
@@ -21,9 +19,11 @@
 namespace axonn::kernels::cuda {
 namespace {
 
+using detail::for_packs;
 using detail::kPack;
 using detail::kWarp;
 using detail::load8;
+using detail::rows_aligned16;
 using detail::store8;
 using detail::warp_sum;
 
@@ -37,17 +37,6 @@ unsigned row_blocks(int64_t N) {
   return static_cast<unsigned>(blocks);
 }
 
-// The packs of 8 of a row's C elements that this lane takes (the warp's lanes in turn): f(i, cnt, whole), i
-// the pack's first channel, cnt how many it has, whole: 16-byte loads and stores apply (the rows are 16-byte
-// aligned, `vec`, and the pack is full). A warp then moves 512 bytes of a bf16 row per load, not 64.
-template <typename F>
-__device__ __forceinline__ void for_lane_packs(int lane, int C, bool vec, F f) {
-  for (int i = lane * kPack; i < C; i += kWarp * kPack) {
-    const int cnt = C - i < kPack ? C - i : kPack;
-    f(i, cnt, vec && cnt == kPack);
-  }
-}
-
 // mean[n] = sum of this rank's channels of row n
 template <typename E>
 __global__ void row_sum_kernel(float* mean, const E* inp, int64_t N, int C, bool vec) {
@@ -56,7 +45,7 @@ __global__ void row_sum_kernel(float* mean, const E* inp, int64_t N, int C, bool
   if (n >= N) return;  // the whole warp leaves together
   const E* x = inp + n * C;
   float s = 0.0f;
-  for_lane_packs(lane, C, vec, [&](int i, int cnt, bool whole) {
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
     float a[kPack];
     load8(a, x + i, cnt, whole);  // the missing elements read as 0
 #pragma unroll
@@ -76,7 +65,7 @@ __global__ void centred_squares_kernel(float* var, float* mean, const E* inp, in
   const float m = mean[n] / c_total;  // every lane reads before lane 0 writes (after the shuffles)
   const E* x = inp + n * C;
   float v = 0.0f;
-  for_lane_packs(lane, C, vec, [&](int i, int cnt, bool whole) {
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
     float a[kPack];
     load8(a, x + i, cnt, whole);
 #pragma unroll
@@ -104,7 +93,7 @@ __global__ void normalise_kernel(E* out, const float* mean, float* rstd, const E
   const float m = mean[n];
   const E* x = inp + n * C;
   E* o = out + n * C;
-  for_lane_packs(lane, C, vec, [&](int i, int cnt, bool whole) {
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
     float a[kPack], w[kPack], b[kPack], y[kPack];
     load8(a, x + i, cnt, whole);
     load8(w, weight + i, cnt, whole);
@@ -127,7 +116,7 @@ __global__ void backward_row_sums_kernel(float* sums, const E* dout, const E* in
   const E* dy = dout + n * C;
   const float m = mean[n], r = rstd[n];
   float s1 = 0.0f, s2 = 0.0f;
-  for_lane_packs(lane, C, vec, [&](int i, int cnt, bool whole) {
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
     float a[kPack], w[kPack], g[kPack];
     load8(a, x + i, cnt, whole);
     load8(w, weight + i, cnt, whole);
@@ -160,7 +149,7 @@ __global__ void backward_apply_kernel(E* dinp, const float* sums, const E* dout,
   const float m = mean[n], r = rstd[n];
   const float dnorm_mean = sums[n] / c_total, dnorm_norm_mean = sums[N + n] / c_total;
   E* dx = dinp + n * C;
-  for_lane_packs(lane, C, vec, [&](int i, int cnt, bool whole) {
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
     float a[kPack], w[kPack], g[kPack], d[kPack];
     load8(a, x + i, cnt, whole);
     load8(w, weight + i, cnt, whole);
@@ -173,12 +162,6 @@ __global__ void backward_apply_kernel(E* dinp, const float* sums, const E* dout,
     }
     store8(dx + i, d, cnt, whole);
   });
-}
-
-// Every row of these buffers (and the per-channel vectors) starts 16-byte aligned: packs may move 16 bytes.
-template <typename E>
-bool rows_aligned16(int C, std::initializer_list<const void*> buffers) {
-  return (static_cast<size_t>(C) * sizeof(E)) % 16 == 0 && detail::all_aligned16(buffers);
 }
 
 // --- launches, one set for each element type -------------------------------------------------

@@ -1,18 +1,24 @@
 // kernels/cuda/llama.cu — the Llama block's ops (kernels/ops.hpp, ops_bf16.hpp) on device pointers, fp32
-// and bf16 from the same templates: RMSNorm (its row statistics one warp per row; the caller completes
-// them over the channels' group between the kernels), rotate-half RoPE, SwiGLU, and the KV repetition
+// and bf16 from the same templates: RMSNorm (its row statistics one warp per row, the lanes over the row in
+// packs of 8, packs.cuh; the caller completes them over the channels' group between the kernels), rotate-half RoPE, SwiGLU, and the KV repetition
 // of grouped-query attention. fp32 math throughout; a bf16 output is rounded once, an accumulated one
 // (dinp +=) is summed in fp32 with its old value first.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "common.cuh"
+#include "packs.cuh"
 #include "runtime_bf16.hpp"
 
 namespace axonn::kernels::cuda {
 namespace {
 
+using detail::for_packs;
+using detail::kPack;
 using detail::kWarp;
+using detail::load8;
 using detail::load_f32;
+using detail::rows_aligned16;
+using detail::store8;
 using detail::store_f32;
 using detail::warp_sum;
 
@@ -24,16 +30,18 @@ unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock
 
 // sumsq[n] = sum_i x[n, i]^2
 template <typename E>
-__global__ void rmsnorm_sumsq_kernel(float* sumsq, const E* inp, int64_t N, int C) {
+__global__ void rmsnorm_sumsq_kernel(float* sumsq, const E* inp, int64_t N, int C, bool vec) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;  // the whole warp leaves together
   const E* x = inp + n * C;
   float s = 0.0f;
-  for (int i = lane; i < C; i += kWarp) {
-    const float v = load_f32(x[i]);
-    s += v * v;
-  }
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
+    float a[kPack];
+    load8(a, x + i, cnt, whole);  // the missing elements read as 0
+#pragma unroll
+    for (int j = 0; j < kPack; j++) s += a[j] * a[j];
+  });
   s = warp_sum(s);
   if (lane == 0) sumsq[n] = s;
 }
@@ -42,7 +50,7 @@ __global__ void rmsnorm_sumsq_kernel(float* sumsq, const E* inp, int64_t N, int 
 // out = inp * rstd * weight
 template <typename E>
 __global__ void rmsnorm_forward_kernel(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C,
-                                       float c_total, float eps) {
+                                       float c_total, float eps, bool vec) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
@@ -50,20 +58,35 @@ __global__ void rmsnorm_forward_kernel(E* out, float* rstd, const E* inp, const 
   __syncwarp();
   const E* x = inp + n * C;
   E* o = out + n * C;
-  for (int i = lane; i < C; i += kWarp) store_f32(&o[i], load_f32(x[i]) * r * load_f32(weight[i]));
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
+    float a[kPack], w[kPack];
+    load8(a, x + i, cnt, whole);
+    load8(w, weight + i, cnt, whole);
+#pragma unroll
+    for (int j = 0; j < kPack; j++) a[j] = a[j] * r * w[j];
+    store8(o + i, a, cnt, whole);
+  });
   if (lane == 0) rstd[n] = r;
 }
 
 // dot[n] = sum_i dout[n, i] * weight[i] * inp[n, i]
 template <typename E>
-__global__ void rmsnorm_dot_kernel(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C) {
+__global__ void rmsnorm_dot_kernel(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C,
+                                   bool vec) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
   const E* x = inp + n * C;
   const E* dy = dout + n * C;
   float s = 0.0f;
-  for (int i = lane; i < C; i += kWarp) s += load_f32(dy[i]) * load_f32(weight[i]) * load_f32(x[i]);
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
+    float g[kPack], w[kPack], a[kPack];
+    load8(g, dy + i, cnt, whole);
+    load8(w, weight + i, cnt, whole);
+    load8(a, x + i, cnt, whole);
+#pragma unroll
+    for (int j = 0; j < kPack; j++) s += g[j] * w[j] * a[j];
+  });
   s = warp_sum(s);
   if (lane == 0) dot[n] = s;
 }
@@ -71,7 +94,7 @@ __global__ void rmsnorm_dot_kernel(float* dot, const E* dout, const E* inp, cons
 // dinp += rstd (dout weight - inp rstd^2 dot / C_total)
 template <typename E>
 __global__ void rmsnorm_input_grad_kernel(E* dinp, const E* dout, const E* inp, const E* weight, const float* rstd,
-                                          const float* dot, int64_t N, int C, float c_total) {
+                                          const float* dot, int64_t N, int C, float c_total, bool vec) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (n >= N) return;
@@ -79,8 +102,16 @@ __global__ void rmsnorm_input_grad_kernel(E* dinp, const E* dout, const E* inp, 
   const E* x = inp + n * C;
   const E* dy = dout + n * C;
   E* dx = dinp + n * C;
-  for (int i = lane; i < C; i += kWarp)
-    store_f32(&dx[i], load_f32(dx[i]) + r * (load_f32(dy[i]) * load_f32(weight[i]) - load_f32(x[i]) * k));
+  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
+    float d[kPack], g[kPack], w[kPack], a[kPack];
+    load8(d, dx + i, cnt, whole);
+    load8(g, dy + i, cnt, whole);
+    load8(w, weight + i, cnt, whole);
+    load8(a, x + i, cnt, whole);
+#pragma unroll
+    for (int j = 0; j < kPack; j++) d[j] += r * (g[j] * w[j] - a[j] * k);
+    store8(dx + i, d, cnt, whole);
+  });
 }
 
 // dweight[c] += sum_n dout[n, c] * inp[n, c] * rstd[n]: 32 columns x 8 row threads per block, one atomic
@@ -191,28 +222,29 @@ __global__ void repeat_kv_backward_kernel(E* dinp, const E* dout, int64_t N, int
 template <typename E>
 void sumsq(float* s, const E* x, int64_t N, int C) {
   if (N == 0) return;
-  rmsnorm_sumsq_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(s, x, N, C);
+  rmsnorm_sumsq_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(s, x, N, C, rows_aligned16<E>(C, {x}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void normalise(E* out, float* rstd, const E* x, const E* w, int64_t N, int C, int C_total, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(out, rstd, x, w, N, C,
-                                                                              static_cast<float>(C_total), eps);
+  rmsnorm_forward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
+      out, rstd, x, w, N, C, static_cast<float>(C_total), eps, rows_aligned16<E>(C, {out, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void dot_of(float* dot, const E* dy, const E* x, const E* w, int64_t N, int C) {
   if (N == 0) return;
-  rmsnorm_dot_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dot, dy, x, w, N, C);
+  rmsnorm_dot_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dot, dy, x, w, N, C,
+                                                                          rows_aligned16<E>(C, {dy, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void norm_backward(E* dx, float* dw, const E* dy, const E* x, const E* w, const float* rstd, const float* dot,
                    int64_t N, int C, int C_total) {
   if (N == 0 || C == 0) return;
-  rmsnorm_input_grad_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dx, dy, x, w, rstd, dot, N, C,
-                                                                                 static_cast<float>(C_total));
+  rmsnorm_input_grad_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
+      dx, dy, x, w, rstd, dot, N, C, static_cast<float>(C_total), rows_aligned16<E>(C, {dx, dy, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
   int64_t rows_per_block = 0;
   const dim3 grid = detail::column_grid(N, C, rows_per_block);

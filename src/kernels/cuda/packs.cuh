@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "common.cuh"
 #include "runtime_bf16.hpp"
@@ -78,6 +79,25 @@ __device__ __forceinline__ void copy8(E* dst, const E* src, int cnt, bool vec) {
   } else {
     for (int j = 0; j < cnt; j++) dst[j] = src[j];
   }
+}
+
+// The packs of 8 of elements [0, len) that `worker` takes when `workers` take turns (a warp's lanes over a row,
+// a block's threads over a row): f(i, cnt, whole), i the pack's first element, cnt how many it has (the last
+// may be short), whole: 16-byte loads and stores apply (`vec`, and the pack is full). A warp then moves 512
+// bytes of a bf16 row per load, not the 64 of single elements.
+template <typename F>
+__device__ __forceinline__ void for_packs(int worker, int workers, int len, bool vec, F f) {
+  for (int i = worker * kPack; i < len; i += workers * kPack) {
+    const int cnt = len - i < kPack ? len - i : kPack;
+    f(i, cnt, vec && cnt == kPack);
+  }
+}
+
+// Every row of `len` elements of type E in these buffers (rows back to back from each pointer) starts 16-byte
+// aligned: the `vec` of for_packs over such rows.
+template <typename E>
+inline bool rows_aligned16(int64_t len, std::initializer_list<const void*> buffers) {
+  return (static_cast<size_t>(len) * sizeof(E)) % 16 == 0 && all_aligned16(buffers);
 }
 
 // Grid-stride loop over packs of 8 elements: op(i, cnt, vec) handles elements [i, i + cnt).
