@@ -5,9 +5,10 @@
 //   A (16 x 16, row-major): r[0] = (g, 2t..2t+1), r[1] = (g+8, 2t..), r[2] = (g, 2t+8..), r[3] = (g+8, 2t+8..)
 //   B (16 x 8, k x n):      r[0] = (k 2t..2t+1, n g), r[1] = (k 2t+8.., n g)
 //   C (16 x 8, fp32):       v[0], v[1] = (g, 2t), (g, 2t+1); v[2], v[3] = (g+8, 2t), (g+8, 2t+1)
-// (a 32-bit register holds two bf16, the lower column or k in its low half). C's layout is A's for two
-// neighbouring C tiles, so a product's result becomes the next product's A operand without leaving registers
-// (a_from_c).
+// (a 32-bit register holds two bf16, the lower column or k in its low half); the same, decoded by hand, as
+// CUTLASS's CuTe states them (MMA_Traits<SM80_16x8x16_F32BF16BF16F32_TN>: A ((4,8),(2,2,2)):((32,1),(16,8,128)),
+// B ((4,8),(2,2)):((16,1),(8,64)), C SM80_16x8_Row). C's layout is A's for two neighbouring C tiles, so a
+// product's result becomes the next product's A operand without leaving registers (a_from_c).
 //
 // Built by nvcc for the GPU, and by a host compiler for tests with AXONN_SIMT_EMULATOR, where the includer
 // provides the CUDA vocabulary and these primitives run as warp exchanges (tests/unit/cuda_emu/simt_emulator.hpp).
