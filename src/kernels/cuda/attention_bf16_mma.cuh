@@ -19,7 +19,7 @@
 // Precision: as the WMMA kernels (P and dS rounded to bf16 before their second product; the bound of
 // tests/cuda/kernels/test_cuda_bf16.cpp).
 //
-// Device code only (templates); attention_bf16_mma.cu launches them. Builds for the SIMT emulator as well
+// Device code only (templates); attention_bf16_tc.cu launches them. Builds for the SIMT emulator as well
 // (tests/unit/cuda_emu), which runs these kernels on the CPU against the oracle.
 #pragma once
 
