@@ -19,11 +19,14 @@ using kernels::cuda::detail::kWarp;
 using kernels::cuda::detail::stream;
 
 // the pack helpers (packs.cuh), shared with the fp32 table's elementwise kernels
+using kernels::cuda::detail::copy8;
+using kernels::cuda::detail::for_packs;
 using kernels::cuda::detail::kPack;
 using kernels::cuda::detail::launch_packs;
 using kernels::cuda::detail::load8;
 using kernels::cuda::detail::pack_kernel;
 using kernels::cuda::detail::round_bf16;
+using kernels::cuda::detail::rows_aligned16;
 using kernels::cuda::detail::store8;
 using kernels::cuda::detail::widen;
 

@@ -29,21 +29,21 @@ using detail::widen;
 using kernels::cuda::detail::column_sums_accumulate;
 
 // out[n, o] = bias[o], or 0 without a bias: the C that the product is added to. A block per row (a grid-stride
-// loop over rows), its threads across the row: one 16-byte store of 8 elements each where the rows are whole
-// packs and every pointer is 16-byte aligned (`packs`), single elements otherwise; no division per element.
-// (It was one thread per element with a 64-bit modulo each: ~48 calls a GPT-2 124M step, over its outputs.)
+// loop over rows), its threads across the row in packs of 8 (packs.cuh's for_packs: 16-byte stores where the
+// rows are aligned); no division per element. (It was one thread per element with a 64-bit modulo each: ~48
+// calls a GPT-2 124M step, over its outputs.)
 constexpr int kFillThreads = 128;
 __global__ void __launch_bounds__(kFillThreads) fill_bias_kernel(uint16_t* out, const uint16_t* bias, int64_t N,
-                                                                 int OC, bool packs) {
+                                                                 int OC, bool vec) {
+  const float zeros[kPack] = {};
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     uint16_t* row = out + n * OC;
-    if (packs) {
-      for (int c = static_cast<int>(threadIdx.x) * kPack; c < OC; c += kFillThreads * kPack)
-        *reinterpret_cast<uint4*>(row + c) =
-            bias ? *reinterpret_cast<const uint4*>(bias + c) : make_uint4(0u, 0u, 0u, 0u);
-    } else {
-      for (int c = static_cast<int>(threadIdx.x); c < OC; c += kFillThreads) row[c] = bias ? bias[c] : uint16_t{0};
-    }
+    detail::for_packs(static_cast<int>(threadIdx.x), kFillThreads, OC, vec, [&](int c, int cnt, bool whole) {
+      if (bias)
+        detail::copy8(row + c, bias + c, cnt, whole);
+      else
+        detail::store8(row + c, zeros, cnt, whole);
+    });
   }
 }
 
@@ -156,9 +156,9 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
   const int n = kernels::cuda::detail::to_blas_int(N, "rows N");
   if (N == 0 || OC == 0) return;
   if (bias != nullptr || C == 0) {  // out = bias (or 0: the empty sum C = 0, which cuBLASLt does not take)
-    const bool packs = OC % kPack == 0 && detail::all_aligned16({out, bias});
     const auto rows = static_cast<unsigned>(std::min<int64_t>(N, int64_t{1} << 16));
-    fill_bias_kernel<<<rows, kFillThreads, 0, detail::stream()>>>(out, bias, N, OC, packs);
+    fill_bias_kernel<<<rows, kFillThreads, 0, detail::stream()>>>(out, bias, N, OC,
+                                                                  detail::rows_aligned16<uint16_t>(OC, {out, bias}));
     AXONN_CUDA_CHECK_LAUNCH();
   }
   if (C == 0) return;

@@ -21,6 +21,7 @@
 // The block's dynamic shared memory as `unsigned char name[]`, 128-byte aligned.
 #define AXONN_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
 #else
+#include "axonn/core/dtype.hpp"  // f32_to_bf16: the host's rounding, for the emulated pack_bf16x2
 #define AXONN_DYNAMIC_SHARED(name) unsigned char* name = ::axonn::emu::dynamic_shared()
 #endif
 
@@ -44,12 +45,7 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 #else
-  const auto round = [](float f) -> uint32_t {
-    const uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) return 0x7fc0u;  // NaN stays NaN
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  };
-  return round(lo) | (round(hi) << 16);
+  return static_cast<uint32_t>(f32_to_bf16(lo)) | (static_cast<uint32_t>(f32_to_bf16(hi)) << 16);
 #endif
 }
 // The two bf16 of a word as floats (exact).
