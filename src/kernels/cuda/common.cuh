@@ -1,11 +1,23 @@
-// kernels/cuda/common.cuh — device-side helpers shared by the kernel files (private).
+// kernels/cuda/common.cuh — device-side helpers shared by the kernel files (private). Built by nvcc, and by a
+// host compiler for the SIMT emulator's tests (AXONN_SIMT_EMULATOR: the includer provides the CUDA
+// vocabulary, tests/unit/cuda_emu/simt_emulator.hpp, and nothing of the CUDA toolkit is included).
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <cstdint>
 
+#if !defined(AXONN_SIMT_EMULATOR)
+#include <cuda_runtime.h>
+
 #include "runtime.hpp"
+#endif
+
+// A 16-byte vector access (uint4, float4) needs a 16-byte aligned address, or the GPU faults; the SIMT
+// emulator's host would not, so there the kernels check it (tests/unit/cuda_emu/simt_emulator.hpp).
+#if defined(AXONN_SIMT_EMULATOR)
+#define AXONN_EXPECT_ALIGNED16(p) ::axonn::emu::expect_aligned16(p, "load or store")
+#else
+#define AXONN_EXPECT_ALIGNED16(p) ((void)0)
+#endif
 
 namespace axonn::kernels::cuda::detail {
 

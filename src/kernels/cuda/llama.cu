@@ -1,139 +1,20 @@
 // kernels/cuda/llama.cu — the Llama block's ops (kernels/ops.hpp, ops_bf16.hpp) on device pointers, fp32
-// and bf16 from the same templates: RMSNorm (its row statistics one warp per row, the lanes over the row in
-// packs of 8, packs.cuh; the caller completes them over the channels' group between the kernels), rotate-half RoPE, SwiGLU, and the KV repetition
-// of grouped-query attention. fp32 math throughout; a bf16 output is rounded once, an accumulated one
-// (dinp +=) is summed in fp32 with its old value first.
+// and bf16 from the same templates: RMSNorm (its row kernels norm_rows.cuh's, its weight gradient columns.cuh's),
+// rotate-half RoPE, SwiGLU, and the KV repetition of grouped-query attention. fp32 math throughout; a bf16 output
+// is rounded once, an accumulated one (dinp +=) is summed in fp32 with its old value first.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
-#include "common.cuh"
-#include "packs.cuh"
-#include "runtime_bf16.hpp"
+#include "norm_rows.cuh"
 
 namespace axonn::kernels::cuda {
 namespace {
 
-using detail::for_packs;
-using detail::kPack;
-using detail::kWarp;
-using detail::load8;
 using detail::load_f32;
 using detail::rows_aligned16;
-using detail::store8;
 using detail::store_f32;
-using detail::warp_sum;
+namespace rows = norm_rows;
 
-constexpr int kRowsPerBlock = 8;  // warps per block: 256 threads
 constexpr int kThreads = 256;
-
-
-unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
-
-// sumsq[n] = sum_i x[n, i]^2
-template <typename E>
-__global__ void rmsnorm_sumsq_kernel(float* sumsq, const E* inp, int64_t N, int C, bool vec) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;  // the whole warp leaves together
-  const E* x = inp + n * C;
-  float s = 0.0f;
-  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
-    float a[kPack];
-    load8(a, x + i, cnt, whole);  // the missing elements read as 0
-#pragma unroll
-    for (int j = 0; j < kPack; j++) s += a[j] * a[j];
-  });
-  s = warp_sum(s);
-  if (lane == 0) sumsq[n] = s;
-}
-
-// rstd[n] <- 1/sqrt(rstd[n] / C_total + eps) (rstd holds the complete sum of squares on entry);
-// out = inp * rstd * weight
-template <typename E>
-__global__ void rmsnorm_forward_kernel(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C,
-                                       float c_total, float eps, bool vec) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;
-  const float r = 1.0f / sqrtf(rstd[n] / c_total + eps);  // every lane reads before lane 0 writes below
-  __syncwarp();
-  const E* x = inp + n * C;
-  E* o = out + n * C;
-  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
-    float a[kPack], w[kPack];
-    load8(a, x + i, cnt, whole);
-    load8(w, weight + i, cnt, whole);
-#pragma unroll
-    for (int j = 0; j < kPack; j++) a[j] = a[j] * r * w[j];
-    store8(o + i, a, cnt, whole);
-  });
-  if (lane == 0) rstd[n] = r;
-}
-
-// dot[n] = sum_i dout[n, i] * weight[i] * inp[n, i]
-template <typename E>
-__global__ void rmsnorm_dot_kernel(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C,
-                                   bool vec) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;
-  const E* x = inp + n * C;
-  const E* dy = dout + n * C;
-  float s = 0.0f;
-  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
-    float g[kPack], w[kPack], a[kPack];
-    load8(g, dy + i, cnt, whole);
-    load8(w, weight + i, cnt, whole);
-    load8(a, x + i, cnt, whole);
-#pragma unroll
-    for (int j = 0; j < kPack; j++) s += g[j] * w[j] * a[j];
-  });
-  s = warp_sum(s);
-  if (lane == 0) dot[n] = s;
-}
-
-// dinp += rstd (dout weight - inp rstd^2 dot / C_total)
-template <typename E>
-__global__ void rmsnorm_input_grad_kernel(E* dinp, const E* dout, const E* inp, const E* weight, const float* rstd,
-                                          const float* dot, int64_t N, int C, float c_total, bool vec) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (n >= N) return;
-  const float r = rstd[n], k = r * r * dot[n] / c_total;
-  const E* x = inp + n * C;
-  const E* dy = dout + n * C;
-  E* dx = dinp + n * C;
-  for_packs(lane, kWarp, C, vec, [&](int i, int cnt, bool whole) {
-    float d[kPack], g[kPack], w[kPack], a[kPack];
-    load8(d, dx + i, cnt, whole);
-    load8(g, dy + i, cnt, whole);
-    load8(w, weight + i, cnt, whole);
-    load8(a, x + i, cnt, whole);
-#pragma unroll
-    for (int j = 0; j < kPack; j++) d[j] += r * (g[j] * w[j] - a[j] * k);
-    store8(dx + i, d, cnt, whole);
-  });
-}
-
-// dweight[c] += sum_n dout[n, c] * inp[n, c] * rstd[n]: 32 columns x 8 row threads per block, one atomic
-// per column and block (columns.cuh's pattern)
-template <typename E>
-__global__ void rmsnorm_weight_grad_kernel(float* dweight, const E* dout, const E* inp, const float* rstd, int64_t N,
-                                           int C, int64_t rows_per_block) {
-  __shared__ float partial[detail::kColThreadsY][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
-  const int64_t r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
-  float acc = 0.0f;
-  if (c < C)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += detail::kColThreadsY)
-      acc += load_f32(dout[r * C + c]) * load_f32(inp[r * C + c]) * rstd[r];
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    for (int y = 1; y < detail::kColThreadsY; y++) acc += partial[y][threadIdx.x];
-    atomicAdd(&dweight[c], acc);
-  }
-}
 
 // One thread per rotated pair (row, head, i): (x_i, x_j) <- (x_i c - x_j s, x_j c + x_i s), j = i + HS/2;
 // sign -1 rotates back.
@@ -222,20 +103,21 @@ __global__ void repeat_kv_backward_kernel(E* dinp, const E* dout, int64_t N, int
 template <typename E>
 void sumsq(float* s, const E* x, int64_t N, int C) {
   if (N == 0) return;
-  rmsnorm_sumsq_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(s, x, N, C, rows_aligned16<E>(C, {x}));
+  rows::row_sum_kernel<E, true><<<rows::row_blocks(N), rows::kThreads, 0, detail::stream()>>>(
+      s, x, N, C, rows_aligned16<E>(C, {x}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void normalise(E* out, float* rstd, const E* x, const E* w, int64_t N, int C, int C_total, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
+  rows::rmsnorm_forward_kernel<E><<<rows::row_blocks(N), rows::kThreads, 0, detail::stream()>>>(
       out, rstd, x, w, N, C, static_cast<float>(C_total), eps, rows_aligned16<E>(C, {out, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void dot_of(float* dot, const E* dy, const E* x, const E* w, int64_t N, int C) {
   if (N == 0) return;
-  rmsnorm_dot_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(dot, dy, x, w, N, C,
+  rows::rmsnorm_dot_kernel<E><<<rows::row_blocks(N), rows::kThreads, 0, detail::stream()>>>(dot, dy, x, w, N, C,
                                                                           rows_aligned16<E>(C, {dy, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
@@ -243,14 +125,10 @@ template <typename E>
 void norm_backward(E* dx, float* dw, const E* dy, const E* x, const E* w, const float* rstd, const float* dot,
                    int64_t N, int C, int C_total) {
   if (N == 0 || C == 0) return;
-  rmsnorm_input_grad_kernel<E><<<row_blocks(N), kThreads, 0, detail::stream()>>>(
+  rows::rmsnorm_input_grad_kernel<E><<<rows::row_blocks(N), rows::kThreads, 0, detail::stream()>>>(
       dx, dy, x, w, rstd, dot, N, C, static_cast<float>(C_total), rows_aligned16<E>(C, {dx, dy, x, w}));
   AXONN_CUDA_CHECK_LAUNCH();
-  int64_t rows_per_block = 0;
-  const dim3 grid = detail::column_grid(N, C, rows_per_block);
-  rmsnorm_weight_grad_kernel<E><<<grid, dim3(kWarp, detail::kColThreadsY), 0, detail::stream()>>>(dw, dy, x, rstd, N,
-                                                                                                  C, rows_per_block);
-  AXONN_CUDA_CHECK_LAUNCH();
+  detail::rmsnorm_weight_grad_accumulate(dw, dy, x, rstd, N, C);
 }
 template <typename E>
 void rope(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {

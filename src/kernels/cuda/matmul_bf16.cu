@@ -23,29 +23,7 @@
 namespace axonn::kernels::cuda_bf16 {
 namespace {
 
-using detail::kPack;
-using detail::kWarp;
-using detail::widen;
 using kernels::cuda::detail::column_sums_accumulate;
-
-// out[n, o] = bias[o], or 0 without a bias: the C that the product is added to. A block per row (a grid-stride
-// loop over rows), its threads across the row in packs of 8 (packs.cuh's for_packs: 16-byte stores where the
-// rows are aligned); no division per element. (It was one thread per element with a 64-bit modulo each: ~48
-// calls a GPT-2 124M step, over its outputs.)
-constexpr int kFillThreads = 128;
-__global__ void __launch_bounds__(kFillThreads) fill_bias_kernel(uint16_t* out, const uint16_t* bias, int64_t N,
-                                                                 int OC, bool vec) {
-  const float zeros[kPack] = {};
-  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    uint16_t* row = out + n * OC;
-    detail::for_packs(static_cast<int>(threadIdx.x), kFillThreads, OC, vec, [&](int c, int cnt, bool whole) {
-      if (bias)
-        detail::copy8(row + c, bias + c, cnt, whole);
-      else
-        detail::store8(row + c, zeros, cnt, whole);
-    });
-  }
-}
 
 // The largest power of two (<= 256) that divides the address: what cuBLASLt may assume of a pointer.
 uint32_t alignment_of(const void* p) {
@@ -157,8 +135,10 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
   if (N == 0 || OC == 0) return;
   if (bias != nullptr || C == 0) {  // out = bias (or 0: the empty sum C = 0, which cuBLASLt does not take)
     const auto rows = static_cast<unsigned>(std::min<int64_t>(N, int64_t{1} << 16));
-    fill_bias_kernel<<<rows, kFillThreads, 0, detail::stream()>>>(out, bias, N, OC,
-                                                                  detail::rows_aligned16<uint16_t>(OC, {out, bias}));
+    // (a block per row, 16-byte stores where the rows are aligned; it was one thread per element with a 64-bit
+    // modulo each, ~48 calls a GPT-2 124M step)
+    detail::fill_rows_kernel<uint16_t><<<rows, detail::kRowFillThreads, 0, detail::stream()>>>(
+        out, bias, N, OC, detail::rows_aligned16<uint16_t>(OC, {out, bias}));
     AXONN_CUDA_CHECK_LAUNCH();
   }
   if (C == 0) return;

@@ -1,20 +1,28 @@
 // kernels/cuda/packs.cuh — device helpers of the elementwise kernels of both tables (private): packs of 8
 // elements, moved with 16-byte loads and stores where every pointer is 16-byte aligned (one uint4 of bf16,
 // two float4 of fp32), fp32 math in registers; a bf16 element is widened exactly and rounded once
-// (round-to-nearest-even, as core/dtype.hpp's f32_to_bf16 for every finite value).
+// (round-to-nearest-even, as core/dtype.hpp's f32_to_bf16 for every finite value). Builds for the SIMT emulator
+// as well (common.cuh), all but launch_packs.
 #pragma once
 
-#include <cuda_bf16.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 
+#if !defined(AXONN_SIMT_EMULATOR)
+#include <cuda_bf16.h>
+#endif
+
 #include "common.cuh"
-#include "runtime_bf16.hpp"
 
 namespace axonn::kernels::cuda::detail {
 
-using kernels::cuda_bf16::detail::all_aligned16;
+// True when every pointer is 16-byte aligned: the packed (uint4) paths of the kernels.
+inline bool all_aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 __device__ __forceinline__ float widen(uint16_t x) { return __uint_as_float(static_cast<unsigned>(x) << 16); }
 __device__ __forceinline__ uint16_t round_bf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
@@ -25,6 +33,7 @@ __device__ __forceinline__ uint16_t round_bf16(float f) { return __bfloat16_as_u
 constexpr int kPack = 8;
 __device__ __forceinline__ void load8(float (&x)[kPack], const uint16_t* p, int cnt, bool vec) {
   if (vec) {
+    AXONN_EXPECT_ALIGNED16(p);
     const uint4 u = *reinterpret_cast<const uint4*>(p);
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -39,6 +48,7 @@ __device__ __forceinline__ void load8(float (&x)[kPack], const uint16_t* p, int 
 }
 __device__ __forceinline__ void load8(float (&x)[kPack], const float* p, int cnt, bool vec) {
   if (vec) {
+    AXONN_EXPECT_ALIGNED16(p);
     const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
   } else {
@@ -48,6 +58,7 @@ __device__ __forceinline__ void load8(float (&x)[kPack], const float* p, int cnt
 }
 __device__ __forceinline__ void store8(uint16_t* p, const float (&x)[kPack], int cnt, bool vec) {
   if (vec) {
+    AXONN_EXPECT_ALIGNED16(p);
     uint32_t w[4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
@@ -61,6 +72,7 @@ __device__ __forceinline__ void store8(uint16_t* p, const float (&x)[kPack], int
 }
 __device__ __forceinline__ void store8(float* p, const float (&x)[kPack], int cnt, bool vec) {
   if (vec) {
+    AXONN_EXPECT_ALIGNED16(p);
     *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
     *reinterpret_cast<float4*>(p + 4) = make_float4(x[4], x[5], x[6], x[7]);
   } else {
@@ -73,6 +85,8 @@ __device__ __forceinline__ void store8(float* p, const float (&x)[kPack], int cn
 template <typename E>
 __device__ __forceinline__ void copy8(E* dst, const E* src, int cnt, bool vec) {
   if (vec) {
+    AXONN_EXPECT_ALIGNED16(dst);
+    AXONN_EXPECT_ALIGNED16(src);
     constexpr int kWords = kPack * sizeof(E) / sizeof(uint4);
 #pragma unroll
     for (int w = 0; w < kWords; w++) reinterpret_cast<uint4*>(dst)[w] = reinterpret_cast<const uint4*>(src)[w];
@@ -108,6 +122,26 @@ __global__ void pack_kernel(Op op, int64_t n, bool vec) {
     op(i, cnt, vec && cnt == kPack);
   }
 }
+
+// out[n, c] = row[c] for n < N, c < len, or 0 without a row (a linear layer's bias as the C its product is added
+// to). A block per row (a grid-stride loop over rows), its kRowFillThreads threads across the row in packs.
+constexpr int kRowFillThreads = 128;
+template <typename E>
+__global__ void __launch_bounds__(kRowFillThreads)
+    fill_rows_kernel(E* out, const E* row, int64_t N, int len, bool vec) {
+  const float zeros[kPack] = {};
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    E* dst = out + n * len;
+    for_packs(static_cast<int>(threadIdx.x), kRowFillThreads, len, vec, [&](int c, int cnt, bool whole) {
+      if (row)
+        copy8(dst + c, row + c, cnt, whole);
+      else
+        store8(dst + c, zeros, cnt, whole);
+    });
+  }
+}
+
+#if !defined(AXONN_SIMT_EMULATOR)
 template <typename Op>
 void launch_packs(const Op& op, int64_t n, bool vec) {
   if (n == 0) return;
@@ -115,5 +149,6 @@ void launch_packs(const Op& op, int64_t n, bool vec) {
   pack_kernel<<<grid_for((n + kPack - 1) / kPack, kThreads), kThreads, 0, stream()>>>(op, n, vec);
   AXONN_CUDA_CHECK_LAUNCH();
 }
+#endif
 
 }  // namespace axonn::kernels::cuda::detail

@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 
 #include "axonn/kernels/ops_bf16.hpp"
 #include "runtime.hpp"
@@ -86,15 +85,6 @@ cublasLtHandle_t cublaslt();
 // GEMM of this backend. Safe to share because all of them run in order on the one stream.
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 void* lt_workspace();
-
-// True when p is aligned to `bytes` (a power of two).
-inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-// True when every pointer is 16-byte aligned: the packed (uint4) paths of the elementwise kernels.
-inline bool all_aligned16(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs)
-    if (!aligned(p, 16)) return false;
-  return true;
-}
 
 }  // namespace detail
 }  // namespace axonn::kernels::cuda_bf16

@@ -118,6 +118,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* ro
                  : "r"(addr)
                  : "memory");
 #else
+  emu::expect_aligned16(row, "ldmatrix row");
   struct Out {
     uint32_t r[4];
   } got{};

@@ -15,8 +15,12 @@
 //
 // Use: define AXONN_SIMT_EMULATOR, include this file, then the kernel's .cuh (which includes nothing of CUDA
 // in that mode); launch with axonn::emu::launch(grid, block, shared_bytes, [&] { kernel(args...); }).
-// Dynamic shared memory: the kernel's AXONN_DYNAMIC_SHARED(name) names emu::dynamic_shared(). Static
-// __shared__ arrays are not supported (a kernel run here declares its shared memory dynamically).
+// Dynamic shared memory: the kernel's AXONN_DYNAMIC_SHARED(name) names emu::dynamic_shared(). A static
+// __shared__ array is a function-local static: one per kernel instantiation, seen by every thread of the
+// running block (blocks run one after another, so they may share it; like the GPU's, it starts with whatever
+// the previous block left). atomicAdd is a plain addition: fibers switch only at barriers and warp exchanges.
+// A 16-byte access must be 16-byte aligned (AXONN_EXPECT_ALIGNED16 in the kernels, cp.async, ldmatrix rows):
+// a misaligned one fails the launch, as it faults on the GPU.
 #pragma once
 
 #ifndef AXONN_SIMT_EMULATOR
@@ -28,11 +32,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "axonn/core/dtype.hpp"  // f32_to_bf16: the host's rounding, as __float2bfloat16_rn
 
 // ---- the CUDA vocabulary a kernel file uses, as host C++ ----
 #define __global__
@@ -41,6 +48,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
+#define __shared__ static
 
 struct uint4 {
   unsigned x, y, z, w;
@@ -52,6 +60,22 @@ struct dim3 {
   dim3(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 using uint3 = dim3;
+struct float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+// cuda_bf16.h's conversions that the kernels use: round to nearest even, and the bits.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {axonn::f32_to_bf16(f)}; }
+inline uint16_t __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
+template <typename T>
+T atomicAdd(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
 inline float __uint_as_float(unsigned u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
@@ -118,6 +142,7 @@ struct Block {
   std::function<void()> kernel;
   CopyTiming copies = CopyTiming::kAtWait;
   ucontext_t scheduler{};
+  std::exception_ptr fault;  // what a thread threw (a misaligned access): the launch rethrows it
 };
 
 inline Block*& running() {
@@ -186,6 +211,13 @@ void warp_exchange(const In& in, Out& out, F compute) {
 
 inline unsigned char* dynamic_shared() { return block().shared.data(); }
 
+// A 16-byte access (a uint4/float4 load or store, cp.async, an ldmatrix row) must be 16-byte aligned: the GPU
+// faults ("misaligned address") where the host's loads would quietly work, so the emulator faults too.
+inline void expect_aligned16(const void* p, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    throw std::runtime_error(std::string("simt emulator: misaligned 16-byte ") + what + " (the GPU faults)");
+}
+
 // cp.async at one of the two extremes the hardware allows (CopyTiming): landed at issue, or only when its thread
 // waits for its group (cp.async.wait_group).
 inline void land(const PendingCopy& c) {
@@ -195,6 +227,8 @@ inline void land(const PendingCopy& c) {
     std::memcpy(c.dst, c.src, 16);
 }
 inline void cp_async16(void* dst, const void* src, bool zero_fill) {
+  expect_aligned16(dst, "cp.async destination");
+  if (!zero_fill) expect_aligned16(src, "cp.async source");
   if (block().copies == CopyTiming::kAtIssue)
     land({dst, src, zero_fill});
   else
@@ -215,7 +249,11 @@ inline void cp_async_wait(int most_pending) {
 
 inline void fiber_entry() {
   Block& b = block();
-  b.kernel();
+  try {
+    b.kernel();
+  } catch (...) {  // caught on the fiber's own stack; the scheduler abandons the block and rethrows it
+    b.fault = std::current_exception();
+  }
   b.fibers[static_cast<size_t>(b.current)].done = true;
   // returning resumes uc_link: the scheduler
 }
@@ -248,7 +286,7 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
   b.kernel = std::move(kernel);
   b.copies = copies;
   b.fibers.resize(threads);
-  for (auto& f : b.fibers) f.stack = std::make_unique<char[]>(kStack);
+  for (auto& f : b.fibers) f.stack.reset(new char[kStack]);  // not zeroed: only the pages a fiber uses are touched
   b.warps.resize(threads / kWarpSize);
   running() = &b;
   struct Reset {
@@ -280,6 +318,7 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
           b.current = next;
           swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(next)].ctx);
           b.current = -1;
+          if (b.fault) std::rethrow_exception(b.fault);  // the other threads' stacks are dropped as they are
         }
         for (const auto& f : b.fibers)
           if (!f.done)

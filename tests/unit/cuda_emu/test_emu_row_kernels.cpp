@@ -1,0 +1,429 @@
+// The memory-bound CUDA kernels of the norms, the cross-entropy and the bias fill, run on the CPU by the SIMT
+// emulator: LayerNorm's and RMSNorm's row kernels (norm_rows.cuh) with their parameter gradients
+// (columns.cuh), the softmax + cross-entropy kernels (crossentropy_rows.cuh), and packs.cuh's row fill (the bf16
+// linear layer's bias). Each op is launched as its .cu launches it (the same grid, block and 16-byte-pack
+// decision, rows_aligned16) and stands in for the CUDA table's op in a copy of the reference table, so the
+// kernel tests' own steps (row_steps.hpp) and bounds (tests/cuda/kernels: fp32 within 1e-5, bf16 within one
+// bf16 ulp) compare it with kernels::ref, fp32 and bf16. The shapes take both pack paths: rows whose bytes are
+// a multiple of 16 (whole packs, 16-byte loads) and rows that are not (a short last pack, element by element),
+// rows shorter than a pack, more rows than a column chunk (256), a vocabulary longer than a block (512).
+#define AXONN_SIMT_EMULATOR 1
+#include "simt_emulator.hpp"
+//
+#include "kernels/cuda/crossentropy_rows.cuh"
+#include "kernels/cuda/norm_rows.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "attention_bound.hpp"
+#include "axonn/kernels/ops.hpp"
+#include "axonn/kernels/ops_bf16.hpp"
+#include "row_steps.hpp"
+#include "tensor_expect.hpp"
+
+namespace k = axonn::kernels;
+namespace cuda = axonn::kernels::cuda;
+namespace emu = axonn::emu;
+using axonn::test::allclose;
+using axonn::test::crossentropy_rows;
+using axonn::test::layernorm_rows_backward;
+using axonn::test::layernorm_steps;
+using axonn::test::rand_bf;
+using axonn::test::randint;
+using axonn::test::randn;
+using axonn::test::widen;
+using k::bf16;
+using Vec = std::vector<float>;
+using Bf = std::vector<bf16>;
+
+namespace {
+
+namespace norm = cuda::norm_rows;
+namespace ce = cuda::crossentropy_rows;
+using cuda::detail::rows_aligned16;
+
+// The warp order every launch of a test runs under (the tests run both).
+emu::Schedule g_schedule = emu::Schedule::kLowestFirst;
+
+template <typename F>
+void launch(dim3 grid, dim3 block, F kernel) {
+  emu::launch(grid, block, 0, kernel, g_schedule);
+}
+
+// The CUDA table's ops on the emulator, launched as layernorm.cu, llama.cu and crossentropy.cu launch them.
+template <typename E>
+struct Emulated {
+  static void layernorm_sum(float* mean, const E* inp, int64_t N, int C) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads,
+           [&] { norm::row_sum_kernel<E, false>(mean, inp, N, C, rows_aligned16<E>(C, {inp})); });
+  }
+  static void layernorm_centred_sumsq(float* var, float* mean, const E* inp, int64_t N, int C, int C_total) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::layernorm_centred_squares_kernel<E>(var, mean, inp, N, C, static_cast<float>(C_total),
+                                                rows_aligned16<E>(C, {inp}));
+    });
+  }
+  static void layernorm_forward(E* out, const float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
+                                int64_t N, int C, int C_total) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::layernorm_normalise_kernel<E>(out, mean, rstd, inp, weight, bias, N, C, static_cast<float>(C_total),
+                                          rows_aligned16<E>(C, {out, inp, weight, bias}));
+    });
+  }
+  static void layernorm_backward_sums(float* sums, const E* dout, const E* inp, const E* weight, const float* mean,
+                                      const float* rstd, int64_t N, int C) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::layernorm_backward_sums_kernel<E>(sums, dout, inp, weight, mean, rstd, N, C,
+                                              rows_aligned16<E>(C, {dout, inp, weight}));
+    });
+  }
+  static void layernorm_backward(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
+                                 const float* mean, const float* rstd, const float* sums, int64_t N, int C,
+                                 int C_total) {
+    if (N == 0 || C == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::layernorm_backward_apply_kernel<E>(dinp, sums, dout, inp, weight, mean, rstd, N, C,
+                                               static_cast<float>(C_total),
+                                               rows_aligned16<E>(C, {dinp, dout, inp, weight}));
+    });
+    int64_t rows_per_block = 0;
+    const dim3 grid = cuda::detail::column_grid(N, C, rows_per_block);
+    launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
+      cuda::detail::layernorm_params_kernel<E>(dweight, dbias, dout, inp, mean, rstd, N, C, rows_per_block);
+    });
+  }
+
+  static void rmsnorm_sumsq(float* sumsq, const E* inp, int64_t N, int C) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads,
+           [&] { norm::row_sum_kernel<E, true>(sumsq, inp, N, C, rows_aligned16<E>(C, {inp})); });
+  }
+  static void rmsnorm_forward(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C, int C_total,
+                              float eps) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::rmsnorm_forward_kernel<E>(out, rstd, inp, weight, N, C, static_cast<float>(C_total), eps,
+                                      rows_aligned16<E>(C, {out, inp, weight}));
+    });
+  }
+  static void rmsnorm_backward_dot(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C) {
+    if (N == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::rmsnorm_dot_kernel<E>(dot, dout, inp, weight, N, C, rows_aligned16<E>(C, {dout, inp, weight}));
+    });
+  }
+  static void rmsnorm_backward(E* dinp, float* dweight, const E* dout, const E* inp, const E* weight,
+                               const float* rstd, const float* dot, int64_t N, int C, int C_total) {
+    if (N == 0 || C == 0) return;
+    launch(norm::row_blocks(N), norm::kThreads, [&] {
+      norm::rmsnorm_input_grad_kernel<E>(dinp, dout, inp, weight, rstd, dot, N, C, static_cast<float>(C_total),
+                                         rows_aligned16<E>(C, {dinp, dout, inp, weight}));
+    });
+    int64_t rows_per_block = 0;
+    const dim3 grid = cuda::detail::column_grid(N, C, rows_per_block);
+    launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
+      cuda::detail::column_sums_kernel(dweight, cuda::detail::RmsNormWeightTerm<E>{dout, inp, rstd, C}, N, C,
+                                       rows_per_block);
+    });
+  }
+
+  static void crossentropy_max(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
+    if (N == 0) return;
+    launch(ce::row_blocks(N), ce::kThreads,
+           [&] { ce::row_max_kernel<E>(maxv, logits, Vvalid, Vs, rows_aligned16<E>(Vs, {logits})); });
+  }
+  static void crossentropy_sums(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N,
+                                int Vvalid, int Vs, int vocab_begin) {
+    if (N == 0) return;
+    launch(ce::row_blocks(N), ce::kThreads, [&] {
+      ce::exp_sum_kernel<E>(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin, rows_aligned16<E>(Vs, {logits}));
+    });
+  }
+  static void softmax_crossentropy_forward(float* losses, E* probs, const E* logits, const float* maxv,
+                                           const float* sums, int64_t N, int Vvalid, int Vs) {
+    if (N == 0) return;
+    launch(ce::row_blocks(N), ce::kThreads, [&] {
+      ce::probs_loss_kernel<E>(losses, probs, logits, maxv, sums, N, Vvalid, Vs,
+                               rows_aligned16<E>(Vs, {probs, logits}));
+    });
+  }
+  static void softmax_crossentropy_backward(E* dlogits, const E* probs, const int* targets, const float* weights,
+                                            float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+    if (N == 0) return;
+    launch(ce::row_blocks(N), ce::kThreads, [&] {
+      ce::softmax_crossentropy_backward_kernel<E>(dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin,
+                                                  rows_aligned16<E>(Vs, {dlogits, probs}));
+    });
+  }
+
+  // The reference table with these ops in place of its own.
+  static k::OpTable<E> table(const k::OpTable<E>& ref) {
+    k::OpTable<E> t = ref;
+    t.layernorm_sum = layernorm_sum;
+    t.layernorm_centred_sumsq = layernorm_centred_sumsq;
+    t.layernorm_forward = layernorm_forward;
+    t.layernorm_backward_sums = layernorm_backward_sums;
+    t.layernorm_backward = layernorm_backward;
+    t.rmsnorm_sumsq = rmsnorm_sumsq;
+    t.rmsnorm_forward = rmsnorm_forward;
+    t.rmsnorm_backward_dot = rmsnorm_backward_dot;
+    t.rmsnorm_backward = rmsnorm_backward;
+    t.crossentropy_max = crossentropy_max;
+    t.crossentropy_sums = crossentropy_sums;
+    t.softmax_crossentropy_forward = softmax_crossentropy_forward;
+    t.softmax_crossentropy_backward = softmax_crossentropy_backward;
+    return t;
+  }
+};
+
+const k::Ops& ref32() { return k::ops_for(k::Backend::kRef); }
+const k::OpsBf16& ref16() { return k::ref_bf16_ops(); }
+
+// bf16 results within one bf16 ulp (+ kBf16Abs) of the oracle's, as the GPU tests.
+::testing::AssertionResult close_bf16(const Bf& got, const Bf& want) {
+  return allclose(widen(got), widen(want), axonn::test::kBf16Abs, axonn::test::kBf16Ulp);
+}
+
+struct Rows {
+  int64_t N;
+  int C;
+};
+void PrintTo(const Rows& r, std::ostream* os) { *os << "N=" << r.N << " C=" << r.C; }
+// C = 12: fp32 rows of 48 bytes (whole packs), bf16 rows of 24 (not); 37: neither; 200: both, with rows longer
+// than a warp's round of packs (256 elements); 3: shorter than a pack; N = 300: more rows than a column chunk.
+const Rows kRows[] = {{21, 12}, {9, 37}, {67, 200}, {5, 3}, {300, 40}};
+
+struct Vocab {
+  int64_t N;
+  int V, Vp;
+};
+void PrintTo(const Vocab& v, std::ostream* os) { *os << "N=" << v.N << " V=" << v.V << " Vp=" << v.Vp; }
+// Vp = 40: whole packs in both types; 1024: longer than a block's round of packs (512 threads x 8); 1003: no
+// whole-pack rows, a short last pack
+const Vocab kVocabs[] = {{21, 37, 40}, {5, 1003, 1024}, {4, 1003, 1003}};
+
+class EmuNorms : public ::testing::TestWithParam<std::tuple<Rows, emu::Schedule>> {
+ protected:
+  void SetUp() override { g_schedule = std::get<1>(GetParam()); }
+  int64_t N() const { return std::get<0>(GetParam()).N; }
+  int C() const { return std::get<0>(GetParam()).C; }
+};
+class EmuCrossEntropy : public ::testing::TestWithParam<std::tuple<Vocab, emu::Schedule>> {
+ protected:
+  void SetUp() override { g_schedule = std::get<1>(GetParam()); }
+};
+
+}  // namespace
+
+TEST_P(EmuNorms, LayerNormFp32) {
+  const int64_t N = this->N();
+  const int C = this->C();
+  const k::Ops emu_ops = Emulated<float>::table(ref32());
+  Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
+  for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
+  Vec out(N * C), mean(N), rstd(N), e_out(N * C), e_mean(N), e_rstd(N);
+  layernorm_steps(ref32(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  EXPECT_TRUE(allclose(e_out, out, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
+  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
+  Vec e_dx = dx, e_dw = dw, e_db = db;
+  layernorm_rows_backward(ref32(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C, C);
+  layernorm_rows_backward(emu_ops, e_dx.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
+                          e_mean.data(), e_rstd.data(), N, C, C);
+  EXPECT_TRUE(allclose(e_dx, dx, 1e-4f, 1e-4f));
+  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+}
+
+TEST_P(EmuNorms, LayerNormBf16) {
+  const int64_t N = this->N();
+  const int C = this->C();
+  const k::OpsBf16 emu_ops = Emulated<bf16>::table(ref16());
+  Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4), d0 = rand_bf(N * C, 5);
+  Bf out(N * C), e_out(N * C);
+  Vec mean(N), rstd(N), e_mean(N), e_rstd(N);
+  layernorm_steps(ref16(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C, C);
+  EXPECT_TRUE(close_bf16(e_out, out));
+  EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
+  EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
+  Bf dinp = d0, e_dinp = d0;
+  Vec dw(C, 0.5f), db(C, -0.5f), e_dw = dw, e_db = db;
+  layernorm_rows_backward(ref16(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C, C);
+  layernorm_rows_backward(emu_ops, e_dinp.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
+                          e_mean.data(), e_rstd.data(), N, C, C);
+  EXPECT_TRUE(close_bf16(e_dinp, dinp));
+  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
+  EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+}
+
+// RMSNorm in the model's steps (sum of squares; rstd in place; dot; input and weight gradients), fp32 then bf16.
+template <typename E, typename Rand, typename Close>
+void check_rmsnorm(const k::OpTable<E>& ref, int64_t N, int C, Rand rand, Close close) {
+  const k::OpTable<E> emu_ops = Emulated<E>::table(ref);
+  const std::vector<E> x = rand(N * C, 1, 2.0f), w = rand(C, 2, 1.0f), dy = rand(N * C, 3, 1.0f),
+                       d0 = rand(N * C, 4, 1.0f);
+  std::vector<E> out(N * C), e_out(N * C), dinp = d0, e_dinp = d0;
+  Vec ss(N), e_ss(N), dot(N), e_dot(N), dw(C, 0.5f), e_dw = dw;
+  ref.rmsnorm_sumsq(ss.data(), x.data(), N, C);
+  emu_ops.rmsnorm_sumsq(e_ss.data(), x.data(), N, C);
+  EXPECT_TRUE(allclose(e_ss, ss, 1e-4f, 1e-5f)) << "sum of squares";
+  ref.rmsnorm_forward(out.data(), ss.data(), x.data(), w.data(), N, C, C, 1e-5f);  // ss becomes rstd
+  emu_ops.rmsnorm_forward(e_out.data(), e_ss.data(), x.data(), w.data(), N, C, C, 1e-5f);
+  EXPECT_TRUE(allclose(e_ss, ss, 1e-6f, 1e-5f)) << "rstd";
+  EXPECT_TRUE(close(e_out, out)) << "forward";
+  ref.rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+  emu_ops.rmsnorm_backward_dot(e_dot.data(), dy.data(), x.data(), w.data(), N, C);
+  EXPECT_TRUE(allclose(e_dot, dot, 1e-4f, 1e-4f)) << "dot";
+  ref.rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), ss.data(), dot.data(), N, C, C);
+  emu_ops.rmsnorm_backward(e_dinp.data(), e_dw.data(), dy.data(), x.data(), w.data(), e_ss.data(), e_dot.data(), N,
+                           C, C);
+  EXPECT_TRUE(close(e_dinp, dinp)) << "input gradient";
+  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f)) << "weight gradient";
+}
+
+TEST_P(EmuNorms, RmsNormFp32) {
+  check_rmsnorm<float>(ref32(), N(), C(), [](size_t n, uint32_t seed, float scale) { return randn(n, seed, scale); },
+                       [](const Vec& got, const Vec& want) { return allclose(got, want, 1e-4f, 1e-4f); });
+}
+TEST_P(EmuNorms, RmsNormBf16) {
+  check_rmsnorm<bf16>(ref16(), N(), C(), [](size_t n, uint32_t seed, float scale) { return rand_bf(n, seed, scale); },
+                      close_bf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmuNorms,
+                         ::testing::Combine(::testing::ValuesIn(kRows),
+                                            ::testing::Values(emu::Schedule::kLowestFirst,
+                                                              emu::Schedule::kHighestFirst)));
+
+// The cross-entropy over the whole vocabulary and over the slice [9, Vp) (a rank's share: targets below 9 are
+// not held), forward in its steps, in place as the model calls it; backward accumulating and in place, without
+// and with per-token weights (the Goldfish mask).
+template <typename E, typename Rand, typename Close>
+void check_crossentropy(const k::OpTable<E>& ref, const std::vector<E>& z, int64_t N, int V, int Vp, Rand rand,
+                        Close close) {
+  const k::OpTable<E> emu_ops = Emulated<E>::table(ref);
+  const auto targets = randint(N, V, 2);
+  for (auto [begin, width] : {std::pair{0, Vp}, std::pair{9, Vp - 9}}) {
+    const int valid = V - begin;
+    std::vector<E> zs;
+    for (int64_t n = 0; n < N; n++) zs.insert(zs.end(), z.begin() + n * Vp + begin, z.begin() + n * Vp + begin + width);
+    Vec loss(N), e_loss(N);
+    std::vector<E> probs(N * width), e_probs = zs;
+    crossentropy_rows(ref, loss.data(), probs.data(), zs.data(), targets.data(), N, valid, width, begin);
+    crossentropy_rows(emu_ops, e_loss.data(), e_probs.data(), e_probs.data(), targets.data(), N, valid, width, begin);
+    EXPECT_TRUE(allclose(e_loss, loss, 1e-5f, 1e-5f)) << "losses, slice at " << begin;
+    EXPECT_TRUE(close(e_probs, probs)) << "probabilities in place, slice at " << begin;
+    Vec mask(N, 1.0f);
+    for (int64_t n = 1; n < N; n += 3) mask[n] = 0.0f;
+    for (bool weighted : {false, true}) {
+      const float* w = weighted ? mask.data() : nullptr;
+      std::vector<E> d = rand(N * width, 3), e_d = d;
+      ref.softmax_crossentropy_backward(d.data(), probs.data(), targets.data(), w, 0.25f, N, valid, width, begin);
+      emu_ops.softmax_crossentropy_backward(e_d.data(), probs.data(), targets.data(), w, 0.25f, N, valid, width,
+                                            begin);
+      EXPECT_TRUE(close(e_d, d)) << "accumulating, slice at " << begin << (weighted ? ", weighted" : "");
+      std::vector<E> q = probs, e_q = probs;
+      ref.softmax_crossentropy_backward(q.data(), q.data(), targets.data(), w, 0.25f, N, valid, width, begin);
+      emu_ops.softmax_crossentropy_backward(e_q.data(), e_q.data(), targets.data(), w, 0.25f, N, valid, width, begin);
+      EXPECT_TRUE(close(e_q, q)) << "in place, slice at " << begin << (weighted ? ", weighted" : "");
+    }
+  }
+}
+
+TEST_P(EmuCrossEntropy, Fp32) {
+  const auto [N, V, Vp] = std::get<0>(GetParam());
+  Vec z = randn(N * Vp, 1, 3.0f);
+  for (int64_t n = 0; n < N; n++)
+    for (int i = V; i < Vp; i++) z[n * Vp + i] = 100.0f;  // padded logits must not matter
+  check_crossentropy<float>(ref32(), z, N, V, Vp, [](size_t n, uint32_t seed) { return randn(n, seed, 0.5f); },
+                            [](const Vec& got, const Vec& want) { return allclose(got, want, 1e-7f, 1e-5f); });
+}
+TEST_P(EmuCrossEntropy, Bf16) {
+  const auto [N, V, Vp] = std::get<0>(GetParam());
+  check_crossentropy<bf16>(ref16(), rand_bf(N * Vp, 1, 3.0f), N, V, Vp,
+                           [](size_t n, uint32_t seed) { return rand_bf(n, seed, 0.5f); }, close_bf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmuCrossEntropy,
+                         ::testing::Combine(::testing::ValuesIn(kVocabs),
+                                            ::testing::Values(emu::Schedule::kLowestFirst,
+                                                              emu::Schedule::kHighestFirst)));
+
+// packs.cuh's row fill, as matmul_bf16.cu launches it for a bias (a block per row up to 65536 blocks, then a
+// grid-stride loop over the rows; here 5 rows on 5 blocks and on 2): every row a copy of the bias, or zeros
+// without one; bit for bit, whole packs or not, and nothing written past the rows.
+TEST(EmuRowFill, EveryRowIsTheBiasOrZeros) {
+  const int64_t N = 5;
+  for (const int OC : {24, 77, 3, 1040})
+    for (const unsigned blocks : {5u, 2u})
+      for (const bool with_bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "OC=" << OC << " blocks=" << blocks << " bias=" << with_bias);
+        const Bf bias = rand_bf(OC, 1);
+        Bf out(N * OC + 2, 0x7fc1);  // a NaN pattern, and two guard elements past the end
+        launch(dim3(blocks), dim3(cuda::detail::kRowFillThreads), [&] {
+          cuda::detail::fill_rows_kernel<bf16>(out.data(), with_bias ? bias.data() : nullptr, N, OC,
+                                               rows_aligned16<bf16>(OC, {out.data(), bias.data()}));
+        });
+        for (int64_t n = 0; n < N; n++)
+          for (int c = 0; c < OC; c++) ASSERT_EQ(out[n * OC + c], with_bias ? bias[c] : bf16{0}) << n << ", " << c;
+        EXPECT_EQ(out[N * OC], 0x7fc1) << "wrote past the rows";
+        EXPECT_EQ(out[N * OC + 1], 0x7fc1) << "wrote past the rows";
+      }
+}
+
+// A 16-byte access at an address that is not 16-byte aligned faults on the GPU; the emulator fails the launch
+// the same way (here a row fill told that rows starting 2 bytes into a buffer are aligned), where the host's
+// own loads would quietly work.
+TEST(EmuRowFill, AMisalignedPackFailsTheLaunchAsOnTheGpu) {
+  Bf out(2 * 16 + 1), bias(16);
+  try {
+    launch(dim3(1), dim3(cuda::detail::kRowFillThreads),
+           [&] { cuda::detail::fill_rows_kernel<bf16>(out.data() + 1, bias.data(), 2, 16, /*vec=*/true); });
+    ADD_FAILURE() << "the misaligned stores ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("misaligned 16-byte"), std::string::npos) << e.what();
+  }
+}
+
+// columns.cuh's sums down the rows (the linear layers' bias gradient), as the .cu files launch them: a
+// (32 columns x 8 rows) block per chunk of at least 256 rows, one atomic per column and block, added to dst.
+TEST(EmuColumnSums, BiasGradientEqualsTheSumOfTheRows) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int>{3, 5}, {300, 40}, {600, 33}})
+    for (const bool bf : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << cols << (bf ? " bf16" : " fp32"));
+      const Vec src32 = randn(rows * cols, 7);
+      const Bf src16 = axonn::test::to_bf(src32);
+      const Vec src = bf ? widen(src16) : src32;
+      Vec want(cols, 0.25f), got(cols, 0.25f);
+      for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) want[c] += src[r * cols + c];
+      int64_t rows_per_block = 0;
+      const dim3 grid = cuda::detail::column_grid(rows, cols, rows_per_block);
+      launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
+        if (bf)
+          cuda::detail::column_sums_kernel(got.data(), cuda::detail::Element<bf16>{src16.data(), cols}, rows, cols,
+                                           rows_per_block);
+        else
+          cuda::detail::column_sums_kernel(got.data(), cuda::detail::Element<float>{src32.data(), cols}, rows, cols,
+                                           rows_per_block);
+      });
+      EXPECT_TRUE(allclose(got, want, 1e-4f, 1e-5f));
+    }
+}
