@@ -107,7 +107,8 @@ int run_generate(const GenerateFlags& f) {
     decode_threads = static_cast<int>(n);
   }
   // the fp32 CUDA table has the KV cache's kernels and the inference set-up sets a GPU up (infer/setup.hpp), but
-  // generation on a device has never run: the GPU test of it (GpuGenerate in tests/cuda/model/test_cuda_gpt.cpp,
+  // generation on a device has never run (its KV-cache kernels pass against ref on the SIMT emulator,
+  // tests/unit/cuda_emu, not yet on a GPU): the GPU test of it (GpuGenerate in tests/cuda/model/test_cuda_gpt.cpp,
   // run by scripts/device-check.sh) must pass on a GPU first
   AXONN_CHECK_ARG(f.kernels != "cuda", "axonn generate does not run on a GPU yet (its CUDA kernels and set-up "
                                        "exist, but generation on a device has not passed its GPU test); use "

@@ -10,20 +10,10 @@
 
 #include <cstdint>
 
-#if !defined(AXONN_SIMT_EMULATOR)
-#include <cuda_bf16.h>
-#endif
-
 #include "common.cuh"
+#include "packs.cuh"
 
 namespace axonn::kernels::cuda::detail {
-
-// An element as fp32: fp32 as it is, bf16 (the upper half of an fp32, uint16_t storage) widened exactly.
-__device__ __forceinline__ float load_f32(float x) { return x; }
-__device__ __forceinline__ float load_f32(uint16_t x) { return __uint_as_float(static_cast<unsigned>(x) << 16); }
-// An element stored as fp32 as it is, or as bf16 rounded once (round-to-nearest-even).
-__device__ __forceinline__ void store_f32(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_f32(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
 constexpr int kColThreadsY = 8;
 

@@ -19,6 +19,13 @@
 #define AXONN_EXPECT_ALIGNED16(p) ((void)0)
 #endif
 
+// The block's dynamic shared memory as `unsigned char name[]`, 128-byte aligned (the emulator's: its block's).
+#if defined(AXONN_SIMT_EMULATOR)
+#define AXONN_DYNAMIC_SHARED(name) unsigned char* name = ::axonn::emu::dynamic_shared()
+#else
+#define AXONN_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
 namespace axonn::kernels::cuda::detail {
 
 constexpr int kWarp = 32;

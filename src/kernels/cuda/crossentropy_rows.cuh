@@ -119,7 +119,8 @@ __global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs,
       store8(dz + i, x, cnt, whole);
     });
   } else {
-    for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vvalid, vec, [&](int i, int cnt, bool whole) {
+    const int thread = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+    for_packs(thread, threads, Vvalid, vec, [&](int i, int cnt, bool whole) {
       float x[kPack], g[kPack];
       load8(x, p + i, cnt, whole);
       load8(g, dz + i, cnt, whole);

@@ -27,6 +27,13 @@ inline bool all_aligned16(std::initializer_list<const void*> ptrs) {
 __device__ __forceinline__ float widen(uint16_t x) { return __uint_as_float(static_cast<unsigned>(x) << 16); }
 __device__ __forceinline__ uint16_t round_bf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
+// One element of either type as fp32 (fp32 as it is, bf16 widened exactly), and stored from fp32 (as it is, or
+// rounded once): for the kernels that move single elements, templated on the element type.
+__device__ __forceinline__ float load_f32(float x) { return x; }
+__device__ __forceinline__ float load_f32(uint16_t x) { return widen(x); }
+__device__ __forceinline__ void store_f32(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_f32(uint16_t* p, float v) { *p = round_bf16(v); }
+
 // Eight consecutive elements (bf16: one 16-byte load or store; fp32: two) as floats. `vec` = the caller
 // checked that the pointer is 16-byte aligned and all 8 elements exist; otherwise the first `cnt` are moved
 // one by one (the rest read as 0).

@@ -18,12 +18,11 @@
 
 #if !defined(AXONN_SIMT_EMULATOR)
 #include <cuda_bf16.h>
-// The block's dynamic shared memory as `unsigned char name[]`, 128-byte aligned.
-#define AXONN_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
 #else
 #include "axonn/core/dtype.hpp"  // f32_to_bf16: the host's rounding, for the emulated pack_bf16x2
-#define AXONN_DYNAMIC_SHARED(name) unsigned char* name = ::axonn::emu::dynamic_shared()
 #endif
+
+#include "common.cuh"  // AXONN_DYNAMIC_SHARED
 
 namespace axonn::kernels::cuda::mma {
 
