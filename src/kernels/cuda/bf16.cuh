@@ -21,10 +21,9 @@ using kernels::cuda::detail::stream;
 // the pack helpers (packs.cuh), shared with the fp32 table's elementwise kernels
 using kernels::cuda::detail::all_aligned16;
 using kernels::cuda::detail::copy8;
-using kernels::cuda::detail::fill_rows_kernel;
+using kernels::cuda::detail::fill_rows;
 using kernels::cuda::detail::for_packs;
 using kernels::cuda::detail::kPack;
-using kernels::cuda::detail::kRowFillThreads;
 using kernels::cuda::detail::launch_packs;
 using kernels::cuda::detail::load8;
 using kernels::cuda::detail::pack_kernel;

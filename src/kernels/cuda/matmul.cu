@@ -1,4 +1,5 @@
-// kernels/cuda/matmul.cu — the linear layer: cuBLAS fp32 GEMMs plus small bias kernels.
+// kernels/cuda/matmul.cu — the linear layer: cuBLAS fp32 GEMMs; the bias broadcast into the output first and
+// added by the GEMM as C with beta = 1 (as matmul_bf16.cu), its gradient a sum down the rows (columns.cuh).
 //
 // cuBLAS is column-major; our matrices are row-major. A row-major [R, K] matrix is the column-major
 // [K, R] matrix with the same leading dimension, i.e. its transpose, so each product is computed
@@ -11,40 +12,26 @@
 // is off and lets the layout tuner (spec §6) choose among their variants per shape when it is on.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
-#include "common.cuh"
 #include "gemm_tuning.hpp"
+#include "packs.cuh"
 
 namespace axonn::kernels::cuda {
-namespace {
 
 using detail::column_sums_accumulate;
-using detail::global_index;
-using detail::global_stride;
-using detail::kWarp;
-
-constexpr int kThreads = 256;
-
-__global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int OC) {
-  for (int64_t i = global_index(); i < N * OC; i += global_stride()) out[i] += bias[i % OC];
-}
-
-}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int C,
                     int OC) {
   // out [N,OC], inp [N,C], weight [OC,C], bias [OC] or null
   const int n = detail::to_blas_int(N, "rows N");
   if (N == 0 || OC == 0) return;
-  const float one = 1.0f, zero = 0.0f;
-  if (C == 0)  // an empty sum; cuBLAS refuses the leading dimension 0
-    AXONN_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(N) * OC * sizeof(float), detail::stream()));
-  else  // out = inp @ W^T
-    detail::tuned_sgemm("fw", {.trans_a = false, .trans_b = true, .M = n, .N = OC, .K = C, .alpha = one, .A = inp,
-                               .lda = C, .B = weight, .ldb = C, .beta = zero, .C = out, .ldc = OC});
-  if (bias != nullptr) {
-    add_bias_kernel<<<detail::grid_for(N * OC, kThreads), kThreads, 0, detail::stream()>>>(out, bias, N, OC);
-    AXONN_CUDA_CHECK_LAUNCH();
-  }
+  // out = bias (or 0: the empty sum C = 0, whose leading dimension cuBLAS refuses), then out += inp @ W^T: the
+  // bias is added in the GEMM's epilogue instead of in a second pass over the output (it was a thread and a 64-bit
+  // modulo per element)
+  if (bias != nullptr || C == 0) detail::fill_rows(out, bias, N, OC);
+  if (C == 0) return;
+  detail::tuned_sgemm("fw", {.trans_a = false, .trans_b = true, .M = n, .N = OC, .K = C, .alpha = 1.0f, .A = inp,
+                             .lda = C, .B = weight, .ldb = C, .beta = bias != nullptr ? 1.0f : 0.0f, .C = out,
+                             .ldc = OC});
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

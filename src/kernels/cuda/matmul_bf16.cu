@@ -13,7 +13,6 @@
 // column-sum kernel. The algorithm for each (shape, layout, types, alignment) is asked of cuBLASLt's heuristic
 // once and cached per thread; where it has none (unaligned or mixed-alignment buffers), cublasGemmEx with the
 // same types does the product.
-#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -134,12 +133,7 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
   const int n = kernels::cuda::detail::to_blas_int(N, "rows N");
   if (N == 0 || OC == 0) return;
   if (bias != nullptr || C == 0) {  // out = bias (or 0: the empty sum C = 0, which cuBLASLt does not take)
-    const auto rows = static_cast<unsigned>(std::min<int64_t>(N, int64_t{1} << 16));
-    // (a block per row, 16-byte stores where the rows are aligned; it was one thread per element with a 64-bit
-    // modulo each, ~48 calls a GPT-2 124M step)
-    detail::fill_rows_kernel<uint16_t><<<rows, detail::kRowFillThreads, 0, detail::stream()>>>(
-        out, bias, N, OC, detail::rows_aligned16<uint16_t>(OC, {out, bias}));
-    AXONN_CUDA_CHECK_LAUNCH();
+    detail::fill_rows(out, bias, N, OC);
   }
   if (C == 0) return;
   lt_matmul({CUBLAS_OP_T, CUBLAS_OP_N, OC, n, C, weight, C, inp, C, out, CUDA_R_16BF, OC, bias ? 1.0f : 0.0f});

@@ -149,6 +149,15 @@ __global__ void __launch_bounds__(kRowFillThreads)
 }
 
 #if !defined(AXONN_SIMT_EMULATOR)
+// out[n, :] = row (or 0 without one) for N rows of len: fill_rows_kernel, a block per row up to 65536 blocks
+template <typename E>
+void fill_rows(E* out, const E* row, int64_t N, int len) {
+  if (N == 0 || len == 0) return;
+  const auto blocks = static_cast<unsigned>(N < (int64_t{1} << 16) ? N : (int64_t{1} << 16));
+  fill_rows_kernel<E><<<blocks, kRowFillThreads, 0, stream()>>>(out, row, N, len, rows_aligned16<E>(len, {out, row}));
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
 template <typename Op>
 void launch_packs(const Op& op, int64_t n, bool vec) {
   if (n == 0) return;

@@ -366,26 +366,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmuCrossEntropy,
                                             ::testing::Values(emu::Schedule::kLowestFirst,
                                                               emu::Schedule::kHighestFirst)));
 
-// packs.cuh's row fill, as matmul_bf16.cu launches it for a bias (a block per row up to 65536 blocks, then a
-// grid-stride loop over the rows; here 5 rows on 5 blocks and on 2): every row a copy of the bias, or zeros
-// without one; bit for bit, whole packs or not, and nothing written past the rows.
-TEST(EmuRowFill, EveryRowIsTheBiasOrZeros) {
+// packs.cuh's row fill, as fill_rows launches it for the linear layers' bias (a block per row up to 65536 blocks,
+// then a grid-stride loop over the rows; here 5 rows on 5 blocks and on 2): every row a copy of the bias, or
+// zeros without one; bit for bit, whole packs or not, and nothing written past the rows. fp32 and bf16.
+template <typename E>
+void check_row_fill(const std::vector<E>& bias_values, E pattern) {
   const int64_t N = 5;
-  for (const int OC : {24, 77, 3, 1040})
-    for (const unsigned blocks : {5u, 2u})
-      for (const bool with_bias : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << "OC=" << OC << " blocks=" << blocks << " bias=" << with_bias);
-        const Bf bias = rand_bf(OC, 1);
-        Bf out(N * OC + 2, 0x7fc1);  // a NaN pattern, and two guard elements past the end
-        launch(dim3(blocks), dim3(cuda::detail::kRowFillThreads), [&] {
-          cuda::detail::fill_rows_kernel<bf16>(out.data(), with_bias ? bias.data() : nullptr, N, OC,
-                                               rows_aligned16<bf16>(OC, {out.data(), bias.data()}));
-        });
-        for (int64_t n = 0; n < N; n++)
-          for (int c = 0; c < OC; c++) ASSERT_EQ(out[n * OC + c], with_bias ? bias[c] : bf16{0}) << n << ", " << c;
-        EXPECT_EQ(out[N * OC], 0x7fc1) << "wrote past the rows";
-        EXPECT_EQ(out[N * OC + 1], 0x7fc1) << "wrote past the rows";
-      }
+  const int OC = static_cast<int>(bias_values.size());
+  for (const unsigned blocks : {5u, 2u})
+    for (const bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "OC=" << OC << " blocks=" << blocks << " bias=" << with_bias);
+      std::vector<E> out(N * OC + 2, pattern);  // two guard elements past the end
+      launch(dim3(blocks), dim3(cuda::detail::kRowFillThreads), [&] {
+        cuda::detail::fill_rows_kernel<E>(out.data(), with_bias ? bias_values.data() : nullptr, N, OC,
+                                          rows_aligned16<E>(OC, {out.data(), bias_values.data()}));
+      });
+      for (int64_t n = 0; n < N; n++)
+        for (int c = 0; c < OC; c++) ASSERT_EQ(out[n * OC + c], with_bias ? bias_values[c] : E{0}) << n << ", " << c;
+      EXPECT_EQ(out[N * OC], pattern) << "wrote past the rows";
+      EXPECT_EQ(out[N * OC + 1], pattern) << "wrote past the rows";
+    }
+}
+
+TEST(EmuRowFill, EveryRowIsTheBiasOrZeros) {
+  for (const int OC : {24, 77, 3, 1040}) {
+    check_row_fill<bf16>(rand_bf(OC, 1), 0x7fc1);  // a NaN pattern
+    check_row_fill<float>(randn(OC, 1), 12345.0f);
+  }
 }
 
 // A 16-byte access at an address that is not 16-byte aligned faults on the GPU; the emulator fails the launch
