@@ -2,8 +2,8 @@
 # The sanitizer and fuzzing check (docs/resilience.md, "Sanitizers and fuzzing"): a clang build with
 # AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer (--preset cpu-asan: build-asan/,
 # -fno-sanitize-recover=undefined, every library instrumented for libFuzzer's coverage), then
-#   1. unit tests and a few MPI tests (a 2-rank grid of the reference model, sharded checkpoints and
-#      resume) under it (--all-tests: every unit test, 4-rank grids);
+#   1. unit tests (the parsers', the emulated CUDA kernels') and a few MPI tests (a 2-rank grid of the
+#      reference model, sharded checkpoints and resume) under it (--all-tests: every unit test, 4-rank grids);
 #   2. every libFuzzer harness of tests/fuzz on its seed corpus, then fuzzing for a bounded time each.
 # Any sanitizer report, crash, leak, uncaught exception, timeout or failed test fails the check; a
 # fuzzer's finding is left in build-asan/fuzz/artifacts/ (add it to tests/fuzz/corpus/<target>/ with
@@ -49,7 +49,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # The tests run here: by default the parsers' unit tests (checkpoint, data, text) and the reference model
 # on a 2-rank grid and sharded checkpoints with resume on 2 ranks, which fit the phase's time budget;
 # with --all-tests every unit test (labels unit, planner) and 4-rank grids and the guard as well.
-unit_targets=(test_checkpoint test_data test_text)
+# the parsers' tests, and the CUDA kernels run by the SIMT emulator: ASan and UBSan check their indexing of host
+# memory (a read past a buffer's end or an overflowing index is a fault or garbage on the GPU too)
+unit_targets=(test_checkpoint test_data test_text test_cuda_emu)
 mpi_targets=(test_mpi_gpt_grid test_mpi_checkpoint)
 mpi_tests='^mpi\.(gpt_grid|checkpoint)\.np2$'
 if [ "$all_tests" -eq 1 ]; then

@@ -41,6 +41,21 @@
 
 #include "axonn/core/dtype.hpp"  // f32_to_bf16: the host's rounding, as __float2bfloat16_rn
 
+// Under AddressSanitizer every switch between stacks is announced (the fiber API of
+// sanitizer/common_interface_defs.h), so that ASan checks the kernels' accesses to host memory (a read past a
+// buffer's end is a fault on the GPU too) and does not mistake a fiber's stack for a corrupted one.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AXONN_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(AXONN_EMU_ASAN)
+#define AXONN_EMU_ASAN 1
+#endif
+#if defined(AXONN_EMU_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 // ---- the CUDA vocabulary a kernel file uses, as host C++ ----
 #define __global__
 #define __device__
@@ -91,6 +106,34 @@ namespace axonn::emu {
 
 constexpr int kWarpSize = 32;
 
+// The stack switches, told to ASan where it runs (no-ops otherwise): before a switch, the stack switched to;
+// after it, on the new stack, completing it (and learning the stack left, where asked).
+inline void announce_switch(void** fake_stack_save, const void* bottom, size_t size) {
+#if defined(AXONN_EMU_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
+#else
+  (void)fake_stack_save, (void)bottom, (void)size;
+#endif
+}
+inline void complete_switch(void* fake_stack_save, const void** bottom_old, size_t* size_old) {
+#if defined(AXONN_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, size_old);
+#else
+  (void)fake_stack_save, (void)bottom_old, (void)size_old;
+#endif
+}
+
+constexpr size_t kStackBytes = 32 * 1024;
+
+// The fibers' stacks, kept from launch to launch (allocated once per thread of the largest block): a launch
+// then costs no allocation, which matters under ASan, whose large allocations are each an mmap. Not zeroed:
+// only the pages a fiber uses are touched.
+inline char* fiber_stack(size_t thread) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() <= thread) stacks.emplace_back(new char[kStackBytes]);
+  return stacks[thread].get();
+}
+
 // One thread of the running block.
 // An asynchronous copy to shared memory (cp.async) not yet landed: 16 bytes, or zeros.
 struct PendingCopy {
@@ -104,7 +147,7 @@ struct Fiber {
   std::vector<PendingCopy> open_group;               // cp.async issued since the last commit
   std::vector<std::vector<PendingCopy>> committed;   // committed groups, oldest first
   ucontext_t ctx{};
-  std::unique_ptr<char[]> stack;
+  char* stack = nullptr;  // kStackBytes of fiber_stacks()
   bool done = false;
   const unsigned* wait_on = nullptr;  // waiting until *wait_on != wait_value (a barrier's or warp's generation)
   unsigned wait_value = 0;
@@ -142,6 +185,8 @@ struct Block {
   std::function<void()> kernel;
   CopyTiming copies = CopyTiming::kAtWait;
   ucontext_t scheduler{};
+  const void* scheduler_stack = nullptr;  // the scheduler's stack, for ASan's switch announcements
+  size_t scheduler_stack_size = 0;
   std::exception_ptr fault;  // what a thread threw (a misaligned access): the launch rethrows it
 };
 
@@ -167,7 +212,10 @@ inline void wait_while_equal(const unsigned* generation, unsigned value) {
   Fiber& f = b.fibers[static_cast<size_t>(b.current)];
   f.wait_on = generation;
   f.wait_value = value;
+  void* fake_stack = nullptr;
+  announce_switch(&fake_stack, b.scheduler_stack, b.scheduler_stack_size);
   swapcontext(&f.ctx, &b.scheduler);
+  complete_switch(fake_stack, nullptr, nullptr);
   f.wait_on = nullptr;
 }
 
@@ -249,12 +297,14 @@ inline void cp_async_wait(int most_pending) {
 
 inline void fiber_entry() {
   Block& b = block();
+  complete_switch(nullptr, &b.scheduler_stack, &b.scheduler_stack_size);
   try {
     b.kernel();
   } catch (...) {  // caught on the fiber's own stack; the scheduler abandons the block and rethrows it
     b.fault = std::current_exception();
   }
   b.fibers[static_cast<size_t>(b.current)].done = true;
+  announce_switch(nullptr, b.scheduler_stack, b.scheduler_stack_size);  // this stack ends here
   // returning resumes uc_link: the scheduler
 }
 
@@ -262,7 +312,7 @@ inline void fiber_entry() {
 // "returns twice" for the compiler, which would otherwise distrust the caller's locals.)
 [[gnu::noinline]] inline void prepare_fiber(Fiber& f, size_t stack_bytes, ucontext_t* scheduler) {
   getcontext(&f.ctx);
-  f.ctx.uc_stack.ss_sp = f.stack.get();
+  f.ctx.uc_stack.ss_sp = f.stack;
   f.ctx.uc_stack.ss_size = stack_bytes;
   f.ctx.uc_link = scheduler;
   makecontext(&f.ctx, fiber_entry, 0);
@@ -279,14 +329,13 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
   if (threads == 0 || threads % kWarpSize != 0 || threads > 1024)
     throw std::invalid_argument("simt emulator: a block of " + std::to_string(threads) +
                                 " threads (a multiple of 32 up to 1024 here)");
-  constexpr size_t kStack = 256 * 1024;
   Block b;
   b.grid = grid;
   b.block = blockdim;
   b.kernel = std::move(kernel);
   b.copies = copies;
   b.fibers.resize(threads);
-  for (auto& f : b.fibers) f.stack.reset(new char[kStack]);  // not zeroed: only the pages a fiber uses are touched
+  for (unsigned t = 0; t < threads; t++) b.fibers[t].stack = fiber_stack(t);
   b.warps.resize(threads / kWarpSize);
   running() = &b;
   struct Reset {
@@ -306,7 +355,7 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
           f.wait_on = nullptr;
           f.open_group.clear();
           f.committed.clear();
-          prepare_fiber(f, kStack, &b.scheduler);
+          prepare_fiber(f, kStackBytes, &b.scheduler);
         }
         for (;;) {
           int next = -1;
@@ -316,7 +365,10 @@ inline void launch(dim3 grid, dim3 blockdim, size_t shared_bytes, std::function<
           }
           if (next < 0) break;
           b.current = next;
+          void* fake_stack = nullptr;
+          announce_switch(&fake_stack, b.fibers[static_cast<size_t>(next)].stack, kStackBytes);
           swapcontext(&b.scheduler, &b.fibers[static_cast<size_t>(next)].ctx);
+          complete_switch(fake_stack, nullptr, nullptr);
           b.current = -1;
           if (b.fault) std::rethrow_exception(b.fault);  // the other threads' stacks are dropped as they are
         }

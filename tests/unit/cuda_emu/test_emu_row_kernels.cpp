@@ -58,6 +58,16 @@ void launch(dim3 grid, dim3 block, F kernel) {
   emu::launch(grid, block, 0, kernel, g_schedule);
 }
 
+// columns.cuh's sums down the rows, launched as its column_sums_of launches them.
+template <int kSums, typename Terms>
+void column_sums(cuda::detail::ColumnOutputs<kSums> out, Terms terms, int64_t rows, int cols, bool vec) {
+  if (rows == 0 || cols == 0) return;
+  const cuda::detail::ColumnLaunch l = cuda::detail::column_launch(rows, cols);
+  launch(l.grid, l.block, [&] {
+    cuda::detail::column_sums_kernel<kSums, Terms>(out, terms, rows, cols, l.rows_per_block, vec);
+  });
+}
+
 // The CUDA table's ops on the emulator, launched as layernorm.cu, llama.cu and crossentropy.cu launch them.
 template <typename E>
 struct Emulated {
@@ -98,11 +108,8 @@ struct Emulated {
                                                static_cast<float>(C_total),
                                                rows_aligned16<E>(C, {dinp, dout, inp, weight}));
     });
-    int64_t rows_per_block = 0;
-    const dim3 grid = cuda::detail::column_grid(N, C, rows_per_block);
-    launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
-      cuda::detail::layernorm_params_kernel<E>(dweight, dbias, dout, inp, mean, rstd, N, C, rows_per_block);
-    });
+    column_sums<2>({{dweight, dbias}}, cuda::detail::LayerNormParamTerms<E>{dout, inp, mean, rstd, C}, N, C,
+                   rows_aligned16<E>(C, {dout, inp}));
   }
 
   static void rmsnorm_sumsq(float* sumsq, const E* inp, int64_t N, int C) {
@@ -131,12 +138,8 @@ struct Emulated {
       norm::rmsnorm_input_grad_kernel<E>(dinp, dout, inp, weight, rstd, dot, N, C, static_cast<float>(C_total),
                                          rows_aligned16<E>(C, {dinp, dout, inp, weight}));
     });
-    int64_t rows_per_block = 0;
-    const dim3 grid = cuda::detail::column_grid(N, C, rows_per_block);
-    launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
-      cuda::detail::column_sums_kernel(dweight, cuda::detail::RmsNormWeightTerm<E>{dout, inp, rstd, C}, N, C,
-                                       rows_per_block);
-    });
+    column_sums<1>({{dweight}}, cuda::detail::RmsNormWeightTerms<E>{dout, inp, rstd, C}, N, C,
+                   rows_aligned16<E>(C, {dout, inp}));
   }
 
   static void crossentropy_max(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
@@ -203,7 +206,7 @@ struct Rows {
 void PrintTo(const Rows& r, std::ostream* os) { *os << "N=" << r.N << " C=" << r.C; }
 // C = 12: fp32 rows of 48 bytes (whole packs), bf16 rows of 24 (not); 37: neither; 200: both, with rows longer
 // than a warp's round of packs (256 elements); 3: shorter than a pack; N = 300: more rows than a column chunk.
-const Rows kRows[] = {{21, 12}, {9, 37}, {67, 200}, {5, 3}, {300, 40}};
+const Rows kRows[] = {{21, 12}, {9, 37}, {67, 200}, {5, 3}, {300, 40}, {70, 300}};
 
 struct Vocab {
   int64_t N;
@@ -409,10 +412,12 @@ TEST(EmuRowFill, AMisalignedPackFailsTheLaunchAsOnTheGpu) {
   }
 }
 
-// columns.cuh's sums down the rows (the linear layers' bias gradient), as the .cu files launch them: a
-// (32 columns x 8 rows) block per chunk of at least 256 rows, one atomic per column and block, added to dst.
+// columns.cuh's sums down the rows (the linear layers' bias gradient), as column_sums_accumulate launches them:
+// blocks of 32 packs of 8 columns across and 8 threads down a chunk of 64 rows, one atomic per column and block,
+// added to dst. Rows of whole packs and not, shorter than a pack, wider than a block (256 columns), longer than
+// a chunk.
 TEST(EmuColumnSums, BiasGradientEqualsTheSumOfTheRows) {
-  for (const auto& [rows, cols] : {std::pair<int64_t, int>{3, 5}, {300, 40}, {600, 33}})
+  for (const auto& [rows, cols] : {std::pair<int64_t, int>{3, 5}, {300, 40}, {600, 33}, {70, 600}, {130, 264}})
     for (const bool bf : {false, true}) {
       SCOPED_TRACE(::testing::Message() << rows << " x " << cols << (bf ? " bf16" : " fp32"));
       const Vec src32 = randn(rows * cols, 7);
@@ -421,16 +426,12 @@ TEST(EmuColumnSums, BiasGradientEqualsTheSumOfTheRows) {
       Vec want(cols, 0.25f), got(cols, 0.25f);
       for (int64_t r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) want[c] += src[r * cols + c];
-      int64_t rows_per_block = 0;
-      const dim3 grid = cuda::detail::column_grid(rows, cols, rows_per_block);
-      launch(grid, dim3(cuda::detail::kWarp, cuda::detail::kColThreadsY), [&] {
-        if (bf)
-          cuda::detail::column_sums_kernel(got.data(), cuda::detail::Element<bf16>{src16.data(), cols}, rows, cols,
-                                           rows_per_block);
-        else
-          cuda::detail::column_sums_kernel(got.data(), cuda::detail::Element<float>{src32.data(), cols}, rows, cols,
-                                           rows_per_block);
-      });
+      if (bf)
+        column_sums<1>({{got.data()}}, cuda::detail::ElementTerms<bf16>{src16.data(), cols}, rows, cols,
+                       rows_aligned16<bf16>(cols, {src16.data()}));
+      else
+        column_sums<1>({{got.data()}}, cuda::detail::ElementTerms<float>{src32.data(), cols}, rows, cols,
+                       rows_aligned16<float>(cols, {src32.data()}));
       EXPECT_TRUE(allclose(got, want, 1e-4f, 1e-5f));
     }
 }
