@@ -1,8 +1,8 @@
 // bench_cuda_ops — the memory-bound ops of the CUDA tables (kernels/cuda.hpp: norms, GELU, SwiGLU, residuals,
-// the cross-entropy's steps, AdamW) timed one table entry at a time at a training step's shape, each against
-// its floor: the bytes it cannot avoid moving (every input read once, every output written once; an output
-// it adds to is read and written) at the device's copy bandwidth, measured in the same run (a device-to-device
-// cudaMemcpyAsync of 1 GiB). "x floor" says how far an op is from what memory allows; the GEMMs and the flash
+// the linear layers' bias and bias gradient, the cross-entropy's steps, AdamW) timed one table entry at a time at
+// a training step's shape, each against its floor: the bytes it cannot avoid moving (every input read once, every
+// output written once; an output it adds to is read and written) at the device's copy bandwidth, measured in the
+// same run (a device-to-device cudaMemcpyAsync of 1 GiB). "x floor" says how far an op is from what memory allows; the GEMMs and the flash
 // attention have their own benchmarks (bench_gpt2_step, bench_flash_attention).
 //
 //   bench_cuda_ops [--dtype bf16|fp32] [--rows N] [--channels C] [--vocab V] [--params P] [--iters I]
@@ -99,6 +99,7 @@ int run(const Options& o) {
                dx = random_device<E>(N * C, 1.0f, 3), out(N * C * sizeof(E));
   DeviceBuffer w = random_device<E>(C, 1.0f, 4), b = random_device<E>(C, 1.0f, 5);
   DeviceBuffer mean(N * 4), rstd(N * 4), sums(2 * N * 4), dw(C * 4), db(C * 4);
+  DeviceBuffer fb = random_device<E>(F, 1.0f, 13), dfb(F * 4);  // an MLP bias and its gradient
   DeviceBuffer h = random_device<E>(N * 2 * F, 1.0f, 6), hout = random_device<E>(N * 2 * F, 1.0f, 7),
                dh = random_device<E>(N * 2 * F, 1.0f, 8);
   DeviceBuffer logits = random_device<E>(N * Vp, 2.0f, 9), maxv(N * 4), ce_sums(2 * N * 4), losses(N * 4);
@@ -111,7 +112,7 @@ int run(const Options& o) {
                v(P * 4), copy(sizeof(E) == 2 ? P * 2 : 0);
   m.zero();
   v.zero();
-  for (DeviceBuffer* f : {&mean, &rstd, &sums, &dw, &db}) f->zero();
+  for (DeviceBuffer* f : {&mean, &rstd, &sums, &dw, &db, &dfb}) f->zero();
 
   E* const X = x.as<E>();
   E* const DY = dy.as<E>();
@@ -124,7 +125,8 @@ int run(const Options& o) {
   E* const DH = dh.as<E>();
   E* const LOGITS = logits.as<E>();
   float *const MEAN = mean.as<float>(), *const RSTD = rstd.as<float>(), *const SUMS = sums.as<float>();
-  float *const DW = dw.as<float>(), *const DB = db.as<float>();
+  float *const DW = dw.as<float>(), *const DB = db.as<float>(), *const DFB = dfb.as<float>();
+  E* const FB = fb.as<E>();
   float *const MAXV = maxv.as<float>(), *const CE = ce_sums.as<float>(), *const LOSSES = losses.as<float>();
   const int* const TARGETS = d_targets.as<int>();
   E* const COPY = sizeof(E) == 2 ? copy.as<E>() : nullptr;
@@ -146,6 +148,11 @@ int run(const Options& o) {
       {{"gelu_backward", 0, 4 * NF * s}, [&] { k.gelu_backward(DH, H, HOUT, N * F); }},
       {{"swiglu_forward", 0, 3 * NF * s}, [&] { k.swiglu_forward(HOUT, H, N, F); }},
       {{"swiglu_backward", 0, 7 * NF * s}, [&] { k.swiglu_backward(DH, H, HOUT, N, F); }},
+      // the linear layers' bias over the MLP's N x F output: broadcast into the output, which the GEMM then adds
+      // to (matmul_forward over an empty sum, C = 0, runs the broadcast alone), and its gradient (matmul_backward
+      // for dbias alone: the sums down the rows)
+      {{"bias_broadcast", 0, NF * s}, [&] { k.matmul_forward(HOUT, H, H, FB, N, 0, F); }},
+      {{"bias_gradient", 0, NF * s}, [&] { k.matmul_backward(nullptr, nullptr, DFB, DH, H, H, N, C, F); }},
       {{"residual_forward", 0, 3 * NC * s}, [&] { k.residual_forward(OUT, X, DY, N * C); }},
       {{"residual_backward", 0, 5 * NC * s}, [&] { k.residual_backward(DX, OUT, DY, N * C); }},
       {{"crossentropy_max", 0, NV * s}, [&] { k.crossentropy_max(MAXV, LOGITS, N, V, Vp); }},
