@@ -242,6 +242,18 @@ if [ "$quick" -eq 0 ]; then
     elif [ "$rc" -eq 125 ]; then row "flash" "not run (time)" ""
     else row "flash" "FAIL" "exit $rc (log flash.log)"
     fi
+    # where the time goes: the bf16 step with each region timed on the device (--profile 1 waits for the GPU at
+    # both ends of every region, so this step is slower than bench_124m_bf16's): the table in profile.log, its
+    # six largest ops here (the regions that sum others left out: forward, backward, block ..., a layer's, optimizer)
+    run profile 90 "$kit/bin/bench_gpt2_step" --kernels cuda --comm mpi --dtype bf16 --model gpt2-124m \
+      --shapes 16x1024 --steps 3 --profile 1
+    if [ "$rc" -eq 0 ]; then
+      row "profile" "PASS" "$(sed -nE 's/^  (.*[^ ]) +([0-9.]+) ms +([0-9.]+)% +[0-9]+ calls$/\1|\2|\3/p' "$logs/profile.log" |
+        grep -vE '^(forward|backward|block forward|block backward|optimizer|[a-z]+_ (forward|backward))\|' | head -6 |
+        awk -F'|' '{printf "%s%s %s ms (%s%%)", (NR > 1 ? "; " : ""), $1, $2, $3}')"
+    elif [ "$rc" -eq 125 ]; then row "profile" "not run (time)" ""
+    else row "profile" "FAIL" "exit $rc (log profile.log)"
+    fi
     # the memory-bound ops, each against its floor at the copy bandwidth: the table in ops.log, its summary here
     run ops 60 "$kit/bin/bench_cuda_ops" --dtype bf16
     if [ "$rc" -eq 0 ]; then row "ops" "PASS" "$(sed -n 's/^summary: //p' "$logs/ops.log")"
