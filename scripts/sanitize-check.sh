@@ -110,7 +110,7 @@ if [ "$run_tests" -eq 1 ]; then
   [ "$all_tests" -eq 0 ] ||
   mpi_main_suites=$(for exe in "$build/tests/unit/model/test_model" "$build/tests/unit/train/test_train"; do
                       { ASAN_OPTIONS=detect_leaks=0 "$exe" --gtest_list_tests 2>/dev/null || true; } |
-                        sed -nE 's/^([A-Za-z0-9_]+)\..*/\1/p'; done | sort -u | paste -sd'|')
+                        sed -nE 's/^([A-Za-z0-9_/]+)\..*/\1/p'; done | sort -u | paste -sd'|')
   # only the executables built (ctest reports the others' entries as not found)
   built=$(for t in "${unit_targets[@]}"; do printf '%s\n' "$build"/tests/unit/*/"$t"; done)
   # the suites of the executables built (a parametrized one is Instance/Suite); ctest names them so, after the
