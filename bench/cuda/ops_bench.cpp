@@ -1,5 +1,5 @@
-// bench_cuda_ops — the memory-bound ops of the CUDA tables (kernels/cuda.hpp: norms, GELU, SwiGLU, residuals,
-// the linear layers' bias and bias gradient, the cross-entropy's steps, AdamW) timed one table entry at a time at
+// bench_cuda_ops — the memory-bound ops of the CUDA tables (kernels/cuda.hpp: norms, GELU, SwiGLU, RoPE, residuals,
+// the linear layers' bias and bias gradient, the cross-entropy's steps and one pass, AdamW) timed one table entry at a time at
 // a training step's shape, each against its floor: the bytes it cannot avoid moving (every input read once, every
 // output written once; an output it adds to is read and written) at the device's copy bandwidth, measured in the
 // same run (a device-to-device cudaMemcpyAsync of 1 GiB). "x floor" says how far an op is from what memory allows; the GEMMs and the flash
@@ -9,7 +9,7 @@
 //
 // Defaults: GPT-2 124M at B=16, T=1024 (N = 16384 rows, C = 768, V = 50257 padded to a multiple of 128,
 // P = 124,439,808 parameters), bf16, 20 iterations; the MLP's width is 4C (GELU's input; SwiGLU's
-// gate | up is [N, 2 * 4C]). Times are CUDA events (bench/cuda/cuda_timing.hpp). The last line, "summary:",
+// gate | up is [N, 2 * 4C]; RoPE turns the q heads, of size 64, of q|k|v rows of 3C at T = 1024). Times are CUDA events (bench/cuda/cuda_timing.hpp). The last line, "summary:",
 // names the ops 3x or more above their floor, slowest first (scripts/device-check.sh prints it).
 #include <algorithm>
 #include <cstdint>
@@ -113,6 +113,11 @@ int run(const Options& o) {
   m.zero();
   v.zero();
   for (DeviceBuffer* f : {&mean, &rstd, &sums, &dw, &db, &dfb}) f->zero();
+  // RoPE on the q heads (head size 64) of q|k|v rows of 3C (in h's memory), positions of sequences of T
+  const int rope_hs = 64, rope_heads = C / rope_hs, rope_half = rope_hs / 2;
+  const int rope_t = N % 1024 == 0 ? 1024 : static_cast<int>(N), rope_b = static_cast<int>(N / rope_t);
+  DeviceBuffer rope_cos = random_device<float>(static_cast<int64_t>(rope_t) * rope_half, 1.0f, 14),
+               rope_sin = random_device<float>(static_cast<int64_t>(rope_t) * rope_half, 1.0f, 15);
 
   E* const X = x.as<E>();
   E* const DY = dy.as<E>();
@@ -146,6 +151,10 @@ int run(const Options& o) {
       {{"rmsnorm_backward", 0, 4 * NC * s}, [&] { k.rmsnorm_backward(DX, DW, DY, X, W, RSTD, SUMS, N, C, C); }},
       {{"gelu_forward", 0, 2 * NF * s}, [&] { k.gelu_forward(HOUT, H, N * F); }},
       {{"gelu_backward", 0, 4 * NF * s}, [&] { k.gelu_backward(DH, H, HOUT, N * F); }},
+      {{"rope_forward", 0, 2 * static_cast<double>(N) * rope_heads * rope_hs * s},
+       [&] {
+         k.rope_forward(H, rope_cos.as<float>(), rope_sin.as<float>(), rope_b, rope_t, rope_heads, rope_hs, 3 * C);
+       }},
       {{"swiglu_forward", 0, 3 * NF * s}, [&] { k.swiglu_forward(HOUT, H, N, F); }},
       {{"swiglu_backward", 0, 7 * NF * s}, [&] { k.swiglu_backward(DH, H, HOUT, N, F); }},
       // the linear layers' bias over the MLP's N x F output: broadcast into the output, which the GEMM then adds
@@ -164,6 +173,13 @@ int run(const Options& o) {
        [&] {
          k.softmax_crossentropy_backward(LOGITS, LOGITS, TARGETS, nullptr, 1.0f / static_cast<float>(N), N, V, Vp, 0);
        }},
+      // a training forward's: the losses and dlogits in place of the logits in one pass (the probabilities never
+      // stored), where the two ops above move the row twice each
+      {{"softmax_crossentropy_forward_backward", 0, 2 * NV * s},
+       [&] {
+         k.softmax_crossentropy_forward_backward(LOSSES, LOGITS, LOGITS, MAXV, CE, TARGETS, nullptr,
+                                                 1.0f / static_cast<float>(N), N, V, Vp, 0);
+       }},
       // master, m, v read and written, grads read, the copy written
       {{"adamw_update", 0, static_cast<double>(P) * (7 * 4 + (sizeof(E) == 2 ? 2 : 0))},
        [&] { k.adamw_update(master.as<float>(), COPY, m.as<float>(), v.as<float>(), grads.as<float>(), P, 3e-4f, 0.9f,
@@ -175,13 +191,13 @@ int run(const Options& o) {
               o.dtype.c_str(), axonn::kernels::cuda_device_name().c_str(), static_cast<long long>(N), C, F, V, Vp,
               static_cast<long long>(P), o.iters);
   std::printf("device copy bandwidth (device to device, 1 GiB): %.0f GB/s\n", bandwidth * 1e-9);
-  std::printf("%-30s %10s %10s %10s %8s\n", "op", "ms", "GB/s", "floor ms", "x floor");
+  std::printf("%-38s %10s %10s %10s %8s\n", "op", "ms", "GB/s", "floor ms", "x floor");
   std::vector<Timed> timed;
   for (const auto& [t, f] : ops) {
     Timed r = t;
     r.ms = axonn::bench::cuda_time_ms(o.iters, f);
     const double floor_ms = r.bytes / bandwidth * 1e3;
-    std::printf("%-30s %10.3f %10.0f %10.3f %8.1f\n", r.op.c_str(), r.ms, r.bytes / (r.ms * 1e-3) * 1e-9, floor_ms,
+    std::printf("%-38s %10.3f %10.0f %10.3f %8.1f\n", r.op.c_str(), r.ms, r.bytes / (r.ms * 1e-3) * 1e-9, floor_ms,
                 r.ms / floor_ms);
     timed.push_back(r);
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "axonn/core/error.hpp"
 #include "axonn/core/profiler.hpp"
@@ -550,14 +551,16 @@ float Gpt::forward_pass(const int* inputs, const int* targets, const uint8_t* ke
     dloss = loss_gradient_per_target(*options.loss_scale, counted);
     mem_->zero(dlnf_full, sizeof(E) * static_cast<size_t>(N) * C);
   }
-  // by chunks of rows: the chunk's logits, then its vocabulary-parallel softmax + cross-entropy over X*Y
-  // (probabilities overwrite the logits). Training: then d logits in place, d lnf and the head's weight
-  // gradient from the chunk; else the last chunk's probabilities are kept for the backward.
+  // by chunks of rows: the chunk's logits, then its vocabulary-parallel softmax + cross-entropy over X*Y.
+  // Training: the losses and d logits in one pass over the logits, then d lnf and the head's weight gradient
+  // from the chunk; else the probabilities overwrite the logits and the last chunk's are kept for the backward.
   float* losses = A(kLosses).f32();
   for (int64_t r = 0; r < N; r += head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
-    head_chunk_forward<E>(r, n, lnf_full);
-    if (take_gradient) head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
+    if (take_gradient)
+      head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full, /*probs_kept=*/false);
+    else
+      head_chunk_forward<E>(r, n, lnf_full);
   }
   if (take_gradient) head_gradient_scale_ = options.loss_scale;
   // the mean over the global batch: this rank's tokens are summed (on the host, in order: the same
@@ -711,23 +714,21 @@ void Gpt::backward_head(E* dlnf_full, double loss_scale) {
   const int64_t last_chunk = (N - 1) / head_rows_ * head_rows_;
   for (int64_t r = last_chunk; r >= 0; r -= head_rows_) {
     const int64_t n = std::min(head_rows_, N - r);
-    if (r != last_chunk) head_chunk_forward<E>(r, n, lnf_full);
-    head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full);
+    head_chunk_backward<E>(r, n, dloss, lnf_full, dlnf_full, /*probs_kept=*/r == last_chunk);
   }
 }
 
 // The head's rows [r, r + n): their logits (kLogits) against this rank's vocabulary rows, then the
-// vocabulary-parallel softmax + cross-entropy, each row value completed over X*Y between the kernels' steps;
-// the probabilities overwrite the logits and the losses go to kLosses[r, r + n).
+// vocabulary-parallel cross-entropy's row values (kHeadRowValues: max, sum of exp, target logit), each completed
+// over X*Y between the kernels' steps.
 template <class E>
-void Gpt::head_chunk_forward(int64_t r, int64_t n, const E* lnf_full) {
+void Gpt::head_chunk_row_values(int64_t r, int64_t n, const E* lnf_full) {
   auto& tl = tl_;
   const auto& k = ctx_->kernels<E>();
   const int C = spec_.config.channels, Vr = vocab_rows_;
   E* logits = ptr<E>(acts_.tensor(kLogits));
   const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
   const int* targets_dev = static_cast<const int*>(acts_.tensor(kTargets).data()) + r;
-  float* losses = acts_.tensor(kLosses).f32() + r;
   float* maxv = acts_.tensor(kHeadRowValues).f32();  // [n] row max
   float* sums = maxv + head_rows_;                   // [n] sum of exp | [n] target logit
   const auto rows = static_cast<size_t>(n);
@@ -736,23 +737,44 @@ void Gpt::head_chunk_forward(int64_t r, int64_t n, const E* lnf_full) {
   tl.all_reduce(grid_.xy(), maxv, rows, comm::ReduceOp::kMax);  // over X*Y
   AXONN_OP(crossentropy_sums, sums, maxv, logits, targets_dev, n, vocab_valid_, Vr, vocab_begin_);
   tl.all_reduce(grid_.xy(), sums, 2 * rows);  // over X*Y
-  AXONN_OP(softmax_crossentropy_forward, losses, logits, logits, maxv, sums, n, vocab_valid_, Vr);
 }
 
-// The gradient of the head's rows [r, r + n) from their probabilities (kLogits): d logits in place (masked:
-// the kernel applies the per-token weights, 0 for a dropped target), then d lnf of those rows over all
-// channels (into dlnf_full) and the head's weight gradient.
+// A forward that does not take the gradient: the chunk's row values, then its softmax (the probabilities
+// overwrite the logits) and its losses (kLosses[r, r + n)).
 template <class E>
-void Gpt::head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full) {
+void Gpt::head_chunk_forward(int64_t r, int64_t n, const E* lnf_full) {
+  auto& tl = tl_;
+  const auto& k = ctx_->kernels<E>();
+  E* logits = ptr<E>(acts_.tensor(kLogits));
+  const float* maxv = acts_.tensor(kHeadRowValues).f32();
+  head_chunk_row_values<E>(r, n, lnf_full);
+  AXONN_OP(softmax_crossentropy_forward, acts_.tensor(kLosses).f32() + r, logits, logits, maxv, maxv + head_rows_, n,
+           vocab_valid_, vocab_rows_);
+}
+
+// The gradient of the head's rows [r, r + n): d logits in place in kLogits (masked: the kernels apply the
+// per-token weights, 0 for a dropped target), then d lnf of those rows over all channels (into dlnf_full) and
+// the head's weight gradient. From the probabilities a forward kept there (probs_kept), or else from the logits:
+// the row values, then the losses (kLosses[r, r + n); a backward that recomputes a chunk writes the same bits
+// again) and d logits in one pass that never stores the probabilities.
+template <class E>
+void Gpt::head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full, bool probs_kept) {
   auto& tl = tl_;
   const auto& k = ctx_->kernels<E>();
   const int C = spec_.config.channels, Vr = vocab_rows_;
   E* dlogits = ptr<E>(acts_.tensor(kLogits));
   const E* head = ptr<E>(ctx_->weight<E>(spec_.lm_head));
-  const int* targets_dev = static_cast<const int*>(acts_.tensor(kTargets).data());
+  const int* targets_dev = static_cast<const int*>(acts_.tensor(kTargets).data()) + r;
   const float* weights = masked_ ? acts_.tensor(kLossWeights).f32() + r : nullptr;
-  AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev + r, weights, dloss, n, vocab_valid_, Vr,
-           vocab_begin_);
+  if (probs_kept) {
+    AXONN_OP(softmax_crossentropy_backward, dlogits, dlogits, targets_dev, weights, dloss, n, vocab_valid_, Vr,
+             vocab_begin_);
+  } else {
+    const float* maxv = acts_.tensor(kHeadRowValues).f32();
+    head_chunk_row_values<E>(r, n, lnf_full);
+    AXONN_OP(softmax_crossentropy_forward_backward, acts_.tensor(kLosses).f32() + r, dlogits, dlogits, maxv,
+             maxv + head_rows_, targets_dev, weights, dloss, n, vocab_valid_, Vr, vocab_begin_);
+  }
   AXONN_OP(matmul_backward, dlnf_full + r * C, grad(spec_.lm_head).f32(), nullptr, dlogits, lnf_full + r * C, head, n,
            C, Vr);
 }
@@ -790,19 +812,28 @@ double Gpt::grad_norm() const {
   AXONN_CHECK(rs_.empty() && !sync_->pending(), "grad_norm() before sync_gradients(): gradients are incomplete");
   auto scope = tl_.group("grad_norm");
   const parallel::GridShape& g = grid_.shape();
-  double local = 0.0;
+  const int count = static_cast<int>(spec_.params.size());
+  std::vector<const float*> tensors(count);
+  std::vector<int64_t> sizes(count);
+  std::vector<double> sums(count);
+  for (int i = 0; i < count; i++) {
+    Tensor t = grad(i);
+    tensors[i] = t.f32();
+    sizes[i] = t.numel();
+  }
   {
-    auto sums = tl_.compute("sum_squares");
-    for (int i = 0; i < static_cast<int>(spec_.params.size()); i++) {
-      // how many ranks of one model replica (X*Y*Z) hold the same elements of tensor i
-      const unsigned axes = spec_.replica_axes(i);
-      double replicas = 1;
-      if (axes & kReplicatedOverX) replicas *= g.gx;
-      if (axes & kReplicatedOverY) replicas *= g.gy;
-      if (axes & kReplicatedOverZ) replicas *= g.gz;
-      Tensor t = grad(i);
-      local += ops_->sum_squares(t.f32(), t.numel()) / replicas;
-    }
+    auto scope_sums = tl_.compute("sum_squares");
+    ops_->sum_squares(sums.data(), tensors.data(), sizes.data(), count);  // one wait for a GPU
+  }
+  double local = 0.0;
+  for (int i = 0; i < count; i++) {
+    // how many ranks of one model replica (X*Y*Z) hold the same elements of tensor i
+    const unsigned axes = spec_.replica_axes(i);
+    double replicas = 1;
+    if (axes & kReplicatedOverX) replicas *= g.gx;
+    if (axes & kReplicatedOverY) replicas *= g.gy;
+    if (axes & kReplicatedOverZ) replicas *= g.gz;
+    local += sums[i] / replicas;
   }
   // fp32 all-reduce of a double: split into a high and a low part to keep the precision
   float parts[2] = {static_cast<float>(local), static_cast<float>(local - static_cast<float>(local))};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "axonn/core/error.hpp"
 
@@ -51,11 +52,18 @@ void AdamW::set_steps(int t) {
 }
 
 double grad_norm(const Arena& grads, const kernels::Ops& ops) {
-  double s = 0.0;
-  for (size_t i = 0; i < grads.size(); i++) {
+  const size_t count = grads.size();
+  std::vector<const float*> tensors(count);
+  std::vector<int64_t> sizes(count);
+  std::vector<double> sums(count);
+  for (size_t i = 0; i < count; i++) {
     Tensor g = grads.tensor(i);
-    s += ops.sum_squares(g.f32(), g.numel());
+    tensors[i] = g.f32();
+    sizes[i] = g.numel();
   }
+  ops.sum_squares(sums.data(), tensors.data(), sizes.data(), static_cast<int>(count));
+  double s = 0.0;
+  for (double x : sums) s += x;
   return std::sqrt(s);
 }
 

@@ -37,19 +37,37 @@ void layernorm_backward_steps(const Table& t, float* sums, E* dx, float* dw, flo
   t.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, sums, N, C, C_total);
 }
 
-// The softmax + cross-entropy forward over this table's Vs columns of each row (ids from vocab_begin, the
-// first Vvalid real); `row_values` [3N] fp32 in the table's memory: max | sum of exp | target logit.
+// The cross-entropy's row values over this table's Vs columns of each row (ids from vocab_begin, the first
+// Vvalid real), each completed over the group: `row_values` [3N] fp32 in the table's memory: max | sum of exp |
+// target logit.
 template <class Table, class E, class Complete = WholeRows>
-void crossentropy_steps(const Table& t, float* row_values, float* losses, E* probs, const E* logits,
-                        const int* targets, int64_t N, int Vvalid, int Vs, int vocab_begin,
-                        const Complete& complete = Complete{}) {
+void crossentropy_row_values(const Table& t, float* row_values, const E* logits, const int* targets, int64_t N,
+                             int Vvalid, int Vs, int vocab_begin, const Complete& complete = Complete{}) {
   float* maxv = row_values;
   float* sums = row_values + N;
   t.crossentropy_max(maxv, logits, N, Vvalid, Vs);
   complete(maxv, N, true);
   t.crossentropy_sums(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin);
   complete(sums, 2 * N, false);
-  t.softmax_crossentropy_forward(losses, probs, logits, maxv, sums, N, Vvalid, Vs);
+}
+
+// The softmax + cross-entropy forward: the row values, then the probabilities and the losses.
+template <class Table, class E, class Complete = WholeRows>
+void crossentropy_steps(const Table& t, float* row_values, float* losses, E* probs, const E* logits,
+                        const int* targets, int64_t N, int Vvalid, int Vs, int vocab_begin,
+                        const Complete& complete = Complete{}) {
+  crossentropy_row_values(t, row_values, logits, targets, N, Vvalid, Vs, vocab_begin, complete);
+  t.softmax_crossentropy_forward(losses, probs, logits, row_values, row_values + N, N, Vvalid, Vs);
+}
+
+// A training chunk's: the row values, then the losses and the gradient in one pass.
+template <class Table, class E, class Complete = WholeRows>
+void crossentropy_gradient_steps(const Table& t, float* row_values, float* losses, E* dlogits, const E* logits,
+                                 const int* targets, const float* weights, float dloss, int64_t N, int Vvalid, int Vs,
+                                 int vocab_begin, const Complete& complete = Complete{}) {
+  crossentropy_row_values(t, row_values, logits, targets, N, Vvalid, Vs, vocab_begin, complete);
+  t.softmax_crossentropy_forward_backward(losses, dlogits, logits, row_values, row_values + N, targets, weights, dloss,
+                                          N, Vvalid, Vs, vocab_begin);
 }
 
 // The same on host tables, with their scratch on the host: whole rows unless `complete` says otherwise.
@@ -65,6 +83,14 @@ void crossentropy_rows(const Table& t, float* losses, E* probs, const E* logits,
                        int Vvalid, int Vs, int vocab_begin = 0, const Complete& complete = Complete{}) {
   std::vector<float> row_values(3 * static_cast<size_t>(N));
   crossentropy_steps(t, row_values.data(), losses, probs, logits, targets, N, Vvalid, Vs, vocab_begin, complete);
+}
+template <class Table, class E, class Complete = WholeRows>
+void crossentropy_rows_gradient(const Table& t, float* losses, E* dlogits, const E* logits, const int* targets,
+                                const float* weights, float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin = 0,
+                                const Complete& complete = Complete{}) {
+  std::vector<float> row_values(3 * static_cast<size_t>(N));
+  crossentropy_gradient_steps(t, row_values.data(), losses, dlogits, logits, targets, weights, dloss, N, Vvalid, Vs,
+                              vocab_begin, complete);
 }
 
 }  // namespace axonn::test

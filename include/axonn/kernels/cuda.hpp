@@ -4,8 +4,8 @@
 // and `cpu`) take DEVICE pointers (cudaMalloc'd, never managed memory) for every buffer argument and
 // run on the compute stream of the calling thread's current device (cuda_compute_stream(): one
 // non-blocking stream per device), in issue order: a kernel sees everything queued before it on that
-// stream. They return as soon as the work is queued, except sum_squares, which returns a number and
-// so waits. The compute stream is NOT ordered with the legacy default stream: copy with
+// stream. They return as soon as the work is queued, except sum_squares, which returns its sums to
+// the host and so waits (once for all the tensors it is given). The compute stream is NOT ordered with the legacy default stream: copy with
 // cudaMemcpyAsync on cuda_compute_stream() and synchronise that stream before the host reads.
 //
 //   const auto& ops = axonn::kernels::cuda_ops();

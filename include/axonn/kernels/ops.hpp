@@ -108,6 +108,14 @@ struct OpTable {
   // a dropped target, 1 for a kept one); null: every token weighs 1.
   void (*softmax_crossentropy_backward)(E* dlogits, const E* probs, const int* targets, const float* weights,
                                         float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
+  // A chunk whose gradient is taken at once (a training forward, model/gpt.cpp): softmax_crossentropy_forward
+  // and then softmax_crossentropy_backward in place, in one pass that never stores the probabilities: losses[N],
+  // and dlogits[N,Vs] (may alias logits) = (probs - onehot(target)) * dloss * weights[n] over the valid columns,
+  // padding 0. Each probability is rounded to E as the forward stores it, so both results equal the two steps'
+  // bit for bit, in every table.
+  void (*softmax_crossentropy_forward_backward)(float* losses, E* dlogits, const E* logits, const float* maxv,
+                                                const float* sums, const int* targets, const float* weights,
+                                                float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
   // AdamW (Loshchilov & Hutter), as llm.c, on the fp32 master weights: g = grad * grad_scale;
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m_hat / (sqrt(v_hat) + eps) + weight_decay p), with
   // m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), t >= 1. `copy` is the weights' copy in E that the other
@@ -115,8 +123,11 @@ struct OpTable {
   // (their ops read the master itself).
   void (*adamw_update)(float* master, E* copy, float* m, float* v, const float* grads, int64_t n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
-  // sum of squares of fp32 values (gradients), accumulated in double (gradient-norm clipping)
-  double (*sum_squares)(const float* x, int64_t n);
+  // Gradient-norm clipping: sums[i] = the sum of squares of tensors[i][0, sizes[i]), accumulated in double,
+  // for `count` fp32 tensors (the gradients; device pointers in the CUDA table). `sums`, `tensors` and `sizes`
+  // are host arrays: one call takes every tensor's sum, so that the CUDA table waits for the device once per
+  // norm, not once per tensor. Each sum is the one a call for that tensor alone gives.
+  void (*sum_squares)(double* sums, const float* const* tensors, const int64_t* sizes, int count);
   // The weights' copies in E after loading or initialising the masters: out[n] = round(in[n]); and back,
   // out[n] = widen(in[n]). bf16 tables only (null in the fp32 ones).
   void (*cast_from_f32)(E* out, const float* in, int64_t n);
@@ -190,9 +201,10 @@ void register_cuda_ops(const Ops* ops);
   X(ns, layernorm_backward) X(ns, matmul_forward) X(ns, matmul_backward) X(ns, attention_forward)                \
   X(ns, attention_backward) X(ns, gelu_forward) X(ns, gelu_backward) X(ns, residual_forward)                     \
   X(ns, residual_backward) X(ns, crossentropy_max) X(ns, crossentropy_sums) X(ns, softmax_crossentropy_forward)  \
-  X(ns, softmax_crossentropy_backward) X(ns, adamw_update) X(ns, rmsnorm_sumsq) X(ns, rmsnorm_forward)           \
-  X(ns, rmsnorm_backward_dot) X(ns, rmsnorm_backward) X(ns, rope_forward) X(ns, rope_backward)                   \
-  X(ns, swiglu_forward) X(ns, swiglu_backward) X(ns, repeat_kv_forward) X(ns, repeat_kv_backward)
+  X(ns, softmax_crossentropy_backward) X(ns, softmax_crossentropy_forward_backward) X(ns, adamw_update)          \
+  X(ns, rmsnorm_sumsq) X(ns, rmsnorm_forward) X(ns, rmsnorm_backward_dot) X(ns, rmsnorm_backward)                \
+  X(ns, rope_forward) X(ns, rope_backward) X(ns, swiglu_forward) X(ns, swiglu_backward) X(ns, repeat_kv_forward) \
+  X(ns, repeat_kv_backward)
 #define AXONN_OPS_ON_F32_GRADS(X, ns) X(ns, sum_squares)
 #define AXONN_OPS_CASTS(X, ns) X(ns, cast_from_f32) X(ns, cast_to_f32)
 #define AXONN_OPS_KV_CACHE(X, ns) X(ns, kv_cache_append) X(ns, attention_cached_forward)

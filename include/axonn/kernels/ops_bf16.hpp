@@ -68,6 +68,9 @@ void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits
                                   int64_t N, int Vvalid, int Vs);
 void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin);
+void softmax_crossentropy_forward_backward(float* losses, bf16* dlogits, const bf16* logits, const float* maxv,
+                                           const float* sums, const int* targets, const float* weights, float dloss,
+                                           int64_t N, int Vvalid, int Vs, int vocab_begin);
 void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 void cast_to_bf16(bf16* out, const float* in, int64_t n);

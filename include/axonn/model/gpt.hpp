@@ -305,9 +305,11 @@ class Gpt {
   template <class E>
   void backward_head(E* dlnf_full, double loss_scale);
   template <class E>
+  void head_chunk_row_values(int64_t r, int64_t n, const E* lnf_full);
+  template <class E>
   void head_chunk_forward(int64_t r, int64_t n, const E* lnf_full);
   template <class E>
-  void head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full);
+  void head_chunk_backward(int64_t r, int64_t n, float dloss, const E* lnf_full, E* dlnf_full, bool probs_kept);
   // One block of the model's kind, forward (from `in` to `out`) and backward.
   // The token embedding (GPT-2: + the position embedding of positions [pos, pos + T)) of in [B, T].
   template <class E>

@@ -45,11 +45,15 @@ void cast_to_f32(float* out, const bf16* in, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(in[i]);
 }
 
-double sum_squares(const float* x, int64_t n) {
-  double s = 0.0;
+void sum_squares(double* sums, const float* const* tensors, const int64_t* sizes, int count) {
+  for (int k = 0; k < count; k++) {
+    const float* x = tensors[k];
+    const int64_t n = sizes[k];
+    double s = 0.0;
 #pragma omp parallel for simd reduction(+ : s) schedule(static)
-  for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-  return s;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    sums[k] = s;
+  }
 }
 
 }  // namespace axonn::kernels::cpu

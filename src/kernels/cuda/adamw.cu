@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "axonn/kernels/ops.hpp"
+#include "adamw.cuh"
 #include "common.cuh"
 #include "packs.cuh"
 
@@ -26,26 +27,6 @@ __global__ void sum_squares_kernel(double* out, const float* x, int64_t n) {
   if (threadIdx.x == 0) atomicAdd(out, s);
 }
 
-// One pass over params, m, v, grads; the bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t are
-// computed once on the host, in float as kernels::ref does. With `copy`, its bf16 rounding of the
-// updated value too.
-__global__ void adamw_kernel(float* params, uint16_t* copy, float* m, float* v, const float* grads, int64_t n,
-                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                             float c1, float c2) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const float g = grads[i] * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float mh = mi / c1, vh = vi / c2;
-    float p = params[i];
-    p -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p);
-    params[i] = p;
-    if (copy != nullptr) copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(p));
-  }
-}
-
 // out[n] = in[n], widened exactly or rounded once, in packs of 8 (packs.cuh).
 template <typename To, typename From>
 struct Cast {
@@ -65,9 +46,9 @@ void adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float
                   " must be >= 1 (the bias corrections divide by 1 - beta^t)");
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-  adamw_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(
-      params, copy, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
-  AXONN_CUDA_CHECK_LAUNCH();
+  const adamw::Packs update{params, copy, m, v, grads, {lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2}};
+  const bool vec = detail::all_aligned16({params, m, v, grads}) && (copy == nullptr || detail::all_aligned16({copy}));
+  detail::launch_packs(update, n, vec);
 }
 
 }  // namespace
@@ -79,19 +60,25 @@ void adamw_update(float* params, float* copy, float* m, float* v, const float* g
   adamw_launch(params, nullptr, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
-double sum_squares(const float* x, int64_t n) {
-  // x [n]; returns to the host, so waits for the GPU
-  if (n == 0) return 0.0;
-  auto* acc = static_cast<double*>(detail::scratch(sizeof(double)));
-  AXONN_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(double), detail::stream()));
-  sum_squares_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream()>>>(acc, x, n);
-  AXONN_CUDA_CHECK_LAUNCH();
-  // On the compute stream after the kernel, then waited: the legacy cudaMemcpy would not be ordered
-  // with it.
-  double result = 0.0;
-  AXONN_CUDA_CHECK(cudaMemcpyAsync(&result, acc, sizeof(double), cudaMemcpyDeviceToHost, detail::stream()));
+void sum_squares(double* sums, const float* const* tensors, const int64_t* sizes, int count) {
+  // tensors[count] device pointers, sums/tensors/sizes on the host. Every tensor's kernel adds into its own
+  // slot of one device array, which is copied back once: the norm waits for the GPU once, where a wait per
+  // tensor (about 150 for GPT-2) left it idle between them.
+  AXONN_CHECK_ARG(count >= 0, "cuda sum_squares: count = ", count);
+  if (count == 0) return;
+  const size_t bytes = sizeof(double) * static_cast<size_t>(count);
+  auto* acc = static_cast<double*>(detail::scratch(bytes));
+  AXONN_CUDA_CHECK(cudaMemsetAsync(acc, 0, bytes, detail::stream()));
+  for (int k = 0; k < count; k++) {
+    if (sizes[k] == 0) continue;
+    sum_squares_kernel<<<detail::grid_for(sizes[k], kThreads), kThreads, 0, detail::stream()>>>(acc + k, tensors[k],
+                                                                                                 sizes[k]);
+    AXONN_CUDA_CHECK_LAUNCH();
+  }
+  // On the compute stream after the kernels, then waited: the legacy cudaMemcpy would not be ordered
+  // with them.
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(sums, acc, bytes, cudaMemcpyDeviceToHost, detail::stream()));
   AXONN_CUDA_CHECK(cudaStreamSynchronize(detail::stream()));
-  return result;
 }
 
 }  // namespace axonn::kernels::cuda

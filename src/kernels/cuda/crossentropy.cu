@@ -5,7 +5,9 @@
 //   crossentropy_sums: with the max, sum of exp(z - max) -> sums[n], the target's logit (0 where this rank
 //                      does not hold it) -> sums[N + n]; (all-reduce, sum)
 //   softmax_crossentropy_forward: probabilities exp(z - max) / sum (padding zeroed), loss log(sum) + max -
-//                                 logit(target).
+//                                 logit(target);
+//   or, where the gradient is taken at once, softmax_crossentropy_forward_backward: the loss and the gradient
+//                                 (probs - onehot) * dloss * weight in one pass, the probabilities never stored.
 // The kernels (a block per row, packs of 8) are crossentropy_rows.cuh's.
 #include "axonn/kernels/ops.hpp"
 #include "crossentropy_rows.cuh"
@@ -50,6 +52,17 @@ void gradient_of(E* dlogits, const E* probs, const int* targets, const float* we
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
+template <typename E>
+void probs_losses_and_gradient(float* losses, E* dlogits, const E* logits, const float* maxv, const float* sums,
+                               const int* targets, const float* weights, float dloss, int64_t N, int Vvalid, int Vs,
+                               int vocab_begin) {
+  if (N == 0) return;
+  rows::probs_loss_gradient_kernel<E><<<rows::row_blocks(N), rows::kThreads, 0, detail::stream()>>>(
+      losses, dlogits, logits, maxv, sums, targets, weights, dloss, N, Vvalid, Vs, vocab_begin,
+      rows_aligned16<E>(Vs, {dlogits, logits}));
+  AXONN_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void crossentropy_max(float* maxv, const float* logits, int64_t N, int Vvalid, int Vs) {
@@ -66,6 +79,11 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
   gradient_of(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const float* maxv,
+                                           const float* sums, const int* targets, const float* weights, float dloss,
+                                           int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  probs_losses_and_gradient(losses, dlogits, logits, maxv, sums, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
 }
 
 }  // namespace axonn::kernels::cuda
@@ -87,6 +105,12 @@ void softmax_crossentropy_forward(float* losses, bf16* probs, const bf16* logits
 void softmax_crossentropy_backward(bf16* dlogits, const bf16* probs, const int* targets, const float* weights,
                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
   cuda::gradient_of(dlogits, probs, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+void softmax_crossentropy_forward_backward(float* losses, bf16* dlogits, const bf16* logits, const float* maxv,
+                                           const float* sums, const int* targets, const float* weights, float dloss,
+                                           int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  cuda::probs_losses_and_gradient(losses, dlogits, logits, maxv, sums, targets, weights, dloss, N, Vvalid, Vs,
+                                  vocab_begin);
 }
 
 }  // namespace axonn::kernels::cuda_bf16

@@ -23,6 +23,7 @@ using detail::kWarp;
 using detail::load8;
 using detail::load_f32;
 using detail::store8;
+using detail::store_f32;
 
 constexpr unsigned kThreads = 512;
 
@@ -129,6 +130,35 @@ __global__ void softmax_crossentropy_backward_kernel(E* dlogits, const E* probs,
       store8(dz + i, g, cnt, whole);
     });
   }
+}
+
+// The forward and the backward in place in one pass (ops.hpp's softmax_crossentropy_forward_backward): each
+// pack's probabilities become its gradient in registers, never stored. A probability is rounded to E as
+// probs_loss_kernel stores it and then read back as the backward kernel reads it, and the arithmetic is those
+// kernels', so the gradient and the loss have the two steps' bits; the pass saves them a store and a load of the
+// whole row (B*T*V elements). dlogits may alias logits: every pack is read and then written by the same thread.
+template <typename E>
+__global__ void probs_loss_gradient_kernel(float* losses, E* dlogits, const E* logits, const float* maxv,
+                                           const float* sums, const int* targets, const float* weights, float dloss,
+                                           int64_t N, int Vvalid, int Vs, int vocab_begin, bool vec) {
+  const int64_t n = blockIdx.x;
+  E* dz = dlogits + n * Vs;
+  const E* z = logits + n * Vs;
+  const float m = maxv[n], s = sums[n];
+  const int t = targets[n] - vocab_begin;
+  const float d = weights ? dloss * weights[n] : dloss;
+  for_packs(static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), Vs, vec, [&](int i, int cnt, bool whole) {
+    float x[kPack];
+    load8(x, z + i, cnt, whole);
+#pragma unroll
+    for (int j = 0; j < kPack; j++) {
+      E stored;  // the probability as the forward stores it
+      store_f32(&stored, i + j < Vvalid ? expf(x[j] - m) / s : 0.0f);
+      x[j] = i + j < Vvalid ? (load_f32(stored) - (i + j == t ? 1.0f : 0.0f)) * d : 0.0f;
+    }
+    store8(dz + i, x, cnt, whole);
+  });
+  if (threadIdx.x == 0) losses[n] = logf(s) + m - sums[N + n];
 }
 
 }  // namespace axonn::kernels::cuda::crossentropy_rows

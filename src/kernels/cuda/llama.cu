@@ -1,9 +1,10 @@
 // kernels/cuda/llama.cu — the Llama block's ops (kernels/ops.hpp, ops_bf16.hpp) on device pointers, fp32
 // and bf16 from the same templates: RMSNorm (its row kernels norm_rows.cuh's, its weight gradient columns.cuh's),
-// rotate-half RoPE, SwiGLU, and the KV repetition of grouped-query attention. fp32 math throughout; a bf16 output
+// rotate-half RoPE and SwiGLU (llama_rows.cuh's row kernels), and the KV repetition of grouped-query attention. fp32 math throughout; a bf16 output
 // is rounded once, an accumulated one (dinp +=) is summed in fp32 with its old value first.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
+#include "llama_rows.cuh"
 #include "norm_rows.cuh"
 
 namespace axonn::kernels::cuda {
@@ -15,51 +16,6 @@ using detail::store_f32;
 namespace rows = norm_rows;
 
 constexpr int kThreads = 256;
-
-// One thread per rotated pair (row, head, i): (x_i, x_j) <- (x_i c - x_j s, x_j c + x_i s), j = i + HS/2;
-// sign -1 rotates back.
-template <typename E>
-__global__ void rope_kernel(E* x, const float* cos, const float* sin, int64_t rows, int T, int heads, int HS,
-                            int stride, float sign) {
-  const int half = HS / 2;
-  const int64_t pairs = rows * heads * half;
-  for (int64_t p = detail::global_index(); p < pairs; p += detail::global_stride()) {
-    const int i = static_cast<int>(p % half);
-    const int64_t rh = p / half;
-    const int h = static_cast<int>(rh % heads);
-    const int64_t r = rh / heads;
-    const int t = static_cast<int>(r % T);
-    E* v = x + r * stride + static_cast<int64_t>(h) * HS;
-    const float c = cos[t * half + i], s = sign * sin[t * half + i];
-    const float a = load_f32(v[i]), b = load_f32(v[i + half]);
-    store_f32(&v[i], a * c - b * s);
-    store_f32(&v[i + half], b * c + a * s);
-  }
-}
-
-// out[n, i] = silu(gate) * up, inp [N, 2F] = gate | up
-template <typename E>
-__global__ void swiglu_forward_kernel(E* out, const E* inp, int64_t N, int F) {
-  for (int64_t e = detail::global_index(); e < N * F; e += detail::global_stride()) {
-    const int64_t n = e / F;
-    const int i = static_cast<int>(e % F);
-    const float g = load_f32(inp[n * 2 * F + i]), u = load_f32(inp[n * 2 * F + F + i]);
-    store_f32(&out[e], g / (1.0f + expf(-g)) * u);
-  }
-}
-
-template <typename E>
-__global__ void swiglu_backward_kernel(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
-  for (int64_t e = detail::global_index(); e < N * F; e += detail::global_stride()) {
-    const int64_t n = e / F;
-    const int i = static_cast<int>(e % F);
-    const int64_t gi = n * 2 * F + i, ui = gi + F;
-    const float g = load_f32(inp[gi]), u = load_f32(inp[ui]), d = load_f32(dout[e]);
-    const float sig = 1.0f / (1.0f + expf(-g));
-    store_f32(&dinp[gi], load_f32(dinp[gi]) + d * u * sig * (1.0f + g * (1.0f - sig)));
-    store_f32(&dinp[ui], load_f32(dinp[ui]) + d * g * sig);
-  }
-}
 
 // One thread per output element: q copied, k and v of KV head h / G for query head h.
 template <typename E>
@@ -132,23 +88,26 @@ void norm_backward(E* dx, float* dw, const E* dy, const E* x, const E* w, const 
 }
 template <typename E>
 void rope(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {
-  const int64_t pairs = static_cast<int64_t>(B) * T * heads * (HS / 2);
-  if (pairs == 0) return;
-  rope_kernel<E><<<detail::grid_for(pairs, kThreads), kThreads, 0, detail::stream()>>>(
-      x, cos, sin, static_cast<int64_t>(B) * T, T, heads, HS, stride, sign);
+  const int64_t rows = static_cast<int64_t>(B) * T;
+  if (rows == 0 || heads == 0 || HS == 0) return;
+  const bool vec = (HS / 2) % detail::kPack == 0 && (static_cast<size_t>(stride) * sizeof(E)) % 16 == 0 &&
+                   detail::all_aligned16({x, cos, sin});
+  llama_rows::rope_kernel<E><<<llama_rows::row_blocks(rows), llama_rows::kThreads, 0, detail::stream()>>>(
+      x, cos, sin, rows, T, heads, HS, stride, sign, vec);
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void swiglu_fwd(E* out, const E* inp, int64_t N, int F) {
-  if (N * F == 0) return;
-  swiglu_forward_kernel<E><<<detail::grid_for(N * F, kThreads), kThreads, 0, detail::stream()>>>(out, inp, N, F);
+  if (N == 0 || F == 0) return;
+  llama_rows::swiglu_forward_kernel<E><<<llama_rows::row_blocks(N), llama_rows::kThreads, 0, detail::stream()>>>(
+      out, inp, N, F, rows_aligned16<E>(F, {out, inp}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void swiglu_bwd(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
-  if (N * F == 0) return;
-  swiglu_backward_kernel<E><<<detail::grid_for(N * F, kThreads), kThreads, 0, detail::stream()>>>(dinp, inp, dout, N,
-                                                                                                  F);
+  if (N == 0 || F == 0) return;
+  llama_rows::swiglu_backward_kernel<E><<<llama_rows::row_blocks(N), llama_rows::kThreads, 0, detail::stream()>>>(
+      dinp, inp, dout, N, F, rows_aligned16<E>(F, {dinp, inp, dout}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>

@@ -289,6 +289,14 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
   }
 }
 
+// By its definition (ops.hpp): the forward with the probabilities in dlogits, then the backward in place.
+void softmax_crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const float* maxv,
+                                           const float* sums, const int* targets, const float* weights, float dloss,
+                                           int64_t N, int Vvalid, int Vs, int vocab_begin) {
+  softmax_crossentropy_forward(losses, dlogits, logits, maxv, sums, N, Vvalid, Vs);
+  softmax_crossentropy_backward(dlogits, dlogits, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+}
+
 void adamw_update(float* params, float* copy, float* m, float* v, const float* grads, int64_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
   AXONN_CHECK_ARG(copy == nullptr, "ref adamw_update: the fp32 table keeps no copy of the weights; pass null");
@@ -304,10 +312,12 @@ void adamw_update(float* params, float* copy, float* m, float* v, const float* g
   }
 }
 
-double sum_squares(const float* x, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-  return s;
+void sum_squares(double* sums, const float* const* tensors, const int64_t* sizes, int count) {
+  for (int k = 0; k < count; k++) {
+    double s = 0.0;
+    for (int64_t i = 0; i < sizes[k]; i++) s += (double)tensors[k][i] * tensors[k][i];
+    sums[k] = s;
+  }
 }
 
 // --- the Llama block's ops -----------------------------------------------------------------------

@@ -339,6 +339,15 @@ struct Widened {
     round_into(out, o);
   }
 
+  // The two steps above, the bf16 probabilities in dlogits between them (ops.hpp's definition).
+  static void softmax_crossentropy_forward_backward(float* losses, bf16* dlogits, const bf16* logits,
+                                                    const float* maxv, const float* sums, const int* targets,
+                                                    const float* weights, float dloss, int64_t N, int Vvalid, int Vs,
+                                                    int vocab_begin) {
+    softmax_crossentropy_forward(losses, dlogits, logits, maxv, sums, N, Vvalid, Vs);
+    softmax_crossentropy_backward(dlogits, dlogits, targets, weights, dloss, N, Vvalid, Vs, vocab_begin);
+  }
+
   static void adamw_update(float* master, bf16* params, float* m, float* v, const float* grads, int64_t n, float lr,
                     float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     // master, m, v, grads [n] fp32; params [n] bf16 = round(master) after the step
@@ -396,6 +405,7 @@ const OpsBf16& cpu_bf16_ops() {
     t.crossentropy_sums = cpu::crossentropy_sums;
     t.softmax_crossentropy_forward = cpu::softmax_crossentropy_forward;
     t.softmax_crossentropy_backward = cpu::softmax_crossentropy_backward;
+    t.softmax_crossentropy_forward_backward = cpu::softmax_crossentropy_forward_backward;
     t.adamw_update = cpu::adamw_update;
     t.cast_from_f32 = cpu::cast_to_bf16;
     t.cast_to_f32 = cpu::cast_to_f32;

@@ -41,6 +41,7 @@ using axonn::test::attention_magnitudes;
 using axonn::test::AttentionMagnitudes;
 using axonn::test::close_attention;
 using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_gradient_steps;
 using axonn::test::crossentropy_steps;
 using axonn::test::layernorm_backward_steps;
 using axonn::test::layernorm_steps;
@@ -101,6 +102,7 @@ TEST(CudaBf16Ops, TableIsComplete) {
                            reinterpret_cast<const void*>(t.crossentropy_sums),
                            reinterpret_cast<const void*>(t.softmax_crossentropy_forward),
                            reinterpret_cast<const void*>(t.softmax_crossentropy_backward),
+                           reinterpret_cast<const void*>(t.softmax_crossentropy_forward_backward),
                            reinterpret_cast<const void*>(t.adamw_update),
                            reinterpret_cast<const void*>(t.cast_to_f32),
                            reinterpret_cast<const void*>(t.kv_cache_append),
@@ -562,6 +564,16 @@ TEST_P(CudaBf16, SoftmaxCrossEntropy) {
     cpu().softmax_crossentropy_backward(inplace.data(), inplace.data(), targets.data(), w, dloss, N, V, Vp, 0);
     gpu().softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
     EXPECT_TRUE(close_bf16(d_probs.host(), inplace)) << "in place" << (weighted ? ", weighted" : "");
+    // a training forward's losses and gradient in one pass over the logits, in place: the bits of the GPU's two
+    // steps (its in-place forward above left its bf16 probabilities in d_z), the CPU's within the bound
+    BDev d_one(z), d_two(d_z.host());
+    FDev d_one_loss(N), d_one_rows(3 * N);
+    crossentropy_gradient_steps(gpu(), d_one_rows.get(), d_one_loss.get(), d_one.get(), d_one.get(), d_t.get(), d_w,
+                                dloss, N, V, Vp, 0);
+    gpu().softmax_crossentropy_backward(d_two.get(), d_two.get(), d_t.get(), d_w, dloss, N, V, Vp, 0);
+    EXPECT_EQ(d_one.host(), d_two.host()) << "one pass" << (weighted ? ", weighted" : "");
+    EXPECT_EQ(d_one_loss.host(), d_losses.host()) << "one pass";
+    EXPECT_TRUE(close_bf16(d_one.host(), inplace)) << "one pass" << (weighted ? ", weighted" : "");
   }
 }
 

@@ -19,6 +19,7 @@
 namespace k = axonn::kernels;
 using axonn::test::allclose;
 using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_gradient_steps;
 using axonn::test::crossentropy_steps;
 using axonn::test::layernorm_backward_steps;
 using axonn::test::layernorm_steps;
@@ -365,6 +366,15 @@ TEST_P(CudaKernels, SoftmaxCrossEntropyOverTheWholeVocabularyAndASlice) {
       k::cuda::softmax_crossentropy_backward(d_q.get(), d_q.get(), d_tg.get(), d_w, 0.25f, N, valid, width, begin);
       EXPECT_TRUE(allclose(d_q.host(), q, 1e-7f, 1e-6f)) << "in place, slice at " << begin
                                                           << (weighted ? ", weighted" : "");
+      // a training forward's losses and gradient in one pass over the logits, in place: the bits of the GPU's
+      // two steps (its in-place forward above left its probabilities in d_z), and the oracle's within the bounds
+      Dev d_one(zs), d_one_loss(N), d_one_rows(3 * N), d_two(d_z.host());
+      crossentropy_gradient_steps(k::cuda_ops(), d_one_rows.get(), d_one_loss.get(), d_one.get(), d_one.get(),
+                                  d_tg.get(), d_w, 0.25f, N, valid, width, begin);
+      k::cuda::softmax_crossentropy_backward(d_two.get(), d_two.get(), d_tg.get(), d_w, 0.25f, N, valid, width, begin);
+      EXPECT_EQ(d_one.host(), d_two.host()) << "one pass, slice at " << begin << (weighted ? ", weighted" : "");
+      EXPECT_EQ(d_one_loss.host(), d_loss.host()) << "one pass, slice at " << begin;
+      EXPECT_TRUE(allclose(d_one.host(), q, 1e-7f, 1e-6f)) << "one pass, slice at " << begin;
     }
   }
 }
@@ -381,9 +391,17 @@ TEST_P(CudaKernels, AdamWAndSumSquares) {
   EXPECT_TRUE(allclose(d_p.host(), p, 1e-6f, 1e-5f));
   EXPECT_TRUE(allclose(d_m.host(), m, 1e-7f, 1e-5f));
   EXPECT_TRUE(allclose(d_v.host(), v, 1e-9f, 1e-5f));
-  const double ref = k::ref::sum_squares(g.data(), n);
-  EXPECT_NEAR(k::cuda::sum_squares(d_g.get(), n), ref, 1e-9 * ref);
-  EXPECT_EQ(k::cuda::sum_squares(d_g.get(), 0), 0.0);
+  // several tensors in one call, an empty one among them: each sum is its own
+  Vec h = randn(777, 3);
+  Dev d_h(h);
+  const float* host_tensors[3] = {g.data(), h.data(), h.data()};
+  const float* dev_tensors[3] = {d_g.get(), d_h.get(), d_h.get()};
+  const int64_t sizes[3] = {n, 777, 0};
+  double ref[3], got[3] = {-1, -1, -1};
+  k::ref::sum_squares(ref, host_tensors, sizes, 3);
+  k::cuda::sum_squares(got, dev_tensors, sizes, 3);
+  for (int i = 0; i < 3; i++) EXPECT_NEAR(got[i], ref[i], 1e-9 * ref[i]) << "tensor " << i;
+  EXPECT_EQ(got[2], 0.0);
 }
 
 // The Llama block's ops: RMSNorm's three kernels, RoPE both ways, SwiGLU, the KV repetition.

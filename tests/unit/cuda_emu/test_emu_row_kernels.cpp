@@ -34,6 +34,7 @@ namespace cuda = axonn::kernels::cuda;
 namespace emu = axonn::emu;
 using axonn::test::allclose;
 using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_rows_gradient;
 using axonn::test::layernorm_rows_backward;
 using axonn::test::layernorm_steps;
 using axonn::test::rand_bf;
@@ -171,6 +172,16 @@ struct Emulated {
     });
   }
 
+  static void softmax_crossentropy_forward_backward(float* losses, E* dlogits, const E* logits, const float* maxv,
+                                                    const float* sums, const int* targets, const float* weights,
+                                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
+    if (N == 0) return;
+    launch(ce::row_blocks(N), ce::kThreads, [&] {
+      ce::probs_loss_gradient_kernel<E>(losses, dlogits, logits, maxv, sums, targets, weights, dloss, N, Vvalid, Vs,
+                                        vocab_begin, rows_aligned16<E>(Vs, {dlogits, logits}));
+    });
+  }
+
   // The reference table with these ops in place of its own.
   static k::OpTable<E> table(const k::OpTable<E>& ref) {
     k::OpTable<E> t = ref;
@@ -187,6 +198,7 @@ struct Emulated {
     t.crossentropy_sums = crossentropy_sums;
     t.softmax_crossentropy_forward = softmax_crossentropy_forward;
     t.softmax_crossentropy_backward = softmax_crossentropy_backward;
+    t.softmax_crossentropy_forward_backward = softmax_crossentropy_forward_backward;
     return t;
   }
 };
@@ -317,7 +329,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmuNorms,
 
 // The cross-entropy over the whole vocabulary and over the slice [9, Vp) (a rank's share: targets below 9 are
 // not held), forward in its steps, in place as the model calls it; backward accumulating and in place, without
-// and with per-token weights (the Goldfish mask).
+// and with per-token weights (the Goldfish mask); the loss and gradient in one pass, bit for bit the forward and
+// the backward in place.
 template <typename E, typename Rand, typename Close>
 void check_crossentropy(const k::OpTable<E>& ref, const std::vector<E>& z, int64_t N, int V, int Vp, Rand rand,
                         Close close) {
@@ -346,6 +359,19 @@ void check_crossentropy(const k::OpTable<E>& ref, const std::vector<E>& z, int64
       ref.softmax_crossentropy_backward(q.data(), q.data(), targets.data(), w, 0.25f, N, valid, width, begin);
       emu_ops.softmax_crossentropy_backward(e_q.data(), e_q.data(), targets.data(), w, 0.25f, N, valid, width, begin);
       EXPECT_TRUE(close(e_q, q)) << "in place, slice at " << begin << (weighted ? ", weighted" : "");
+      // the loss and the gradient in one pass, in place over the logits as the model calls it: the two steps'
+      // bits on the emulated kernels, and the oracle's within the bounds
+      std::vector<E> two_steps = e_probs;
+      emu_ops.softmax_crossentropy_backward(two_steps.data(), two_steps.data(), targets.data(), w, 0.25f, N, valid,
+                                            width, begin);
+      Vec f_loss(N);
+      std::vector<E> f_d = zs;
+      crossentropy_rows_gradient(emu_ops, f_loss.data(), f_d.data(), f_d.data(), targets.data(), w, 0.25f, N, valid,
+                                 width, begin);
+      EXPECT_EQ(f_loss, e_loss) << "one-pass losses, slice at " << begin;
+      EXPECT_EQ(f_d, two_steps) << "one-pass gradient against the two steps, slice at " << begin
+                          << (weighted ? ", weighted" : "");
+      EXPECT_TRUE(close(f_d, q)) << "one-pass gradient, slice at " << begin << (weighted ? ", weighted" : "");
     }
   }
 }

@@ -17,6 +17,7 @@
 namespace k = axonn::kernels;
 using axonn::test::allclose;
 using axonn::test::crossentropy_rows;
+using axonn::test::crossentropy_rows_gradient;
 using axonn::test::layernorm_rows_backward;
 using axonn::test::layernorm_steps;
 using axonn::test::randint;
@@ -440,8 +441,17 @@ TEST(AdamW, MatchesClosedFormAndRef) {
 }
 
 TEST(SumSquares, CpuMatchesRef) {
-  Vec x = randn(12345, 1);
-  EXPECT_NEAR(k::cpu::sum_squares(x.data(), 12345), k::ref::sum_squares(x.data(), 12345), 1e-6);
+  Vec x = randn(12345, 1), y = randn(100, 2);
+  const float* tensors[3] = {x.data(), y.data(), y.data()};
+  const int64_t sizes[3] = {12345, 100, 0};
+  double cpu[3] = {-1, -1, -1}, ref[3] = {-1, -1, -1}, alone = -1;
+  k::cpu::sum_squares(cpu, tensors, sizes, 3);
+  k::ref::sum_squares(ref, tensors, sizes, 3);
+  for (int i = 0; i < 3; i++) EXPECT_NEAR(cpu[i], ref[i], 1e-6) << "tensor " << i;
+  EXPECT_EQ(cpu[2], 0.0);
+  // a tensor's sum does not depend on the others in the call (the gradient norm's bits)
+  k::cpu::sum_squares(&alone, tensors + 1, sizes + 1, 1);
+  EXPECT_EQ(alone, cpu[1]);
 }
 
 TEST(Dispatch, TablesAndNames) {
@@ -534,7 +544,7 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
   Vec dz = p;
   ops.softmax_crossentropy_backward(dz.data(), dz.data(), tg.data(), w.data(), 0.5f, N, V, Vp, 0);
   TwoRankGroup shared;
-  Vec losses[2], probs[2], grads[2];
+  Vec losses[2], probs[2], grads[2], one_pass_losses[2], one_pass_grads[2];
   auto rank = [&](int r) {
     int lo = r == 0 ? 0 : v0, hi = r == 0 ? v0 : Vp, Vs = hi - lo, valid = std::min(V, hi) - lo;
     RankCtx ctx{&shared, r};
@@ -546,6 +556,11 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
     crossentropy_rows(ops, losses[r].data(), probs[r].data(), zs.data(), tg.data(), N, valid, Vs, lo, complete);
     grads[r] = probs[r];
     ops.softmax_crossentropy_backward(grads[r].data(), grads[r].data(), tg.data(), w.data(), 0.5f, N, valid, Vs, lo);
+    // a training forward's: the losses and the gradient in one pass, in place over the logits
+    one_pass_losses[r].resize(N);
+    one_pass_grads[r] = zs;
+    crossentropy_rows_gradient(ops, one_pass_losses[r].data(), one_pass_grads[r].data(), one_pass_grads[r].data(),
+                               tg.data(), w.data(), 0.5f, N, valid, Vs, lo, complete);
   };
   std::thread t1(rank, 1);
   rank(0);
@@ -555,6 +570,8 @@ TEST_P(ShardedRows, CrossEntropyOverTwoVocabularySlicesMatchesWholeRows) {
     EXPECT_TRUE(allclose(losses[r], loss, 1e-5f, 1e-5f)) << "rank " << r;
     EXPECT_TRUE(allclose(probs[r], columns(p, N, Vp, lo, hi), 1e-7f, 1e-5f)) << "rank " << r;
     EXPECT_TRUE(allclose(grads[r], columns(dz, N, Vp, lo, hi), 1e-7f, 1e-5f)) << "rank " << r;
+    EXPECT_EQ(one_pass_losses[r], losses[r]) << "rank " << r << ": one pass against the two steps";
+    EXPECT_EQ(one_pass_grads[r], grads[r]) << "rank " << r << ": one pass against the two steps";
   }
 }
 

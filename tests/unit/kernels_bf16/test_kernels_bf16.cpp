@@ -34,6 +34,7 @@ using axonn::f32_to_bf16;
 using axonn::test::allclose;
 using axonn::test::crossentropy_rows;
 using axonn::test::crossentropy_steps;
+using axonn::test::crossentropy_rows_gradient;
 using axonn::test::layernorm_rows_backward;
 using axonn::test::layernorm_steps;
 using axonn::test::randint;
@@ -540,6 +541,14 @@ TEST_P(Bf16Table, SoftmaxCrossEntropy) {
     if (w) {
       EXPECT_EQ(widen(in_place)[2 * Vs + 1], 0.0f) << "a dropped token has no gradient";
     }
+    // a training forward's: the losses and the gradient in one pass over the logits, in place; the bf16
+    // probabilities it never stores are rounded as the forward stores them: the two steps' bits
+    Bf one_pass = z;
+    Vec one_pass_losses(N);
+    crossentropy_rows_gradient(ops(), one_pass_losses.data(), one_pass.data(), one_pass.data(), targets.data(), w,
+                               dloss, N, V, Vs);
+    EXPECT_EQ(one_pass, in_place) << "one pass against the two steps" << (w ? ", weighted" : "");
+    EXPECT_EQ(one_pass_losses, losses) << "one pass against the two steps";
   }
 }
 
