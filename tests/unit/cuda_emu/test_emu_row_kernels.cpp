@@ -7,11 +7,7 @@
 // bf16 ulp) compare it with kernels::ref, fp32 and bf16. The shapes take both pack paths: rows whose bytes are
 // a multiple of 16 (whole packs, 16-byte loads) and rows that are not (a short last pack, element by element),
 // rows shorter than a pack, more rows than a column chunk (256), a vocabulary longer than a block (512).
-#define AXONN_SIMT_EMULATOR 1
-#include "simt_emulator.hpp"
-//
-#include "kernels/cuda/crossentropy_rows.cuh"
-#include "kernels/cuda/norm_rows.cuh"
+#include "emulated_ops.hpp"
 
 #include <gtest/gtest.h>
 
@@ -49,159 +45,10 @@ namespace {
 
 namespace norm = cuda::norm_rows;
 namespace ce = cuda::crossentropy_rows;
+using axonn::test::emulated::column_sums;
+using axonn::test::emulated::Emulated;
+using axonn::test::emulated::launch;
 using cuda::detail::rows_aligned16;
-
-// The warp order every launch of a test runs under (the tests run both).
-emu::Schedule g_schedule = emu::Schedule::kLowestFirst;
-
-template <typename F>
-void launch(dim3 grid, dim3 block, F kernel) {
-  emu::launch(grid, block, 0, kernel, g_schedule);
-}
-
-// columns.cuh's sums down the rows, launched as its column_sums_of launches them.
-template <int kSums, typename Terms>
-void column_sums(cuda::detail::ColumnOutputs<kSums> out, Terms terms, int64_t rows, int cols, bool vec) {
-  if (rows == 0 || cols == 0) return;
-  const cuda::detail::ColumnLaunch l = cuda::detail::column_launch(rows, cols);
-  launch(l.grid, l.block, [&] {
-    cuda::detail::column_sums_kernel<kSums, Terms>(out, terms, rows, cols, l.rows_per_block, vec);
-  });
-}
-
-// The CUDA table's ops on the emulator, launched as layernorm.cu, llama.cu and crossentropy.cu launch them.
-template <typename E>
-struct Emulated {
-  static void layernorm_sum(float* mean, const E* inp, int64_t N, int C) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads,
-           [&] { norm::row_sum_kernel<E, false>(mean, inp, N, C, rows_aligned16<E>(C, {inp})); });
-  }
-  static void layernorm_centred_sumsq(float* var, float* mean, const E* inp, int64_t N, int C, int C_total) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::layernorm_centred_squares_kernel<E>(var, mean, inp, N, C, static_cast<float>(C_total),
-                                                rows_aligned16<E>(C, {inp}));
-    });
-  }
-  static void layernorm_forward(E* out, const float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
-                                int64_t N, int C, int C_total) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::layernorm_normalise_kernel<E>(out, mean, rstd, inp, weight, bias, N, C, static_cast<float>(C_total),
-                                          rows_aligned16<E>(C, {out, inp, weight, bias}));
-    });
-  }
-  static void layernorm_backward_sums(float* sums, const E* dout, const E* inp, const E* weight, const float* mean,
-                                      const float* rstd, int64_t N, int C) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::layernorm_backward_sums_kernel<E>(sums, dout, inp, weight, mean, rstd, N, C,
-                                              rows_aligned16<E>(C, {dout, inp, weight}));
-    });
-  }
-  static void layernorm_backward(E* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
-                                 const float* mean, const float* rstd, const float* sums, int64_t N, int C,
-                                 int C_total) {
-    if (N == 0 || C == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::layernorm_backward_apply_kernel<E>(dinp, sums, dout, inp, weight, mean, rstd, N, C,
-                                               static_cast<float>(C_total),
-                                               rows_aligned16<E>(C, {dinp, dout, inp, weight}));
-    });
-    column_sums<2>({{dweight, dbias}}, cuda::detail::LayerNormParamTerms<E>{dout, inp, mean, rstd, C}, N, C,
-                   rows_aligned16<E>(C, {dout, inp}));
-  }
-
-  static void rmsnorm_sumsq(float* sumsq, const E* inp, int64_t N, int C) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads,
-           [&] { norm::row_sum_kernel<E, true>(sumsq, inp, N, C, rows_aligned16<E>(C, {inp})); });
-  }
-  static void rmsnorm_forward(E* out, float* rstd, const E* inp, const E* weight, int64_t N, int C, int C_total,
-                              float eps) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::rmsnorm_forward_kernel<E>(out, rstd, inp, weight, N, C, static_cast<float>(C_total), eps,
-                                      rows_aligned16<E>(C, {out, inp, weight}));
-    });
-  }
-  static void rmsnorm_backward_dot(float* dot, const E* dout, const E* inp, const E* weight, int64_t N, int C) {
-    if (N == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::rmsnorm_dot_kernel<E>(dot, dout, inp, weight, N, C, rows_aligned16<E>(C, {dout, inp, weight}));
-    });
-  }
-  static void rmsnorm_backward(E* dinp, float* dweight, const E* dout, const E* inp, const E* weight,
-                               const float* rstd, const float* dot, int64_t N, int C, int C_total) {
-    if (N == 0 || C == 0) return;
-    launch(norm::row_blocks(N), norm::kThreads, [&] {
-      norm::rmsnorm_input_grad_kernel<E>(dinp, dout, inp, weight, rstd, dot, N, C, static_cast<float>(C_total),
-                                         rows_aligned16<E>(C, {dinp, dout, inp, weight}));
-    });
-    column_sums<1>({{dweight}}, cuda::detail::RmsNormWeightTerms<E>{dout, inp, rstd, C}, N, C,
-                   rows_aligned16<E>(C, {dout, inp}));
-  }
-
-  static void crossentropy_max(float* maxv, const E* logits, int64_t N, int Vvalid, int Vs) {
-    if (N == 0) return;
-    launch(ce::row_blocks(N), ce::kThreads,
-           [&] { ce::row_max_kernel<E>(maxv, logits, Vvalid, Vs, rows_aligned16<E>(Vs, {logits})); });
-  }
-  static void crossentropy_sums(float* sums, const float* maxv, const E* logits, const int* targets, int64_t N,
-                                int Vvalid, int Vs, int vocab_begin) {
-    if (N == 0) return;
-    launch(ce::row_blocks(N), ce::kThreads, [&] {
-      ce::exp_sum_kernel<E>(sums, maxv, logits, targets, N, Vvalid, Vs, vocab_begin, rows_aligned16<E>(Vs, {logits}));
-    });
-  }
-  static void softmax_crossentropy_forward(float* losses, E* probs, const E* logits, const float* maxv,
-                                           const float* sums, int64_t N, int Vvalid, int Vs) {
-    if (N == 0) return;
-    launch(ce::row_blocks(N), ce::kThreads, [&] {
-      ce::probs_loss_kernel<E>(losses, probs, logits, maxv, sums, N, Vvalid, Vs,
-                               rows_aligned16<E>(Vs, {probs, logits}));
-    });
-  }
-  static void softmax_crossentropy_backward(E* dlogits, const E* probs, const int* targets, const float* weights,
-                                            float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
-    if (N == 0) return;
-    launch(ce::row_blocks(N), ce::kThreads, [&] {
-      ce::softmax_crossentropy_backward_kernel<E>(dlogits, probs, targets, weights, dloss, Vvalid, Vs, vocab_begin,
-                                                  rows_aligned16<E>(Vs, {dlogits, probs}));
-    });
-  }
-
-  static void softmax_crossentropy_forward_backward(float* losses, E* dlogits, const E* logits, const float* maxv,
-                                                    const float* sums, const int* targets, const float* weights,
-                                                    float dloss, int64_t N, int Vvalid, int Vs, int vocab_begin) {
-    if (N == 0) return;
-    launch(ce::row_blocks(N), ce::kThreads, [&] {
-      ce::probs_loss_gradient_kernel<E>(losses, dlogits, logits, maxv, sums, targets, weights, dloss, N, Vvalid, Vs,
-                                        vocab_begin, rows_aligned16<E>(Vs, {dlogits, logits}));
-    });
-  }
-
-  // The reference table with these ops in place of its own.
-  static k::OpTable<E> table(const k::OpTable<E>& ref) {
-    k::OpTable<E> t = ref;
-    t.layernorm_sum = layernorm_sum;
-    t.layernorm_centred_sumsq = layernorm_centred_sumsq;
-    t.layernorm_forward = layernorm_forward;
-    t.layernorm_backward_sums = layernorm_backward_sums;
-    t.layernorm_backward = layernorm_backward;
-    t.rmsnorm_sumsq = rmsnorm_sumsq;
-    t.rmsnorm_forward = rmsnorm_forward;
-    t.rmsnorm_backward_dot = rmsnorm_backward_dot;
-    t.rmsnorm_backward = rmsnorm_backward;
-    t.crossentropy_max = crossentropy_max;
-    t.crossentropy_sums = crossentropy_sums;
-    t.softmax_crossentropy_forward = softmax_crossentropy_forward;
-    t.softmax_crossentropy_backward = softmax_crossentropy_backward;
-    t.softmax_crossentropy_forward_backward = softmax_crossentropy_forward_backward;
-    return t;
-  }
-};
 
 const k::Ops& ref32() { return k::ops_for(k::Backend::kRef); }
 const k::OpsBf16& ref16() { return k::ref_bf16_ops(); }
@@ -231,13 +78,13 @@ const Vocab kVocabs[] = {{21, 37, 40}, {5, 1003, 1024}, {4, 1003, 1003}};
 
 class EmuNorms : public ::testing::TestWithParam<std::tuple<Rows, emu::Schedule>> {
  protected:
-  void SetUp() override { g_schedule = std::get<1>(GetParam()); }
+  void SetUp() override { axonn::test::emulated::schedule() = std::get<1>(GetParam()); }
   int64_t N() const { return std::get<0>(GetParam()).N; }
   int C() const { return std::get<0>(GetParam()).C; }
 };
 class EmuCrossEntropy : public ::testing::TestWithParam<std::tuple<Vocab, emu::Schedule>> {
  protected:
-  void SetUp() override { g_schedule = std::get<1>(GetParam()); }
+  void SetUp() override { axonn::test::emulated::schedule() = std::get<1>(GetParam()); }
 };
 
 }  // namespace
