@@ -22,6 +22,7 @@
 #include "axonn/train/trainer.hpp"
 #include "gpu_test.hpp"
 #include "common/data_dirs.hpp"
+#include "common/greedy_generation.hpp"
 #include "common/reference_run.hpp"
 #include "common/tensor_expect.hpp"
 #include "common/test_models.hpp"
@@ -267,12 +268,8 @@ TEST(GpuGenerate, GreedyIdsAndLogprobsEqualCpu) {
   model::GptConfig llama = test::tiny_llama_tied_scaled();
   llama.channels = 64;
   const checkpoint::ModelSource gpt2 = checkpoint::find_model_source(test::reference_file("gpt2-tiny/model.bin"));
-  const std::vector<std::vector<int>> prompts = {{11, 22, 33, 44}, {5, 6}};
-  infer::GenerateOptions o;
-  o.max_new_tokens = 20;
-  o.sampling.temperature = 0;
-  o.stop_ids = {-1};
-  o.logprobs = true;
+  const std::vector<std::vector<int>>& prompts = test::kGreedyPrompts;
+  const infer::GenerateOptions o = test::greedy_with_logprobs();
   struct Variant {
     bool from_file;
     DType precision;

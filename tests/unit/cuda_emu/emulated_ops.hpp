@@ -3,8 +3,8 @@
 // reference table's op in a copy of it (Emulated<E>::table). The kernel tests compare them op by op with
 // kernels::ref (test_emu_row_kernels.cpp); the model test runs a whole model on them (test_emu_model.cpp). Covers
 // the norms (LayerNorm, RMSNorm and their parameter gradients), the cross-entropy's steps and its one pass, AdamW,
-// SwiGLU and RoPE, and in bf16 the register-resident tensor-core flash attention where it applies
-// (MmaAttention); the rest of a table (GEMMs, fp32 attention, GELU, residuals, embeddings) stays the reference's.
+// SwiGLU and RoPE, generation's KV-cache append and attention over the cache, and in bf16 the register-resident
+// tensor-core flash attention where it applies (MmaAttention); the rest of a table (GEMMs, fp32 attention, GELU, residuals, embeddings) stays the reference's.
 // Include it first: it makes the kernel sources build for the emulator.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/attention_bf16_mma.cuh"
 #include "kernels/cuda/crossentropy_rows.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/llama_rows.cuh"
 #include "kernels/cuda/norm_rows.cuh"
 
@@ -32,6 +33,7 @@ namespace emu = axonn::emu;
 namespace norm = cuda::norm_rows;
 namespace ce = cuda::crossentropy_rows;
 namespace llama = cuda::llama_rows;
+namespace kv = cuda::kv_cache;
 using cuda::detail::rows_aligned16;
 
 // The warp order every launch runs under (the kernel tests run both).
@@ -56,7 +58,7 @@ void column_sums(cuda::detail::ColumnOutputs<kSums> out, Terms terms, int64_t ro
 }
 
 // The CUDA table's ops on the emulator, launched as layernorm.cu, llama.cu, crossentropy.cu, adamw.cu and
-// attention_bf16_tc.cu launch them.
+// kv_cache.cu launch them.
 template <typename E>
 struct Emulated {
   static void layernorm_sum(float* mean, const E* inp, int64_t N, int C) {
@@ -208,6 +210,27 @@ struct Emulated {
     rope(dx, cos, sin, B, T, heads, HS, stride, -1.0f);
   }
 
+  static void kv_cache_append(E* kcache, E* vcache, const E* qkv, int B, int n, int pos, int Tc, int NH, int NKV,
+                              int HS) {
+    const int64_t elements = static_cast<int64_t>(B) * n * NKV * HS;
+    if (elements == 0) return;
+    launch(cuda::detail::grid_for(elements, kv::kAppendThreads), kv::kAppendThreads, [&] {
+      kv::kv_cache_append_kernel<E>(kcache, vcache, qkv, n, pos, Tc, NH * HS, NKV * HS, elements);
+    });
+  }
+  static void attention_cached_forward(E* out, const E* qkv, const E* kcache, const E* vcache, int B, int n, int pos,
+                                       int Tc, int NH, int NKV, int HS) {
+    const int64_t blocks = static_cast<int64_t>(B) * NH * n;
+    if (blocks == 0) return;
+    launch(
+        dim3(static_cast<unsigned>(blocks)), kv::kCachedAttentionThreads,
+        [&] {
+          kv::attention_cached_kernel<E>(out, qkv, kcache, vcache, n, pos, Tc, NH, NH / NKV, HS,
+                                         1.0f / std::sqrt(static_cast<float>(HS)));
+        },
+        kv::attention_cached_smem(Tc, HS));
+  }
+
   // The reference table with these ops in place of its own.
   static k::OpTable<E> table(const k::OpTable<E>& ref) {
     k::OpTable<E> t = ref;
@@ -230,6 +253,8 @@ struct Emulated {
     t.swiglu_backward = swiglu_backward;
     t.rope_forward = rope_forward;
     t.rope_backward = rope_backward;
+    t.kv_cache_append = kv_cache_append;
+    t.attention_cached_forward = attention_cached_forward;
     return t;
   }
 };

@@ -19,9 +19,11 @@
 
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/memory.hpp"
+#include "axonn/infer/generator.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "greedy_generation.hpp"
 #include "tensor_expect.hpp"
 #include "test_models.hpp"
 
@@ -131,14 +133,43 @@ TEST(EmuModel, Gpt2TrainsAsOnTheReference) { check(gpt2_hs64(), 0, false); }
 TEST(EmuModel, Gpt2ByHeadChunksWithTheGoldfishMask) { check(gpt2_hs64(), 48, true); }
 
 // Llama with grouped queries (2 heads of 64, 1 KV head): RMSNorm, RoPE on the q|k|v rows, SwiGLU.
-TEST(EmuModel, LlamaTrainsAsOnTheReference) {
+model::GptConfig llama_hs64() {
   model::GptConfig c = test::tiny_llama_gqa();
   c.max_seq_len = 64;
   c.channels = 128;
   c.num_heads = 2;
   c.num_kv_heads = 1;
   c.ffn_hidden = 96;
-  check(c, 0, false);
+  return c;
+}
+
+TEST(EmuModel, LlamaTrainsAsOnTheReference) { check(llama_hs64(), 0, false); }
+
+// Generation on them, as GpuGenerate runs it on a GPU (the KV cache's append and the attention over the cache,
+// the norms, the LM head by chunks): two prompts of different lengths, 20 greedy tokens each, on a random GPT-2 and
+// a random grouped-query Llama in fp32: the reference's ids, and each token's log-probability within 1e-4.
+TEST(EmuModel, GenerationEqualsTheReference) {
+  register_emulated_tables();
+  std::shared_ptr<comm::Communicator> self = comm::world()->split(comm::world()->rank(), 0, "alone");
+  parallel::Grid grid({1, 1, 1, 1}, self);
+  const std::vector<std::vector<int>>& prompts = test::kGreedyPrompts;
+  infer::GenerateOptions o = test::greedy_with_logprobs();
+  o.decode_threads = 1;
+  for (const model::GptConfig& cfg : {gpt2_hs64(), llama_hs64()}) {
+    SCOPED_TRACE(cfg.family == model::Family::kLlama ? "llama" : "gpt-2");
+    auto run = [&](kernels::Backend backend) {
+      infer::Generator g(cfg, grid, 2, 32, backend);
+      g.model().init_random(7);
+      std::vector<std::vector<int>> ids = g.generate(prompts, o);
+      return std::pair{ids, g.last_logprobs()};
+    };
+    const auto [want_ids, want_logprobs] = run(kernels::Backend::kRef);
+    const auto [ids, logprobs] = run(kernels::Backend::kCuda);
+    ASSERT_EQ(ids, want_ids);
+    for (size_t b = 0; b < want_logprobs.size(); b++)
+      for (size_t i = 0; i < want_logprobs[b].size(); i++)
+        EXPECT_NEAR(logprobs[b][i], want_logprobs[b][i], 1e-4) << "sequence " << b << ", token " << i;
+  }
 }
 
 }  // namespace
