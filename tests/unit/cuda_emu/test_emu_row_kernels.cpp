@@ -58,6 +58,17 @@ const k::OpsBf16& ref16() { return k::ref_bf16_ops(); }
   return allclose(widen(got), widen(want), axonn::test::kBf16Abs, axonn::test::kBf16Ulp);
 }
 
+// The model's all-reduce between the steps (row_steps.hpp's `complete`) over a group of `ranks` ranks that hold
+// identical channels, as the GPU tests' TwoRankGroup: a sum multiplies each value by the ranks, a max keeps it, and
+// a row is ranks * C channels long (C_total). One rank: nothing to complete.
+struct IdenticalRanks {
+  int ranks;
+  void operator()(float* values, int64_t n, bool max) const {
+    if (!max)
+      for (int64_t i = 0; i < n; i++) values[i] *= static_cast<float>(ranks);
+  }
+};
+
 struct Rows {
   int64_t N;
   int C;
@@ -95,21 +106,27 @@ TEST_P(EmuNorms, LayerNormFp32) {
   const k::Ops emu_ops = Emulated<float>::table(ref32());
   Vec x = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3), dy = randn(N * C, 4);
   for (auto& v : x) v += 3.0f;  // an offset mean, where one-pass variance would lose digits
-  Vec out(N * C), mean(N), rstd(N), e_out(N * C), e_mean(N), e_rstd(N);
-  layernorm_steps(ref32(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
-  layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C, C);
-  EXPECT_TRUE(allclose(e_out, out, 1e-5f, 1e-5f));
-  EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
-  EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
-  Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
-  Vec e_dx = dx, e_dw = dw, e_db = db;
-  layernorm_rows_backward(ref32(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                          rstd.data(), N, C, C);
-  layernorm_rows_backward(emu_ops, e_dx.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
-                          e_mean.data(), e_rstd.data(), N, C, C);
-  EXPECT_TRUE(allclose(e_dx, dx, 1e-4f, 1e-4f));
-  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
-  EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+  for (const int ranks : {1, 2}) {  // whole rows, and rows of which this rank holds half (C_total = 2C)
+    SCOPED_TRACE(::testing::Message() << ranks << " ranks");
+    const IdenticalRanks group{ranks};
+    Vec out(N * C), mean(N), rstd(N), e_out(N * C), e_mean(N), e_rstd(N);
+    layernorm_steps(ref32(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, ranks * C,
+                    group);
+    layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C,
+                    ranks * C, group);
+    EXPECT_TRUE(allclose(e_out, out, 1e-5f, 1e-5f));
+    EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
+    EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
+    Vec dx(N * C, 0.1f), dw(C, 0.2f), db(C, 0.3f);  // backward accumulates
+    Vec e_dx = dx, e_dw = dw, e_db = db;
+    layernorm_rows_backward(ref32(), dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                            rstd.data(), N, C, ranks * C, group);
+    layernorm_rows_backward(emu_ops, e_dx.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
+                            e_mean.data(), e_rstd.data(), N, C, ranks * C, group);
+    EXPECT_TRUE(allclose(e_dx, dx, 1e-4f, 1e-4f));
+    EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
+    EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+  }
 }
 
 TEST_P(EmuNorms, LayerNormBf16) {
@@ -117,47 +134,63 @@ TEST_P(EmuNorms, LayerNormBf16) {
   const int C = this->C();
   const k::OpsBf16 emu_ops = Emulated<bf16>::table(ref16());
   Bf x = rand_bf(N * C, 1, 2.0f), w = rand_bf(C, 2), b = rand_bf(C, 3), dy = rand_bf(N * C, 4), d0 = rand_bf(N * C, 5);
-  Bf out(N * C), e_out(N * C);
-  Vec mean(N), rstd(N), e_mean(N), e_rstd(N);
-  layernorm_steps(ref16(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, C);
-  layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C, C);
-  EXPECT_TRUE(close_bf16(e_out, out));
-  EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
-  EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
-  Bf dinp = d0, e_dinp = d0;
-  Vec dw(C, 0.5f), db(C, -0.5f), e_dw = dw, e_db = db;
-  layernorm_rows_backward(ref16(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
-                          rstd.data(), N, C, C);
-  layernorm_rows_backward(emu_ops, e_dinp.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
-                          e_mean.data(), e_rstd.data(), N, C, C);
-  EXPECT_TRUE(close_bf16(e_dinp, dinp));
-  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
-  EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+  for (const int ranks : {1, 2}) {  // whole rows, and rows of which this rank holds half (C_total = 2C)
+    SCOPED_TRACE(::testing::Message() << ranks << " ranks");
+    const IdenticalRanks group{ranks};
+    Bf out(N * C), e_out(N * C);
+    Vec mean(N), rstd(N), e_mean(N), e_rstd(N);
+    layernorm_steps(ref16(), out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, ranks * C,
+                    group);
+    layernorm_steps(emu_ops, e_out.data(), e_mean.data(), e_rstd.data(), x.data(), w.data(), b.data(), N, C,
+                    ranks * C, group);
+    EXPECT_TRUE(close_bf16(e_out, out));
+    EXPECT_TRUE(allclose(e_mean, mean, 1e-5f, 1e-5f));
+    EXPECT_TRUE(allclose(e_rstd, rstd, 1e-5f, 1e-5f));
+    Bf dinp = d0, e_dinp = d0;
+    Vec dw(C, 0.5f), db(C, -0.5f), e_dw = dw, e_db = db;
+    layernorm_rows_backward(ref16(), dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                            rstd.data(), N, C, ranks * C, group);
+    layernorm_rows_backward(emu_ops, e_dinp.data(), e_dw.data(), e_db.data(), dy.data(), x.data(), w.data(),
+                            e_mean.data(), e_rstd.data(), N, C, ranks * C, group);
+    EXPECT_TRUE(close_bf16(e_dinp, dinp));
+    EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f));
+    EXPECT_TRUE(allclose(e_db, db, 1e-3f, 1e-4f));
+  }
 }
 
-// RMSNorm in the model's steps (sum of squares; rstd in place; dot; input and weight gradients), fp32 then bf16.
+// RMSNorm in the model's steps (sum of squares; rstd in place; dot; input and weight gradients), fp32 then bf16,
+// over whole rows and over rows of which this rank holds half (IdenticalRanks).
 template <typename E, typename Rand, typename Close>
 void check_rmsnorm(const k::OpTable<E>& ref, int64_t N, int C, Rand rand, Close close) {
   const k::OpTable<E> emu_ops = Emulated<E>::table(ref);
   const std::vector<E> x = rand(N * C, 1, 2.0f), w = rand(C, 2, 1.0f), dy = rand(N * C, 3, 1.0f),
                        d0 = rand(N * C, 4, 1.0f);
-  std::vector<E> out(N * C), e_out(N * C), dinp = d0, e_dinp = d0;
-  Vec ss(N), e_ss(N), dot(N), e_dot(N), dw(C, 0.5f), e_dw = dw;
-  ref.rmsnorm_sumsq(ss.data(), x.data(), N, C);
-  emu_ops.rmsnorm_sumsq(e_ss.data(), x.data(), N, C);
-  EXPECT_TRUE(allclose(e_ss, ss, 1e-4f, 1e-5f)) << "sum of squares";
-  ref.rmsnorm_forward(out.data(), ss.data(), x.data(), w.data(), N, C, C, 1e-5f);  // ss becomes rstd
-  emu_ops.rmsnorm_forward(e_out.data(), e_ss.data(), x.data(), w.data(), N, C, C, 1e-5f);
-  EXPECT_TRUE(allclose(e_ss, ss, 1e-6f, 1e-5f)) << "rstd";
-  EXPECT_TRUE(close(e_out, out)) << "forward";
-  ref.rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
-  emu_ops.rmsnorm_backward_dot(e_dot.data(), dy.data(), x.data(), w.data(), N, C);
-  EXPECT_TRUE(allclose(e_dot, dot, 1e-4f, 1e-4f)) << "dot";
-  ref.rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), ss.data(), dot.data(), N, C, C);
-  emu_ops.rmsnorm_backward(e_dinp.data(), e_dw.data(), dy.data(), x.data(), w.data(), e_ss.data(), e_dot.data(), N,
-                           C, C);
-  EXPECT_TRUE(close(e_dinp, dinp)) << "input gradient";
-  EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f)) << "weight gradient";
+  for (const int ranks : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << ranks << " ranks");
+    const IdenticalRanks group{ranks};
+    const int C_total = ranks * C;
+    std::vector<E> out(N * C), e_out(N * C), dinp = d0, e_dinp = d0;
+    Vec ss(N), e_ss(N), dot(N), e_dot(N), dw(C, 0.5f), e_dw = dw;
+    ref.rmsnorm_sumsq(ss.data(), x.data(), N, C);
+    emu_ops.rmsnorm_sumsq(e_ss.data(), x.data(), N, C);
+    EXPECT_TRUE(allclose(e_ss, ss, 1e-4f, 1e-5f)) << "sum of squares";
+    group(ss.data(), N, false);
+    group(e_ss.data(), N, false);
+    ref.rmsnorm_forward(out.data(), ss.data(), x.data(), w.data(), N, C, C_total, 1e-5f);  // ss becomes rstd
+    emu_ops.rmsnorm_forward(e_out.data(), e_ss.data(), x.data(), w.data(), N, C, C_total, 1e-5f);
+    EXPECT_TRUE(allclose(e_ss, ss, 1e-6f, 1e-5f)) << "rstd";
+    EXPECT_TRUE(close(e_out, out)) << "forward";
+    ref.rmsnorm_backward_dot(dot.data(), dy.data(), x.data(), w.data(), N, C);
+    emu_ops.rmsnorm_backward_dot(e_dot.data(), dy.data(), x.data(), w.data(), N, C);
+    EXPECT_TRUE(allclose(e_dot, dot, 1e-4f, 1e-4f)) << "dot";
+    group(dot.data(), N, false);
+    group(e_dot.data(), N, false);
+    ref.rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), ss.data(), dot.data(), N, C, C_total);
+    emu_ops.rmsnorm_backward(e_dinp.data(), e_dw.data(), dy.data(), x.data(), w.data(), e_ss.data(), e_dot.data(), N,
+                             C, C_total);
+    EXPECT_TRUE(close(e_dinp, dinp)) << "input gradient";
+    EXPECT_TRUE(allclose(e_dw, dw, 1e-3f, 1e-4f)) << "weight gradient";
+  }
 }
 
 TEST_P(EmuNorms, RmsNormFp32) {
@@ -177,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmuNorms,
 // The cross-entropy over the whole vocabulary and over the slice [9, Vp) (a rank's share: targets below 9 are
 // not held), forward in its steps, in place as the model calls it; backward accumulating and in place, without
 // and with per-token weights (the Goldfish mask); the loss and gradient in one pass, bit for bit the forward and
-// the backward in place.
+// the backward in place, and over a group of two ranks.
 template <typename E, typename Rand, typename Close>
 void check_crossentropy(const k::OpTable<E>& ref, const std::vector<E>& z, int64_t N, int V, int Vp, Rand rand,
                         Close close) {
@@ -219,6 +252,15 @@ void check_crossentropy(const k::OpTable<E>& ref, const std::vector<E>& z, int64
       EXPECT_EQ(f_d, two_steps) << "one-pass gradient against the two steps, slice at " << begin
                           << (weighted ? ", weighted" : "");
       EXPECT_TRUE(close(f_d, q)) << "one-pass gradient, slice at " << begin << (weighted ? ", weighted" : "");
+      // and over a group of two ranks holding identical slices (the sums doubled between the steps)
+      Vec g_loss(N), e_g_loss(N);
+      std::vector<E> g_d = zs, e_g_d = zs;
+      crossentropy_rows_gradient(ref, g_loss.data(), g_d.data(), g_d.data(), targets.data(), w, 0.25f, N, valid, width,
+                                 begin, IdenticalRanks{2});
+      crossentropy_rows_gradient(emu_ops, e_g_loss.data(), e_g_d.data(), e_g_d.data(), targets.data(), w, 0.25f, N,
+                                 valid, width, begin, IdenticalRanks{2});
+      EXPECT_TRUE(allclose(e_g_loss, g_loss, 1e-5f, 1e-5f)) << "one pass over two ranks, slice at " << begin;
+      EXPECT_TRUE(close(e_g_d, g_d)) << "one pass over two ranks, slice at " << begin;
     }
   }
 }
