@@ -44,11 +44,9 @@ void adamw_launch(float* params, uint16_t* copy, float* m, float* v, const float
   if (n == 0) return;
   AXONN_CHECK_ARG(t >= 1, "cuda adamw_update: step t = ", t,
                   " must be >= 1 (the bias corrections divide by 1 - beta^t)");
-  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
-  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-  const adamw::Packs update{params, copy, m, v, grads, {lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2}};
-  const bool vec = detail::all_aligned16({params, m, v, grads}) && (copy == nullptr || detail::all_aligned16({copy}));
-  detail::launch_packs(update, n, vec);
+  const adamw::Packs update{params, copy, m, v, grads,
+                            adamw::step_of(lr, beta1, beta2, eps, weight_decay, grad_scale, t)};
+  detail::launch_packs(update, n, update.aligned());
 }
 
 }  // namespace

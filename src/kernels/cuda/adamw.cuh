@@ -5,6 +5,7 @@
 // emulator as well (tests/unit/cuda_emu runs it on the CPU against kernels::ref).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "common.cuh"
@@ -17,6 +18,11 @@ namespace axonn::kernels::cuda::adamw {
 struct Step {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2;
 };
+// Step t >= 1's settings.
+inline Step step_of(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  return {lr,         beta1, beta2, eps, weight_decay, grad_scale, 1.0f - std::pow(beta1, static_cast<float>(t)),
+          1.0f - std::pow(beta2, static_cast<float>(t))};
+}
 
 // The update of elements [i, i + cnt): m, v and the fp32 master in place; with a copy (the bf16 table's), the
 // master's bf16 rounding as well. The operator detail::pack_kernel calls.
@@ -27,6 +33,10 @@ struct Packs {
   float* v;
   const float* grads;
   Step s;
+  // Every array is 16-byte aligned: the 16-byte loads and stores apply (pack_kernel's `vec`).
+  bool aligned() const {
+    return detail::all_aligned16({params, m, v, grads}) && (copy == nullptr || detail::all_aligned16({copy}));
+  }
   __device__ void operator()(int64_t i, int cnt, bool vec) const {
     float g[detail::kPack], mi[detail::kPack], vi[detail::kPack], p[detail::kPack];
     detail::load8(g, grads + i, cnt, vec);

@@ -1,7 +1,7 @@
 // kernels/cuda/llama.cu — the Llama block's ops (kernels/ops.hpp, ops_bf16.hpp) on device pointers, fp32
 // and bf16 from the same templates: RMSNorm (its row kernels norm_rows.cuh's, its weight gradient columns.cuh's),
-// rotate-half RoPE and SwiGLU (llama_rows.cuh's row kernels), and the KV repetition of grouped-query attention. fp32 math throughout; a bf16 output
-// is rounded once, an accumulated one (dinp +=) is summed in fp32 with its old value first.
+// rotate-half RoPE and SwiGLU (llama_rows.cuh's row kernels), and the KV repetition of grouped-query attention.
+// fp32 math throughout; a bf16 output is rounded once, an accumulated one (dinp +=) is summed in fp32 with its old value first.
 #include "axonn/kernels/ops.hpp"
 #include "columns.cuh"
 #include "llama_rows.cuh"
@@ -90,23 +90,21 @@ template <typename E>
 void rope(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {
   const int64_t rows = static_cast<int64_t>(B) * T;
   if (rows == 0 || heads == 0 || HS == 0) return;
-  const bool vec = (HS / 2) % detail::kPack == 0 && (static_cast<size_t>(stride) * sizeof(E)) % 16 == 0 &&
-                   detail::all_aligned16({x, cos, sin});
-  llama_rows::rope_kernel<E><<<llama_rows::row_blocks(rows), llama_rows::kThreads, 0, detail::stream()>>>(
-      x, cos, sin, rows, T, heads, HS, stride, sign, vec);
+  llama_rows::rope_kernel<E><<<detail::row_grid(rows), llama_rows::kThreads, 0, detail::stream()>>>(
+      x, cos, sin, rows, T, heads, HS, stride, sign, llama_rows::rope_aligned(x, cos, sin, HS, stride));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void swiglu_fwd(E* out, const E* inp, int64_t N, int F) {
   if (N == 0 || F == 0) return;
-  llama_rows::swiglu_forward_kernel<E><<<llama_rows::row_blocks(N), llama_rows::kThreads, 0, detail::stream()>>>(
+  llama_rows::swiglu_forward_kernel<E><<<detail::row_grid(N), llama_rows::kThreads, 0, detail::stream()>>>(
       out, inp, N, F, rows_aligned16<E>(F, {out, inp}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 template <typename E>
 void swiglu_bwd(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
   if (N == 0 || F == 0) return;
-  llama_rows::swiglu_backward_kernel<E><<<llama_rows::row_blocks(N), llama_rows::kThreads, 0, detail::stream()>>>(
+  llama_rows::swiglu_backward_kernel<E><<<detail::row_grid(N), llama_rows::kThreads, 0, detail::stream()>>>(
       dinp, inp, dout, N, F, rows_aligned16<E>(F, {dinp, inp, dout}));
   AXONN_CUDA_CHECK_LAUNCH();
 }

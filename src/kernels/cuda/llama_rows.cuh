@@ -19,12 +19,8 @@ using detail::kPack;
 using detail::load8;
 using detail::store8;
 
+// A block per row (detail::row_grid's launch) of kThreads threads.
 constexpr int kThreads = 128;
-
-// The launch's blocks for `rows` rows: one each, up to 65536, which then loop over the rows.
-inline unsigned row_blocks(int64_t rows) {
-  return static_cast<unsigned>(rows < (int64_t{1} << 16) ? rows : (int64_t{1} << 16));
-}
 
 // out[n, i] = silu(gate) * up over the rows n of inp [N, 2F] = gate | up. vec: rows_aligned16<E>(F, {out, inp})
 // (then the up half of a row, F elements in, is aligned too).
@@ -76,8 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // RoPE in place over `rows` rows of x (row r at x + r * stride, position r % T): the first `heads` heads of HS
 // channels, pair (i, i + HS/2) of each by the angle of (t, i): (a, b) <- (a c - b s, b c + a s), s = sign * sin
-// (sign -1 rotates back). A row's threads take (head, pack of 8 of the first half) in turn. vec: the half is whole
-// packs (HS/2 % 8 == 0) and x, cos, sin and the row stride are 16-byte aligned.
+// (sign -1 rotates back). A row's threads take (head, pack of 8 of the first half) in turn. vec: rope_aligned.
 template <typename E>
 __global__ void __launch_bounds__(kThreads) rope_kernel(E* x, const float* cos, const float* sin, int64_t rows, int T,
                                                         int heads, int HS, int stride, float sign, bool vec) {
@@ -107,6 +102,14 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(E* x, const float* cos, 
       store8(v + half + i, b, cnt, vec);
     }
   }
+}
+
+// rope_kernel's 16-byte packs apply: the half head is whole packs (HS/2 % 8 == 0) and x, cos, sin and the row
+// stride are 16-byte aligned.
+template <typename E>
+inline bool rope_aligned(const E* x, const float* cos, const float* sin, int HS, int stride) {
+  return (HS / 2) % kPack == 0 && (static_cast<size_t>(stride) * sizeof(E)) % 16 == 0 &&
+         detail::all_aligned16({x, cos, sin});
 }
 
 }  // namespace axonn::kernels::cuda::llama_rows

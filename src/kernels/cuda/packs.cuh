@@ -130,6 +130,17 @@ __global__ void pack_kernel(Op op, int64_t n, bool vec) {
   }
 }
 
+// The blocks of a launch of one block per row: one for each of `rows` rows, up to 65536, which then take the rest
+// of the rows in a grid-stride loop (the row fill, llama_rows.cuh's kernels).
+inline unsigned row_grid(int64_t rows) {
+  constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+  return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
+}
+
+// pack_kernel's launch for n elements (launch_packs): blocks of kPackThreads threads, a thread per pack of 8.
+constexpr int kPackThreads = 256;
+inline unsigned pack_grid(int64_t n) { return grid_for((n + kPack - 1) / kPack, kPackThreads); }
+
 // out[n, c] = row[c] for n < N, c < len, or 0 without a row (a linear layer's bias as the C its product is added
 // to). A block per row (a grid-stride loop over rows), its kRowFillThreads threads across the row in packs.
 constexpr int kRowFillThreads = 128;
@@ -153,16 +164,15 @@ __global__ void __launch_bounds__(kRowFillThreads)
 template <typename E>
 void fill_rows(E* out, const E* row, int64_t N, int len) {
   if (N == 0 || len == 0) return;
-  const auto blocks = static_cast<unsigned>(N < (int64_t{1} << 16) ? N : (int64_t{1} << 16));
-  fill_rows_kernel<E><<<blocks, kRowFillThreads, 0, stream()>>>(out, row, N, len, rows_aligned16<E>(len, {out, row}));
+  fill_rows_kernel<E><<<row_grid(N), kRowFillThreads, 0, stream()>>>(out, row, N, len,
+                                                                     rows_aligned16<E>(len, {out, row}));
   AXONN_CUDA_CHECK_LAUNCH();
 }
 
 template <typename Op>
 void launch_packs(const Op& op, int64_t n, bool vec) {
   if (n == 0) return;
-  constexpr int kThreads = 256;
-  pack_kernel<<<grid_for((n + kPack - 1) / kPack, kThreads), kThreads, 0, stream()>>>(op, n, vec);
+  pack_kernel<<<pack_grid(n), kPackThreads, 0, stream()>>>(op, n, vec);
   AXONN_CUDA_CHECK_LAUNCH();
 }
 #endif

@@ -174,34 +174,30 @@ struct Emulated {
   static void adamw_update(float* master, E* copy, float* m, float* v, const float* grads, int64_t n, float lr,
                            float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     if (n == 0) return;
-    const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
-    const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-    auto* copy16 = reinterpret_cast<uint16_t*>(copy);  // null in the fp32 table
-    const cuda::adamw::Packs update{master, copy16, m, v, grads, {lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2}};
-    const bool vec = cuda::detail::all_aligned16({master, m, v, grads}) &&
-                     (copy16 == nullptr || cuda::detail::all_aligned16({copy16}));
-    const int64_t packs = (n + cuda::detail::kPack - 1) / cuda::detail::kPack;
-    launch(dim3(cuda::detail::grid_for(packs, 256)), dim3(256), [&] { cuda::detail::pack_kernel(update, n, vec); });
+    const cuda::adamw::Packs update{master, reinterpret_cast<uint16_t*>(copy),  // copy: null in the fp32 table
+                                    m, v, grads,
+                                    cuda::adamw::step_of(lr, beta1, beta2, eps, weight_decay, grad_scale, t)};
+    launch(cuda::detail::pack_grid(n), cuda::detail::kPackThreads,
+           [&] { cuda::detail::pack_kernel(update, n, update.aligned()); });
   }
 
   static void swiglu_forward(E* out, const E* inp, int64_t N, int F) {
     if (N == 0 || F == 0) return;
-    launch(llama::row_blocks(N), llama::kThreads,
+    launch(cuda::detail::row_grid(N), llama::kThreads,
            [&] { llama::swiglu_forward_kernel<E>(out, inp, N, F, rows_aligned16<E>(F, {out, inp})); });
   }
   static void swiglu_backward(E* dinp, const E* inp, const E* dout, int64_t N, int F) {
     if (N == 0 || F == 0) return;
-    launch(llama::row_blocks(N), llama::kThreads, [&] {
+    launch(cuda::detail::row_grid(N), llama::kThreads, [&] {
       llama::swiglu_backward_kernel<E>(dinp, inp, dout, N, F, rows_aligned16<E>(F, {dinp, inp, dout}));
     });
   }
   static void rope(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride, float sign) {
     const int64_t rows = static_cast<int64_t>(B) * T;
     if (rows == 0 || heads == 0 || HS == 0) return;
-    const bool vec = (HS / 2) % cuda::detail::kPack == 0 && (static_cast<size_t>(stride) * sizeof(E)) % 16 == 0 &&
-                     cuda::detail::all_aligned16({x, cos, sin});
-    launch(llama::row_blocks(rows), llama::kThreads,
-           [&] { llama::rope_kernel<E>(x, cos, sin, rows, T, heads, HS, stride, sign, vec); });
+    launch(cuda::detail::row_grid(rows), llama::kThreads, [&] {
+      llama::rope_kernel<E>(x, cos, sin, rows, T, heads, HS, stride, sign, llama::rope_aligned(x, cos, sin, HS, stride));
+    });
   }
   static void rope_forward(E* x, const float* cos, const float* sin, int B, int T, int heads, int HS, int stride) {
     rope(x, cos, sin, B, T, heads, HS, stride, 1.0f);

@@ -12,7 +12,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -45,20 +44,15 @@ struct Arrays {
   }
 };
 
-// One step on the emulator, as adamw.cu's adamw_launch makes it: the bias corrections in float on the host,
-// the packs' vec decision from the pointers' alignment; `blocks`, `threads`: the launch (0 blocks: grid_for's).
+// One step on the emulator, as adamw.cu's adamw_launch makes it (its step's settings, its 16-byte-pack decision);
+// `blocks`, `threads`: the launch (0 blocks: launch_packs' own, pack_grid with kPackThreads).
 void emulated_step(Arrays& a, int64_t n, bool with_copy, int t, unsigned blocks, unsigned threads) {
-  const float c1 = 1.0f - std::pow(kBeta1, static_cast<float>(t));
-  const float c2 = 1.0f - std::pow(kBeta2, static_cast<float>(t));
   const int o = a.offset;
-  uint16_t* copy = with_copy ? a.copy.data() + o : nullptr;
-  const cuda::adamw::Packs update{a.p.data() + o, copy, a.m.data() + o, a.v.data() + o, a.g.data() + o,
-                                  {kLr, kBeta1, kBeta2, kEps, kDecay, kGradScale, c1, c2}};
-  const bool vec = cuda::detail::all_aligned16({update.params, update.m, update.v, update.grads}) &&
-                   (copy == nullptr || cuda::detail::all_aligned16({copy}));
-  const int64_t packs = (n + cuda::detail::kPack - 1) / cuda::detail::kPack;
-  const dim3 grid(blocks ? blocks : cuda::detail::grid_for(packs, static_cast<int>(threads)));
-  emu::launch(grid, dim3(threads), 0, [&] { cuda::detail::pack_kernel(update, n, vec); });
+  const cuda::adamw::Packs update{a.p.data() + o, with_copy ? a.copy.data() + o : nullptr, a.m.data() + o,
+                                  a.v.data() + o, a.g.data() + o,
+                                  cuda::adamw::step_of(kLr, kBeta1, kBeta2, kEps, kDecay, kGradScale, t)};
+  const dim3 grid(blocks ? blocks : cuda::detail::pack_grid(n));
+  emu::launch(grid, dim3(threads), 0, [&] { cuda::detail::pack_kernel(update, n, update.aligned()); });
 }
 
 Vec slice(const Vec& x, int off, int64_t n) { return Vec(x.begin() + off, x.begin() + off + n); }
@@ -91,7 +85,7 @@ TEST(EmuAdamW, EqualsTheReferenceInPacksAndElementByElement) {
   for (const int64_t n : {int64_t{1003}, int64_t{64}, int64_t{5}})
     for (const int offset : {0, 1})  // 16-byte aligned, or not: whole packs, or element by element
       for (const bool with_copy : {false, true}) {
-        check_update(n, offset, with_copy, 0, 256);  // adamw.cu's launch
+        check_update(n, offset, with_copy, 0, cuda::detail::kPackThreads);  // adamw.cu's launch
         check_update(n, offset, with_copy, 2, 32);   // threads striding over many packs
       }
 }

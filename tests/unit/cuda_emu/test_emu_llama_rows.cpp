@@ -62,7 +62,7 @@ const k::OpTable<E>& ref() {
 }
 
 // The launch llama.cu makes, or `blocks` blocks when given (fewer than the rows: the grid-stride loop).
-unsigned blocks_for(int64_t rows, unsigned blocks) { return blocks ? blocks : lr::row_blocks(rows); }
+unsigned blocks_for(int64_t rows, unsigned blocks) { return blocks ? blocks : cuda::detail::row_grid(rows); }
 
 // SwiGLU over N rows of F, the buffers `offset` elements into their vectors (1: not 16-byte aligned).
 template <typename E>
@@ -116,8 +116,7 @@ void check_rope(int T, int heads, int HS, int stride, int offset, unsigned block
   std::vector<E> want(x.begin() + offset, x.end());
   const std::vector<E> before = want;
   E* px = x.data() + offset;
-  const bool vec = half % cuda::detail::kPack == 0 && (static_cast<size_t>(stride) * sizeof(E)) % 16 == 0 &&
-                   cuda::detail::all_aligned16({px, cos.data(), sin.data()});
+  const bool vec = lr::rope_aligned(px, cos.data(), sin.data(), HS, stride);
   for (const float sign : {1.0f, -1.0f}) {
     if (sign > 0)
       ref<E>().rope_forward(want.data(), cos.data(), sin.data(), B, T, heads, HS, stride);
