@@ -17,7 +17,8 @@
 # binary loads; the CUDA kernels against the CPU oracle (fp32, bf16); the MPI-staged and NCCL communicators
 # (1 and 2 ranks); gpt2-tiny on the GPU against llm.c's losses, one step against the CPU, the Llama oracle;
 # 2 and 4 ranks sharing the GPU through the MPI-staged communicator on every grid gpt2-tiny admits (2D and
-# 3D ones with 4), against one rank; `axonn train --kernels cuda` as a user runs it (the loss must fall);
+# 3D ones with 4), against one rank; `axonn train --kernels cuda` as a user runs it (the loss must fall) and
+# `axonn generate --kernels cuda` (its greedy ids must equal --kernels cpu's);
 # 2 CPU ranks under the kit's mpirun; then GPT-2 124M at B=16, T=1024 in bf16 and fp32 (ms/step, tokens/s,
 # MFU against the dense bf16 GEMM peak measured in the same run; bf16 also with the register-resident flash
 # attention, AXONN_FLASH_ATTENTION=mma), Llama 3.2 1B in bf16, the PyTorch peer
@@ -188,6 +189,40 @@ for dtype in fp32 bf16; do
     row "train_$dtype" "PASS" "axonn train --kernels cuda --dtype $dtype: loss $first -> $last in 60 steps, $(grep -oE 'step +60/60 .*' "$logs/train_$dtype.log" | awk -F'|' '{print $5}' | xargs)"
   else
     row "train_$dtype" "FAIL" "exit $rc, loss ${first:-?} -> ${last:-?} (log train_$dtype.log)"
+  fi
+done
+
+# the user's path: axonn generate --kernels cuda (one rank) from gpt2-tiny's file: fp32 with 2 samples drawn at
+# temperature 1 (the draws are a function of (seed, sample, position), so equal probabilities give equal ids),
+# bf16 greedy; the ids must equal --kernels cpu's and the log-probabilities be within the GPU test's bounds
+# (GpuGenerate)
+for dtype in fp32 bf16; do
+  if [ "$gpus" -eq 0 ]; then row "generate_$dtype" "SKIP" "no GPU"; continue; fi
+  gen=("$kit/bin/axonn" generate --init "$repo/tests/reference/gpt2-tiny/model.bin" --prompt-ids 11,290,262,110
+       --max-new-tokens 48 --print-ids --print-logprobs --dtype "$dtype")
+  if [ "$dtype" = fp32 ]; then gen+=(--num-samples 2 --temperature 1 --seed 1); else gen+=(--temperature 0); fi
+  run "generate_cpu_$dtype" 60 "${gen[@]}" --kernels cpu
+  rc_cpu=$rc
+  run "generate_$dtype" 60 "${gen[@]}" --kernels cuda
+  bound=$([ "$dtype" = bf16 ] && echo 0.05 || echo 0.001)
+  # a sample's ids, then its log-probabilities, comma-separated lines on standard output (the logs hold standard
+  # error's lines as well, which start with a word)
+  ids_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 1'; }
+  logprobs_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 0' | tr ',' '\n'; }
+  if [ "$rc" -eq 125 ] || [ "$rc_cpu" -eq 125 ]; then row "generate_$dtype" "not run (time)" ""
+  elif [ "$rc" -ne 0 ] || [ "$rc_cpu" -ne 0 ]; then
+    row "generate_$dtype" "FAIL" "exit $rc (cpu: $rc_cpu) (logs generate_$dtype.log, generate_cpu_$dtype.log)"
+  elif [ -z "$(ids_of "generate_$dtype")" ] || ! cmp -s <(ids_of "generate_cpu_$dtype") <(ids_of "generate_$dtype"); then
+    row "generate_$dtype" "FAIL" "ids differ from --kernels cpu's (logs generate_$dtype.log, generate_cpu_$dtype.log)"
+  else
+    worst=$(paste -d' ' <(logprobs_of "generate_cpu_$dtype") <(logprobs_of "generate_$dtype") |
+            awk '{d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d} END {printf "%.3g", w}')
+    what=$([ "$dtype" = fp32 ] && echo "2 samples of 48 ids drawn at temperature 1" || echo "48 greedy ids")
+    if awk -v w="$worst" -v b="$bound" 'BEGIN { exit !(w < b) }'; then
+      row "generate_$dtype" "PASS" "axonn generate --kernels cuda --dtype $dtype: $what equal --kernels cpu's, max |logprob - cpu's| = $worst"
+    else
+      row "generate_$dtype" "FAIL" "max |logprob - cpu's| = $worst, over $bound (logs generate_$dtype.log, generate_cpu_$dtype.log)"
+    fi
   fi
 done
 cd "$repo" || exit 1
