@@ -41,6 +41,20 @@ Backend parse_backend(std::string_view name) {
   throw InvalidArgument("unknown kernel backend '" + std::string(name) + "'; use cpu, ref or cuda");
 }
 
+std::vector<double> sums_of_squares(const Ops& ops, const Arena& tensors) {
+  const size_t count = tensors.size();
+  std::vector<const float*> data(count);
+  std::vector<int64_t> sizes(count);
+  for (size_t i = 0; i < count; i++) {
+    const Tensor t = tensors.tensor(i);
+    data[i] = t.f32();
+    sizes[i] = t.numel();
+  }
+  std::vector<double> sums(count);
+  ops.sum_squares(sums.data(), data.data(), sizes.data(), static_cast<int>(count));
+  return sums;
+}
+
 Device backend_device(Backend b) { return b == Backend::kCuda ? Device::kCuda : Device::kCpu; }
 
 const Ops& ops_for(Backend backend) {

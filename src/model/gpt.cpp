@@ -813,18 +813,13 @@ double Gpt::grad_norm() const {
   auto scope = tl_.group("grad_norm");
   const parallel::GridShape& g = grid_.shape();
   const int count = static_cast<int>(spec_.params.size());
-  std::vector<const float*> tensors(count);
-  std::vector<int64_t> sizes(count);
-  std::vector<double> sums(count);
-  for (int i = 0; i < count; i++) {
-    Tensor t = grad(i);
-    tensors[i] = t.f32();
-    sizes[i] = t.numel();
-  }
+  std::vector<double> sums;
   {
     auto scope_sums = tl_.compute("sum_squares");
-    ops_->sum_squares(sums.data(), tensors.data(), sizes.data(), count);  // one wait for a GPU
+    sums = kernels::sums_of_squares(*ops_, grads_);  // one wait for a GPU
   }
+  AXONN_CHECK(static_cast<int>(sums.size()) == count, "the gradients' arena has ", sums.size(),
+              " tensors, the model ", count);
   double local = 0.0;
   for (int i = 0; i < count; i++) {
     // how many ranks of one model replica (X*Y*Z) hold the same elements of tensor i

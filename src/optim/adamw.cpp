@@ -52,18 +52,8 @@ void AdamW::set_steps(int t) {
 }
 
 double grad_norm(const Arena& grads, const kernels::Ops& ops) {
-  const size_t count = grads.size();
-  std::vector<const float*> tensors(count);
-  std::vector<int64_t> sizes(count);
-  std::vector<double> sums(count);
-  for (size_t i = 0; i < count; i++) {
-    Tensor g = grads.tensor(i);
-    tensors[i] = g.f32();
-    sizes[i] = g.numel();
-  }
-  ops.sum_squares(sums.data(), tensors.data(), sizes.data(), static_cast<int>(count));
   double s = 0.0;
-  for (double x : sums) s += x;
+  for (double x : kernels::sums_of_squares(ops, grads)) s += x;
   return std::sqrt(s);
 }
 

@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "axonn/core/dtype.hpp"
+#include "axonn/tensor/arena.hpp"
 
 namespace axonn::kernels {
 
@@ -186,6 +188,10 @@ using OpsBf16 = OpTable<bf16>;
 const Ops& ops_for(Backend backend);
 // Called by the CUDA library (cuda_setup); the table must outlive its use.
 void register_cuda_ops(const Ops* ops);
+
+// The sum of squares of each tensor of `tensors` (fp32 slots, in the table's memory), slot by slot, by one
+// sum_squares call: the gradient norm's sums, one wait on a GPU.
+std::vector<double> sums_of_squares(const Ops& ops, const Arena& tensors);
 
 // The op list by name, stated once (OpTable above states each op's signature and contract):
 //   AXONN_OPS_ON_E: the ops on activations and weights of the element type E, in every table;
