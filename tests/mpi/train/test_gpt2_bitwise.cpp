@@ -8,11 +8,16 @@
 //     AVX-512 or a baseline x86-64 build give the same trajectories. They were 594ee27's (the last commit
 //     before the redesign) until ref was compiled that way; they were recorded again then, on purpose.
 //   - one section per machine for the `--kernels cpu` cases, whose bits depend on the GEMM library's
-//     kernels and on the vector code -march=native gives (fingerprint: the sgemm backend and the bf16 GEMM
-//     kernel oneDNN picks). A cpu case is compared where a section has this machine's fingerprint and the
-//     case; elsewhere it is skipped with a message. The AVX2 machine's section keeps 594ee27's fp32 cases;
-//     its bf16 cases were dropped when cpu_bf16's attention moved to bf16 GEMMs (issue 19), which changed
-//     their numerics on purpose, and the AVX-512 machine's section was recorded after that change.
+//     kernels and on the vector code -march=native gives (fingerprint: the sgemm backend, the bf16 GEMM
+//     kernel oneDNN picks, and the processor's vendor, family and model). A cpu case is compared where a
+//     section has this machine's fingerprint and the case; elsewhere it is skipped with a message. The
+//     processor joined the fingerprint when an AMD Zen 5 (family 26) with the same oneDNN kernels as the
+//     machine that had recorded the AVX-512 section gave the same gradient norms and two losses of thirty one
+//     ulp apart; the sections recorded before then (an AVX2 machine's, 594ee27's fp32 cases; an AVX-512
+//     machine's) could not name their processors and were dropped. The Zen 5's was recorded at the commit
+//     that changed the fingerprint, which also compiled the cpu cross-entropy in the source's order
+//     (src/kernels/CMakeLists.txt: with reassociation allowed, GCC had ordered a row's loss differently in
+//     its fp32 and bf16 instances on that machine), changing every cpu case's bits on purpose.
 //
 // To record again (only on purpose, on the commit the fixture should describe):
 //   export AXONN_BITWISE_RECORD=/tmp/trajectories.txt   (from the repository root)
@@ -85,9 +90,29 @@ std::vector<Case> cases() {
   return v;
 }
 
-// What the cpu-kernel bits depend on besides the code: the GEMM library's choice of kernels.
+// The processor's vendor, family and model (/proc/cpuinfo): what -march=native compiles the cpu kernels for
+// (vector width, libmvec's variants) and what the GEMM library tunes its blocking to. Two AVX-512 machines
+// with the same oneDNN kernels, an Intel one and an AMD Zen 5, gave the same gradients and losses one ulp
+// apart at two steps of thirty.
+std::string processor() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor, family, model;
+  auto value = [&line] {
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? std::string() : line.substr(line.find_first_not_of(" \t", colon + 1));
+  };
+  while (std::getline(in, line) && (vendor.empty() || family.empty() || model.empty())) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = value();
+    if (line.rfind("cpu family", 0) == 0) family = value();
+    if (line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0) model = value();
+  }
+  return vendor.empty() ? "unknown" : vendor + " " + family + "/" + model;
+}
+
+// What the cpu-kernel bits depend on besides the code: the GEMM library's choice of kernels, the processor.
 std::string machine_fingerprint() {
-  return std::string(kernels::gemm_backend_name(kernels::gemm_backend())) + " bf16:" + kernels::gemm_bf16_kernel();
+  return std::string(kernels::gemm_backend_name(kernels::gemm_backend())) + " bf16:" + kernels::gemm_bf16_kernel() +
+         " cpu:" + processor();
 }
 
 std::string hex(double v) {
@@ -149,7 +174,8 @@ TEST(Gpt2Bitwise, LossesAndNormsEqualTheRecordedCommit) {
     if (!record && !want) {
       ASSERT_TRUE(cpu) << "the fixture's '" << kAnyMachine << "' section has no case " << k.name;
       if (world->rank() == 0)
-        std::printf("skipped %s: the fixture has no section for this machine's GEMM kernels '%s' with it\n",
+        std::printf("skipped %s: the fixture has no section for this machine (GEMM kernels and processor: '%s') with "
+                    "it\n",
                     k.name.c_str(), machine.c_str());
       continue;
     }
