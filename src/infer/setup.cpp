@@ -1,6 +1,8 @@
 // infer/setup.cpp — the inference set-up of generate, memorization and bench_generate (infer/setup.hpp).
 #include "axonn/infer/setup.hpp"
 
+#include <vector>
+
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
@@ -29,9 +31,15 @@ InferenceSetup set_up_inference(const InferenceRequest& r) {
            r.tag.c_str(), std::string(precision_name(r.precision)).c_str(), static_cast<double>(need.params) / MiB,
            static_cast<double>(need.activations) / MiB, static_cast<double>(need.comm_buffers) / MiB,
            static_cast<double>(logits) / MiB);
-  launch::check_node_memory(*world, {{"weights", need.params}, {"activations and KV cache", need.activations},
-                                     {"comm buffers", need.comm_buffers}, {"logits", logits}},
-                            r.command, r.advice);
+  // the node's free memory holds what lives in host memory: with the CUDA kernels the model (weights,
+  // activations, KV cache) is device memory, whose allocation names the device's free memory if it fails,
+  // as training's check does; the sampler's logits stay on the host
+  std::vector<launch::MemoryPart> host_parts = {{"logits", logits}};
+  if (kernels::backend_device(r.backend) == Device::kCpu)
+    host_parts.insert(host_parts.begin(), {{"weights", need.params},
+                                           {"activations and KV cache", need.activations},
+                                           {"comm buffers", need.comm_buffers}});
+  launch::check_node_memory(*world, host_parts, r.command, r.advice);
   InferenceSetup s;
   s.compute = launch::setup_compute(r.backend, "", world);
   s.grid = std::make_unique<parallel::Grid>(shape, s.compute.grid_world);
