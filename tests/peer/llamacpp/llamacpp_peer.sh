@@ -4,7 +4,7 @@
 # 3.21.1's prebuilt CPU build, scripts/fetch-llamacpp.sh) continues a prompt greedily from that file alone,
 # and its ids must equal `axonn generate --temperature 0 --print-ids` on the same prompt ids (on the grid it
 # trained on), and every new token's log-probability must agree within $tol (Llama; GPT-2 2.5e-4, its residual
-# ggml's fp16 GELU, each side then held to 1e-5 of a float64 GPT-2: gpt2_reference.py) (fp32 tensors, llama.cpp's
+# ggml's fp16 GELU, each side then held to a float64 GPT-2 with its own GELU: gpt2_reference.py) (fp32 tensors, llama.cpp's
 # KV cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
 # Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1), llama_tied,
 # llama_sentencepiece (the tokenizer as "llama" SentencePiece), text_sentencepiece and text_bpe (text prompts
@@ -74,14 +74,19 @@ compare() {
   within "$name: axonn and llama.cpp" "$(sed -n 2p "$tmp/axonn.txt")" "$(sed -n 2p "$tmp/llama.txt")" "$direct" "ids equal, "
   if [ "${name%%-*}" = gpt2 ]; then
     # what parts them: ggml's GELU (fp16 table). A float64 GPT-2 of the same weights gives axonn's figures with
-    # GPT-2's GELU and llama.cpp's with ggml's, each within 1e-5
+    # GPT-2's GELU within 1e-5 (measured: 1.5e-7 to 2.6e-7), and llama.cpp's with ggml's within 5e-5: ggml
+    # rounds each GELU input to fp16, and llama.cpp's fp32 sums put some inputs on the other side of a rounding
+    # from the float64 ones. That sensitivity is the reference's own: moving its GELU inputs by 3e-7 or 1e-6
+    # of themselves (a few fp32 ulps) moved its log-probabilities by 8.5e-6 to 2.7e-5 (the model of the
+    # gpt2_grid case, 2026-12-07), and llama.cpp's measured 4.8e-6 to 1.8e-5 from it (1e-5 had been the
+    # bound), while it stands 8.5e-5 to 9.3e-5 from the exact GELU's figures
     run "$axonn" convert --from "$tmp/ck-gpt2" --to "$tmp/hf-gpt2/"
     run python3 "$here/gpt2_reference.py" "$tmp/hf-gpt2" "$prompt,$ids_a" "$(tr ',' '\n' <<<"$prompt" | wc -l)"
     within "$name: axonn and float64 GPT-2" "$(sed -n 2p "$tmp/axonn.txt")" "$(cat "$tmp/out")" 1e-5
     run python3 "$here/gpt2_reference.py" "$tmp/hf-gpt2" "$prompt,$ids_a" "$(tr ',' '\n' <<<"$prompt" | wc -l)" \
       --gelu ggml
     within "$name: llama.cpp and float64 GPT-2 with ggml's fp16 GELU" "$(sed -n 2p "$tmp/llama.txt")" \
-      "$(cat "$tmp/out")" 1e-5
+      "$(cat "$tmp/out")" 5e-5
   fi
 }
 
