@@ -12,7 +12,12 @@
 set -euo pipefail
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# Open MPI's session directory, this case's own: every singleton (a command run without mpirun) is job [0,1] and
+# makes and removes /tmp/ompi.HOST.UID/jf.0/1, so two cases running at once (ctest -j) could remove it under each
+# other ("A call to mkdir was unable to create the desired directory ... jf.0/1": a case failed so on CI)
+ompi_tmp=$(mktemp -d)
+export OMPI_MCA_orte_tmpdir_base=$ompi_tmp
+trap 'rm -rf "$tmp" "$ompi_tmp"' EXIT
 : >"$tmp/out"
 CLI_TIMEOUT=${CLI_TIMEOUT:-100}
 

@@ -222,7 +222,7 @@ PY
     # a read-only file system (root ignores file modes, not a read-only mount)
     mkdir -p "$tmp/ro"
     mount -t tmpfs -o ro,size=1m tmpfs "$tmp/ro" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
-    trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp"' EXIT
+    trap 'umount "$tmp/ro" 2>/dev/null; rm -rf "$tmp" "$ompi_tmp"' EXIT
     expect_error "cannot (create|write).*'$tmp/ro/ck'.*Read-only file system" \
       "$axonn" train "${flags[@]}" --steps 300 --checkpoint-dir "$tmp/ro/ck"
     expect_no_output "step +1/300" ;;
@@ -320,7 +320,7 @@ PY
     # the error, the first stays the latest and loads; with --continue-on-save-error it trains on.
     mkdir -p "$tmp/small"
     mount -t tmpfs -o size=3m tmpfs "$tmp/small" 2>/dev/null || { echo "skipped: cannot mount a tmpfs here"; exit 77; }
-    trap 'umount "$tmp/small" 2>/dev/null; rm -rf "$tmp"' EXIT
+    trap 'umount "$tmp/small" 2>/dev/null; rm -rf "$tmp" "$ompi_tmp"' EXIT
     expect_error "writing '$tmp/small/ck/step-00000004.tmp/.*' failed after [0-9]+ bytes: No space left on device" \
       "$axonn" train "${flags[@]}" --steps 8 --checkpoint-every 2 --checkpoint-dir "$tmp/small/ck"
     expect_no_output "step +5/8"
