@@ -195,7 +195,10 @@ done
 # the user's path: axonn generate --kernels cuda (one rank) from gpt2-tiny's file: fp32 with 2 samples drawn at
 # temperature 1 (the draws are a function of (seed, sample, position), so equal probabilities give equal ids),
 # bf16 greedy; the ids must equal --kernels cpu's and the log-probabilities be within the GPU test's bounds
-# (GpuGenerate)
+# (GpuGenerate). A log holds a sample's ids, then its log-probabilities, comma-separated lines on standard output,
+# among standard error's lines, which start with a word.
+ids_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 1'; }
+logprobs_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 0' | tr ',' '\n'; }
 for dtype in fp32 bf16; do
   if [ "$gpus" -eq 0 ]; then row "generate_$dtype" "SKIP" "no GPU"; continue; fi
   gen=("$kit/bin/axonn" generate --init "$repo/tests/reference/gpt2-tiny/model.bin" --prompt-ids 11,290,262,110
@@ -205,10 +208,6 @@ for dtype in fp32 bf16; do
   rc_cpu=$rc
   run "generate_$dtype" 60 "${gen[@]}" --kernels cuda
   bound=$([ "$dtype" = bf16 ] && echo 0.05 || echo 0.001)
-  # a sample's ids, then its log-probabilities, comma-separated lines on standard output (the logs hold standard
-  # error's lines as well, which start with a word)
-  ids_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 1'; }
-  logprobs_of() { grep -E '^-?[0-9]' "$logs/$1.log" | awk 'NR % 2 == 0' | tr ',' '\n'; }
   if [ "$rc" -eq 125 ] || [ "$rc_cpu" -eq 125 ]; then row "generate_$dtype" "not run (time)" ""
   elif [ "$rc" -ne 0 ] || [ "$rc_cpu" -ne 0 ]; then
     row "generate_$dtype" "FAIL" "exit $rc (cpu: $rc_cpu) (logs generate_$dtype.log, generate_cpu_$dtype.log)"

@@ -157,8 +157,8 @@ int run_generate(const GenerateFlags& f) {
                    "samples and their length), more model-parallel ranks (--grid), or fewer ranks per node";
   const infer::InferenceSetup setup = infer::set_up_inference(request);
   // honest about what stands behind the GPU path: its kernels and the whole generation pass on the SIMT emulator
-  // (tests/unit/cuda_emu) in every build, but the GPU test of it (GpuGenerate, scripts/device-check.sh's gpt and
-  // generate_cuda rows) has not yet had a GPU to run on; docs/generate.md
+  // (tests/unit/cuda_emu) in every build, but the GPU test of it (GpuGenerate, scripts/device-check.sh's gpt,
+  // generate_fp32 and generate_bf16 rows) has not yet had a GPU to run on; docs/generate.md
   if (backend == kernels::Backend::kCuda)
     log_warn("generation on a GPU is verified on the CPU's emulation of its kernels, not yet on a GPU: if its "
              "tokens look wrong, compare with --kernels cpu and report it");

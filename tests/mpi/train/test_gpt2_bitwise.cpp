@@ -91,9 +91,9 @@ std::vector<Case> cases() {
 }
 
 // The processor's vendor, family and model (/proc/cpuinfo): what -march=native compiles the cpu kernels for
-// (vector width, libmvec's variants) and what the GEMM library tunes its blocking to. Two AVX-512 machines
-// with the same oneDNN kernels, an Intel one and an AMD Zen 5, gave the same gradients and losses one ulp
-// apart at two steps of thirty.
+// (vector width, libmvec's variants, the order GCC gives -ffast-math arithmetic) and what the GEMM library
+// tunes its blocking to. Two AVX-512 machines with the same oneDNN kernels, the one that recorded the old
+// section and an AMD Zen 5, gave the same gradient norms and losses one ulp apart at two steps of thirty.
 std::string processor() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, vendor, family, model;
