@@ -17,7 +17,9 @@
 //     machine's) could not name their processors and were dropped. The Zen 5's was recorded at the commit
 //     that changed the fingerprint, which also compiled the cpu cross-entropy in the source's order
 //     (src/kernels/CMakeLists.txt: with reassociation allowed, GCC had ordered a row's loss differently in
-//     its fp32 and bf16 instances on that machine), changing every cpu case's bits on purpose.
+//     its fp32 and bf16 instances on that machine), changing every cpu case's bits on purpose. An AMD Zen 4
+//     (family 25, model 17) recorded its own section at the next commit that had one: the same bits as the
+//     Zen 5's, every case.
 //
 // To record again (only on purpose, on the commit the fixture should describe):
 //   export AXONN_BITWISE_RECORD=/tmp/trajectories.txt   (from the repository root)
