@@ -157,7 +157,10 @@ tests_bin=$kit/bin
 # mpirun_n N: the kit's mpirun starting N ranks on this node, the cores shared out among them
 mpirun_n() { echo mpirun -n "$1" --oversubscribe --bind-to none -x OMP_NUM_THREADS=$(( threads / $1 > 0 ? threads / $1 : 1 )); }
 gtest kernels_fp32 150 "$tests_bin/test_cuda_kernels"
-gtest kernels_bf16 150 "$tests_bin/test_cuda_bf16"
+# the register-resident flash attention (AXONN_FLASH_ATTENTION=mma: never run on a GPU yet) in a process of its
+# own: a fault there ends the CUDA context, and would fail every bf16 test after it
+gtest kernels_bf16 150 "$tests_bin/test_cuda_bf16" --gtest_filter='-CudaBf16AttentionMma.*'
+gtest kernels_bf16_mma 60 "$tests_bin/test_cuda_bf16" --gtest_filter='CudaBf16AttentionMma.*'
 gtest staged_np1 60 $(mpirun_n 1) "$tests_bin/test_cuda_staged"
 gtest staged_np2 60 $(mpirun_n 2) "$tests_bin/test_cuda_staged"
 gtest nccl_np1 60 $(mpirun_n 1) "$tests_bin/test_cuda_nccl"

@@ -89,7 +89,7 @@ fail() { echo "kit-fresh-root: $*" >&2; in_root "tail -n 30 /tmp/device-check/*.
 echo "$table" | grep -qE '^loader +PASS ' || fail "the kit's files do not all load"
 echo "$table" | grep -qE '^cpu_np2 +PASS ' || fail "the kit's mpirun did not run 2 ranks"
 # every GPU test binary ran and skipped (not a loader or launch error)
-for r in kernels_fp32 kernels_bf16 staged_np1 staged_np2 nccl_np1 gpt grid_np2 grid_np4; do
+for r in kernels_fp32 kernels_bf16 kernels_bf16_mma staged_np1 staged_np2 nccl_np1 gpt grid_np2 grid_np4; do
   echo "$table" | grep -qE "^$r +SKIP +[0-9]+ skipped" || fail "row $r is not 'SKIP n skipped': $(echo "$table" | grep "^$r ")"
 done
 ! echo "$table" | grep -qE ' FAIL ' || fail "a row failed"

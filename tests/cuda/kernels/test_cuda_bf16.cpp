@@ -349,13 +349,17 @@ struct AttentionCase {
   }
 };
 
-// Every implementation that takes head size HS against the oracle; each tensor-core one against the CUDA
-// cores (same bound: both are within it of the exact result's rounding); the default gives the bits of the
-// one cuda_flash_attention_for() names.
+// The CUDA cores and the WMMA tensor cores where they take head size HS against the oracle, the tensor cores
+// against the CUDA cores (same bound: both are within it of the exact result's rounding); the default gives the
+// bits of the one cuda_flash_attention_for() names. The register-resident kernels (kTensorCoresMma) run here only
+// when they are the default: their own tests (CudaBf16AttentionMma, check_mma_attention) run them on these
+// shapes, in a process of their own in the GPU check (its kernels_bf16_mma row), so that a fault in kernels that
+// have never run on a GPU cannot take this binary's other tests down with it (a CUDA fault ends the context).
 void check_flash_attention(int B, int T, int NH, int HS, uint32_t seed) {
   SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                " HS=" + std::to_string(HS));
   const AttentionCase c(B, T, NH, HS, seed);
+  const k::FlashAttention chosen = k::cuda_flash_attention_for(HS);
   AttentionRun simt, tc, mma;
   {
     SCOPED_TRACE("CUDA cores");
@@ -366,24 +370,40 @@ void check_flash_attention(int B, int T, int NH, int HS, uint32_t seed) {
       SCOPED_TRACE("tensor cores (WMMA)");
       tc = c.run(k::FlashAttention::kTensorCores);
     }
-    {
-      SCOPED_TRACE("tensor cores (mma, register-resident)");
-      mma = c.run(k::FlashAttention::kTensorCoresMma);
-    }
-    // Both use the same D: only the rounding of P and dS separates them.
-    for (const AttentionRun* r : {&tc, &mma}) {
-      EXPECT_TRUE(close_attention(r->out, simt.out, {&c.mag.out})) << "out: tensor cores vs CUDA cores";
-      EXPECT_TRUE(close_attention(r->dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: tensor cores vs CUDA cores";
-    }
+    EXPECT_TRUE(close_attention(tc.out, simt.out, {&c.mag.out})) << "out: tensor cores vs CUDA cores";
+    EXPECT_TRUE(close_attention(tc.dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: tensor cores vs CUDA cores";
+  }
+  if (chosen == k::FlashAttention::kTensorCoresMma) {
+    SCOPED_TRACE("tensor cores (mma, register-resident), the default");
+    mma = c.run(k::FlashAttention::kTensorCoresMma);
   }
   SCOPED_TRACE("default");
-  const k::FlashAttention chosen = k::cuda_flash_attention_for(HS);
   const AttentionRun def = c.run(k::FlashAttention::kDefault);
   const AttentionRun& want = chosen == k::FlashAttention::kTensorCores      ? tc
                              : chosen == k::FlashAttention::kTensorCoresMma ? mma
                                                                             : simt;
   EXPECT_EQ(def.out, want.out);
   EXPECT_EQ(def.dqkv, want.dqkv);
+}
+
+// The register-resident tensor-core kernels (kTensorCoresMma) against the oracle (in run: forward and backward,
+// each twice for the same bits) and against the CUDA cores, as check_flash_attention does the WMMA kernels.
+void check_mma_attention(int B, int T, int NH, int HS, uint32_t seed) {
+  SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+               " HS=" + std::to_string(HS));
+  ASSERT_TRUE(has_tensor_core_kernel(HS));
+  const AttentionCase c(B, T, NH, HS, seed);
+  AttentionRun simt, mma;
+  {
+    SCOPED_TRACE("CUDA cores");
+    simt = c.run(k::FlashAttention::kCudaCores);
+  }
+  {
+    SCOPED_TRACE("tensor cores (mma, register-resident)");
+    mma = c.run(k::FlashAttention::kTensorCoresMma);
+  }
+  EXPECT_TRUE(close_attention(mma.out, simt.out, {&c.mag.out})) << "out: mma tensor cores vs CUDA cores";
+  EXPECT_TRUE(close_attention(mma.dqkv, simt.dqkv, {&c.mag.dqkv})) << "dqkv: mma tensor cores vs CUDA cores";
 }
 
 }  // namespace
@@ -438,6 +458,23 @@ TEST(CudaBf16Attention, TensorCoreTiles) {
   check_flash_attention(1, 64, 2, 64, 22);
   check_flash_attention(1, 256, 1, 64, 23);
   check_flash_attention(2, 130, 3, 128, 24);
+}
+
+// The register-resident kernels on the shapes the tests above give the WMMA kernels: the second CudaBf16 shape
+// (HS = 64, T = 67: a partial tile, 25 heads), EveryKindOfHeadSize's HS = 128 and TensorCoreTiles' four.
+TEST(CudaBf16AttentionMma, AgainstTheOracleAndTheCudaCores) {
+  AXONN_REQUIRE_GPU();
+  const Shape& s = kShapes[1];
+  check_mma_attention(s.B, s.T, s.NH, s.C / s.NH, 1);
+  check_mma_attention(2, 100, 2, 128, 11);
+}
+
+TEST(CudaBf16AttentionMma, TensorCoreTiles) {
+  AXONN_REQUIRE_GPU();
+  check_mma_attention(1, 1, 1, 64, 21);
+  check_mma_attention(1, 64, 2, 64, 22);
+  check_mma_attention(1, 256, 1, 64, 23);
+  check_mma_attention(2, 130, 3, 128, 24);
 }
 
 TEST(CudaBf16Attention, DefaultIsTensorCoresWhereTheyApply) {
