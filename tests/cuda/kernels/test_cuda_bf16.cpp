@@ -451,13 +451,18 @@ TEST(CudaBf16Attention, EveryKindOfHeadSize) {
   for (int HS : {8, 40, 128}) check_flash_attention(2, 100, 2, HS, 11);
 }
 
+namespace {
+// Around the tensor cores' 64-row tiles: one row, exactly one tile, four whole tiles, two and a bit at HS = 128.
+struct FlashCase {
+  int B, T, NH, HS;
+  uint32_t seed;
+};
+constexpr FlashCase kTensorCoreTiles[] = {{1, 1, 1, 64, 21}, {1, 64, 2, 64, 22}, {1, 256, 1, 64, 23}, {2, 130, 3, 128, 24}};
+}  // namespace
+
 TEST(CudaBf16Attention, TensorCoreTiles) {
   AXONN_REQUIRE_GPU();
-  // Around the 64-row tiles: one row, exactly one tile, four whole tiles, two and a bit at HS = 128.
-  check_flash_attention(1, 1, 1, 64, 21);
-  check_flash_attention(1, 64, 2, 64, 22);
-  check_flash_attention(1, 256, 1, 64, 23);
-  check_flash_attention(2, 130, 3, 128, 24);
+  for (const FlashCase& c : kTensorCoreTiles) check_flash_attention(c.B, c.T, c.NH, c.HS, c.seed);
 }
 
 // The register-resident kernels on the shapes the tests above give the WMMA kernels: the second CudaBf16 shape
@@ -471,10 +476,7 @@ TEST(CudaBf16AttentionMma, AgainstTheOracleAndTheCudaCores) {
 
 TEST(CudaBf16AttentionMma, TensorCoreTiles) {
   AXONN_REQUIRE_GPU();
-  check_mma_attention(1, 1, 1, 64, 21);
-  check_mma_attention(1, 64, 2, 64, 22);
-  check_mma_attention(1, 256, 1, 64, 23);
-  check_mma_attention(2, 130, 3, 128, 24);
+  for (const FlashCase& c : kTensorCoreTiles) check_mma_attention(c.B, c.T, c.NH, c.HS, c.seed);
 }
 
 TEST(CudaBf16Attention, DefaultIsTensorCoresWhereTheyApply) {
