@@ -457,7 +457,8 @@ struct FlashCase {
   int B, T, NH, HS;
   uint32_t seed;
 };
-constexpr FlashCase kTensorCoreTiles[] = {{1, 1, 1, 64, 21}, {1, 64, 2, 64, 22}, {1, 256, 1, 64, 23}, {2, 130, 3, 128, 24}};
+constexpr FlashCase kTensorCoreTiles[] = {
+    {1, 1, 1, 64, 21}, {1, 64, 2, 64, 22}, {1, 256, 1, 64, 23}, {2, 130, 3, 128, 24}};
 }  // namespace
 
 TEST(CudaBf16Attention, TensorCoreTiles) {
