@@ -85,10 +85,11 @@ std::string format_table(const PlanResult& r, std::size_t top) {
           llama.c_str(), w.model.vocab(), w.parameters() / (billions ? 1e9 : 1e6), billions ? "B" : "M", w.seq_len,
           w.batch_size);
   appendf(&out,
-          "search   %ld GPUs, Gx*Gy*Gz >= %ld: %ld factorizations, %ld admissible, %ld fit in %.1f GiB "
-          "(%.0f%% of %.0f GiB)\n",
-          r.request.gpus, r.request.min_tp, r.factorizations, r.admissible, r.fitting, s.memory_headroom * m.memory_gib,
-          100 * s.memory_headroom, m.memory_gib);
+          "search   %ld GPUs: %ld grids Gx*Gy*Gz*Gdata = %ld; %ld admissible, %ld of them fit in %.1f GiB (%.0f%% of "
+          "%.0f GiB)\nadmits   a grid where the model's shapes and the batch divide, and Gx*Gy*Gz, the ranks that "
+          "share one copy of the weights, is at least %ld (--min-tp)\n",
+          r.request.gpus, r.factorizations, r.request.gpus, r.admissible, r.fitting, s.memory_headroom * m.memory_gib,
+          100 * s.memory_headroom, m.memory_gib, r.request.min_tp);
   const bool cpp = !as_coded && s.implementation == Implementation::kAxonnCpp;
   if (cpp)
     appendf(&out, "cost     %s model of the axonn-cpp step (fp32, recompute %s, blocking collectives); ranked by %s\n\n",

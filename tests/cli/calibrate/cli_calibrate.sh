@@ -37,7 +37,7 @@ PY
       XDG_CONFIG_HOME=$tmp run "$axonn" plan --machine "$machine" --layers 2 --hidden 64 --heads 4 --vocab 512 --seq-len 64 \
         --gpus 2 --batch-size 4 --top 0
       expect_output "model of the axonn-cpp step"
-      expect_output "2 GPUs, Gx\*Gy\*Gz >= 1: 4 factorizations, 4 admissible"
+      expect_output "2 GPUs: 4 grids Gx\*Gy\*Gz\*Gdata = 2; 4 admissible"
     done
     cat "$tmp/out"
     # --out FILE

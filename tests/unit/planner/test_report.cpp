@@ -66,6 +66,19 @@ TEST(PlannerReport, TableHasHeaderAndRows) {
   EXPECT_EQ(rows, 3u) << t;
 }
 
+TEST(PlannerReport, TheSearchLineSaysWhatWasSearchedInWords) {
+  // It read "Gx*Gy*Gz >= 16: N factorizations, M admissible": what the bound is and what admits a grid unsaid.
+  auto r = small_plan(ap::ModelVariant::kCorrected);
+  const std::string t = ap::format_table(r, 3);
+  const std::string grids = std::to_string(r.factorizations) + " grids Gx*Gy*Gz*Gdata = 256; " +
+                            std::to_string(r.admissible) + " admissible, " + std::to_string(r.fitting) + " of them fit";
+  EXPECT_NE(t.find(grids), std::string::npos) << grids << "\n" << t;
+  EXPECT_NE(t.find("admits   a grid where the model's shapes and the batch divide, and Gx*Gy*Gz, the ranks that share "
+                   "one copy of the weights, is at least 16 (--min-tp)"),
+            std::string::npos)
+      << t;
+}
+
 TEST(PlannerReport, GridsInTheDegreesOfMegatronAndTorchtitan) {
   EXPECT_EQ(ap::grid_degrees(1, 1, 1, 1), "one rank");
   EXPECT_EQ(ap::grid_degrees(1, 4, 1, 1), "TP 4");
