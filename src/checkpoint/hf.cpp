@@ -406,12 +406,18 @@ FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& 
   return w.write(path, progress);
 }
 
+void check_hf_dir_output(const std::string& dir) {
+  AXONN_CHECK_ARG(!holds_checkpoints(dir), "'", dir, "' is a checkpoint directory: a Hugging Face model written there "
+                  "would be read in the checkpoints' place by --init. Give the model a directory of its own");
+}
+
 void save_hf_dir(const std::string& dir, const model::GptConfig& c, const Arena& params, DType dtype,
                  uint64_t max_shard_bytes, Progress* progress) {
   const model::ModelSpec spec = model::model_spec(c);
   AXONN_CHECK(params.size() == spec.params.size(), "save_hf_dir needs the model's ", spec.params.size(),
               " tensors, got ", params.size());
   AXONN_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16, "HF checkpoints are written in F32 or BF16");
+  check_hf_dir_output(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   AXONN_CHECK_IO(!ec, "cannot create directory '", dir, "': ", ec.message());

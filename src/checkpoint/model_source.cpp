@@ -17,23 +17,42 @@ namespace axonn::checkpoint {
 
 namespace fs = std::filesystem;
 
+ModelSource::Kind model_source_kind(const std::string& path) {
+  std::error_code ec;
+  if (is_hf_model_dir(path)) {
+    if (holds_checkpoints(path)) {
+      const std::vector<int64_t> steps = list_checkpoints(path);
+      const std::string what = steps.empty()       ? "a checkpoint (its manifest.json or `latest`)"
+                               : steps.size() == 1 ? "the checkpoint of step " + std::to_string(steps.front())
+                                                   : "checkpoints of steps " + std::to_string(steps.front()) + " to " +
+                                                         std::to_string(steps.back());
+      throw InvalidArgument("'" + path + "' holds both a Hugging Face model (" + std::string(kHfConfigName) +
+                            " and its weights) and " + what + ": which one to read is not clear. Name a step " +
+                            "directory (" + (fs::path(path) / "step-NNNNNNNN").string() + ") for a checkpoint, " +
+                            "or move the Hugging Face files into a directory of their own");
+    }
+    return ModelSource::Kind::kHuggingFace;
+  }
+  if (fs::is_directory(path, ec)) return ModelSource::Kind::kCheckpoint;
+  if (looks_like_safetensors(path)) return ModelSource::Kind::kHuggingFace;
+  return ModelSource::Kind::kLlmc;
+}
+
 ModelSource find_model_source(const std::string& path) {
   ModelSource s;
   s.path = path;
-  std::error_code ec;
-  if (is_hf_model_dir(path)) {
-    s.kind = ModelSource::Kind::kHuggingFace;
-    s.config = HfCheckpoint(path).config();
-  } else if (fs::is_directory(path, ec)) {
-    s.kind = ModelSource::Kind::kCheckpoint;
-    s.path = resolve_checkpoint(path);
-    s.config = read_manifest(s.path).model;
-  } else if (looks_like_safetensors(path)) {
-    s.kind = ModelSource::Kind::kHuggingFace;
-    s.config = HfCheckpoint(path).config();
-  } else {
-    s.kind = ModelSource::Kind::kLlmc;
-    s.config = read_llmc_config(path);
+  s.kind = model_source_kind(path);
+  switch (s.kind) {
+    case ModelSource::Kind::kHuggingFace:
+      s.config = HfCheckpoint(path).config();
+      break;
+    case ModelSource::Kind::kCheckpoint:
+      s.path = resolve_checkpoint(path);
+      s.config = read_manifest(s.path).model;
+      break;
+    case ModelSource::Kind::kLlmc:
+      s.config = read_llmc_config(path);
+      break;
   }
   return s;
 }

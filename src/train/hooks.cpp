@@ -249,11 +249,15 @@ void ProgressHook::after_step(Session& s, StepMetrics& m) {
 
 // --- checkpoints ---------------------------------------------------------------------------------
 
-SaveFormat save_format(const std::string& path, model::Family family) {
+bool save_names_directory(const std::string& path) {
   std::error_code ec;
+  return path.ends_with('/') || fs::is_directory(path, ec) || fs::path(path).extension().empty();
+}
+
+SaveFormat save_format(const std::string& path, model::Family family) {
   const std::string ext = fs::path(path).extension().string();
   SaveFormat f = SaveFormat::kHf;
-  if (path.ends_with('/') || fs::is_directory(path, ec) || ext.empty()) {
+  if (save_names_directory(path)) {
     f = SaveFormat::kHf;
   } else if (ext == ".bin") {
     f = SaveFormat::kLlmc;

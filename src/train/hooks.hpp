@@ -52,13 +52,14 @@ class ProgressHook final : public LoopHook {
 };
 
 // --checkpoint-dir: a sharded checkpoint every --checkpoint-every steps and at the end (however the run
-// ended); --save: the llm.c file at the end.
+// ended); --save: the model at the end, in the format save_format names.
 // What --save writes, by its path: FILE.bin an llm.c file (GPT-2 only), FILE.gguf a GGUF file (F32, the
-// tokenizer inside), a directory (a path ending in '/', an existing directory, or no extension) a Hugging
-// Face model directory. Another extension: InvalidArgument naming the three. `family` refuses a Llama to
-// an llm.c file.
+// tokenizer inside), a directory (save_names_directory) a Hugging Face model directory. Another extension:
+// InvalidArgument naming the three. `family` refuses a Llama to an llm.c file.
 enum class SaveFormat { kLlmc, kGguf, kHf };
 SaveFormat save_format(const std::string& path, model::Family family);
+// --save names a directory: a path ending in '/', an existing directory, or one without an extension.
+bool save_names_directory(const std::string& path);
 
 class CheckpointHook final : public LoopHook {
  public:

@@ -10,7 +10,9 @@
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/data/token_dataset.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/train/run_dir.hpp"
+#include "hooks.hpp"
 
 namespace axonn::train::detail {
 
@@ -116,6 +118,27 @@ void check_against_inputs(const std::vector<Named>& outputs, const std::vector<N
   }
 }
 
+// A Hugging Face model directory and a checkpoint directory are never one (checkpoint_dir.hpp,
+// holds_checkpoints): --init would read the model's files in the checkpoints' place. Refused whatever
+// --overwrite says, which removes checkpoints, never a model.
+void check_model_and_checkpoints_apart(const TrainConfig& c) {
+  if (!c.save.empty() && save_names_directory(c.save)) {
+    std::error_code ec;
+    const bool is_checkpoint_dir =
+        !c.checkpoint_dir.empty() &&
+        (same(c.save, c.checkpoint_dir) ||
+         fs::absolute(c.save, ec).lexically_normal() / "" == fs::absolute(c.checkpoint_dir, ec).lexically_normal() / "");
+    AXONN_CHECK_ARG(!is_checkpoint_dir && !checkpoint::holds_checkpoints(c.save), "--save '", c.save,
+                    "' is a checkpoint directory", is_checkpoint_dir ? " (this run's --checkpoint-dir)" : "",
+                    ": a Hugging Face model saved there would be read in the checkpoints' place by --init. Give "
+                    "--save a directory of its own");
+  }
+  AXONN_CHECK_ARG(c.checkpoint_dir.empty() || !checkpoint::is_hf_model_dir(c.checkpoint_dir), "--checkpoint-dir '",
+                  c.checkpoint_dir, "' holds a Hugging Face model (", checkpoint::kHfConfigName, " and its weights), "
+                  "which --init would read in the place of this run's checkpoints. Give the checkpoints a directory "
+                  "of their own");
+}
+
 bool non_empty_file(const std::string& path) {
   const auto st = lstat_of(path);
   return st && S_ISREG(st->st_mode) && st->st_size > 0;
@@ -170,6 +193,7 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
       claimed.trace = trace_;
       const std::vector<Named> inputs = inputs_of(claimed, start);
       check_against_inputs(file_outputs(claimed), inputs);
+      check_model_and_checkpoints_apart(claimed);
       if (!c.run_dir.empty()) run_dir_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.run_dir, "run directory",
                                                                                          "--run-dir");
       // another run's work: refused unless this run continues it (--resume) or --overwrite

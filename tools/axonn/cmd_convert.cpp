@@ -16,6 +16,7 @@
 #include "axonn/checkpoint/gguf.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/comm/runtime.hpp"
@@ -93,7 +94,8 @@ Loaded load_any(const ConvertOptions& o) {
   Loaded m;
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(o.from, ec), "cannot open '", o.from, "': no such file or directory");
-  if (fs::is_directory(o.from, ec) && !checkpoint::is_hf_model_dir(o.from)) {
+  const checkpoint::ModelSource::Kind kind = checkpoint::model_source_kind(o.from);
+  if (kind == checkpoint::ModelSource::Kind::kCheckpoint) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a checkpoint records its heads");
     // any grid: the shards are put together into full tensors (checkpoint/sharded.hpp); the progress counts
     // the files hashed, then the tensors filled
@@ -106,7 +108,9 @@ Loaded load_any(const ConvertOptions& o) {
     m.what = "checkpoint step " + std::to_string(man.step) + ", grid " + man.grid.str();
     return m;
   }
-  if (!fs::is_directory(o.from, ec) && first_int(o.from) == checkpoint::kLlmcModelMagic) {
+  if (kind == checkpoint::ModelSource::Kind::kLlmc) {
+    AXONN_CHECK_IO(first_int(o.from) == checkpoint::kLlmcModelMagic, "'", o.from,
+                   "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint directory");
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; an llm.c file records its heads");
     m.config = checkpoint::read_llmc_config(o.from);
     model::reserve_params(m.params, model::model_spec(m.config));
@@ -116,8 +120,6 @@ Loaded load_any(const ConvertOptions& o) {
     m.what = "llm.c model file";
     return m;
   }
-  AXONN_CHECK_IO(checkpoint::is_hf_model_dir(o.from) || checkpoint::looks_like_safetensors(o.from), "'", o.from,
-                 "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint directory");
   checkpoint::HfCheckpoint hf(o.from, o.heads);
   m.config = hf.config();
   model::reserve_params(m.params, model::model_spec(m.config));
@@ -133,7 +135,9 @@ Loaded load_any(const ConvertOptions& o) {
 std::string carried_tokenizer_dir(const std::string& from) {
   std::error_code ec;
   if (!fs::is_directory(from, ec)) return "";
-  const std::string dir = checkpoint::is_hf_model_dir(from) ? from : checkpoint::resolve_checkpoint(from);
+  const std::string dir = checkpoint::model_source_kind(from) == checkpoint::ModelSource::Kind::kHuggingFace
+                              ? from
+                              : checkpoint::resolve_checkpoint(from);
   return text::tokenizer_files_in(dir).empty() ? "" : dir;
 }
 
@@ -172,6 +176,7 @@ int run_convert(const ConvertOptions& o) {
                   "none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was prepared ",
                   "with, or gpt2)");
   const uint64_t shard_bytes = parse_size(o.shard_size);
+  if (format == "safetensors-hf" && names_directory(o.to)) checkpoint::check_hf_dir_output(o.to);
   // the tokenizer before the weights, so that a wrong path is refused at once
   std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);
   Loaded m = load_any(o);

@@ -14,6 +14,7 @@
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
@@ -140,7 +141,7 @@ int run_inspect(const std::string& path) {
     }
     return 0;
   }
-  if (checkpoint::is_hf_model_dir(path)) {
+  if (checkpoint::model_source_kind(path) == checkpoint::ModelSource::Kind::kHuggingFace) {
     inspect_hf_dir(path);
     return 0;
   }

@@ -170,6 +170,11 @@ constexpr std::string_view kLockName = "lock";
 // Steps of ROOT that are committed (a step-N directory with a manifest.json), ascending. An absent
 // ROOT has none.
 std::vector<int64_t> list_checkpoints(const std::string& root);
+// DIR is a checkpoint directory: a step directory (manifest.json), or a root with a committed step or a
+// `latest` pointer. No Hugging Face model directory is written into one (checkpoint/hf.hpp, save_hf_dir), and
+// one that holds both is refused as a model source (checkpoint/model_source.hpp): --init would read the HF
+// files in the checkpoints' place, whatever step they have reached since.
+bool holds_checkpoints(const std::string& dir);
 // The step directory to resume from: the one `latest` names, which must be committed (IoError if it
 // is missing, incomplete or `latest` is malformed: never an older step in its place); without a
 // `latest` (a crash before the first pointer, or a deleted one) the newest committed step; nullopt if

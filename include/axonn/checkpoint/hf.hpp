@@ -53,8 +53,14 @@ FileDigest save_hf_safetensors(const std::string& path, const model::GptConfig& 
 // model.safetensors, or, when
 // max_shard_bytes > 0 and the weights are larger, shards of at most that size (cut between tensors;
 // a larger tensor gets a shard of its own) with model.safetensors.index.json. Each file atomically.
+// A checkpoint directory is refused (check_hf_dir_output).
 void save_hf_dir(const std::string& dir, const model::GptConfig& config, const Arena& params,
                  DType dtype = DType::kF32, uint64_t max_shard_bytes = 0, Progress* progress = nullptr);
+
+// Refuses (InvalidArgument) `dir` as a Hugging Face model directory to write when it is a checkpoint directory
+// (holds_checkpoints): the model would be read in the checkpoints' place (model_source.hpp). Writers call it
+// before they read their input.
+void check_hf_dir_output(const std::string& dir);
 
 // config.json for transformers (GPT2LMHeadModel or LlamaForCausalLM), and back. Parsing checks the
 // keys the model needs and refuses what axonn cannot run (another architecture, biases, another

@@ -23,8 +23,15 @@ struct ModelSource {
   model::GptConfig config;  // the model the files hold
 };
 
-// Tells the kind from the path and reads the model's configuration (the same on every rank).
-// Throws IoError naming the file and what is wrong with it.
+// The kind of model `path` holds, from what it is (no configuration read): a directory with config.json and
+// weights is a Hugging Face model, any other directory a checkpoint, a safetensors file a Hugging Face model,
+// another file an llm.c model file. A directory that is both a Hugging Face model and a checkpoint directory
+// (holds_checkpoints) is refused with InvalidArgument: which of the two a user means is not clear, and the HF
+// files would be read in the place of checkpoints that have moved on since they were written.
+ModelSource::Kind model_source_kind(const std::string& path);
+
+// Tells the kind from the path (model_source_kind) and reads the model's configuration (the same on every
+// rank). Throws IoError naming the file and what is wrong with it.
 ModelSource find_model_source(const std::string& path);
 
 // Sets gpt's weights from the source: each rank keeps its shards (a checkpoint directory is resharded

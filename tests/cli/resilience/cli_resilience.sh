@@ -483,6 +483,34 @@ PY
     [ "$(md5sum <"$tmp/final.bin")" = "$before" ] || fail "final.bin changed"
     run_np 1 train --config "$tmp/r1/config.toml" --run-dir "$tmp/r2" --save "$tmp/final2.bin" --quiet
     check "no final2.bin" test -s "$tmp/final2.bin" ;;
+  own_model_apart_from_checkpoints)
+    # a Hugging Face model directory written into a checkpoint directory was read by --init in the checkpoints'
+    # place: `convert --to ck/` then `train --resume` to step 5 left `generate --init ck` on step 3's weights
+    run_np 1 train "${flags[@]}" --steps 3 --checkpoint-dir "$tmp/ck" --quiet
+    listing=$(ls -R "$tmp/ck")
+    expect_error "'$tmp/ck/' is a checkpoint directory: a Hugging Face model written there would be read in the checkpoints' place" \
+      "$axonn" convert --from "$tmp/ck" --to "$tmp/ck/"
+    expect_error "'$tmp/ck/step-00000003/' is a checkpoint directory" "$axonn" convert --from "$tmp/ck" --to "$tmp/ck/step-00000003/"
+    expect_error "--save '$tmp/ck/' is a checkpoint directory \(this run's --checkpoint-dir\)" \
+      "$axonn" train "${flags[@]}" --steps 5 --checkpoint-dir "$tmp/ck" --save "$tmp/ck/" --resume
+    expect_error "--save '$tmp/ck' is a checkpoint directory" "$axonn" train "${flags[@]}" --steps 2 --save "$tmp/ck"
+    [ "$(ls -R "$tmp/ck")" = "$listing" ] || fail "the checkpoint directory changed: $(ls -R "$tmp/ck")"
+    # the other way round: checkpoints into a model's directory, and --save into a fresh run's --checkpoint-dir
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/"
+    expect_error "--checkpoint-dir '$tmp/hf' holds a Hugging Face model \(config.json and its weights\)" \
+      "$axonn" train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/hf" --overwrite
+    expect_error "--save '$tmp/new/' is a checkpoint directory \(this run's --checkpoint-dir\)" \
+      "$axonn" train "${flags[@]}" --steps 2 --checkpoint-dir "$tmp/new" --save "$tmp/new/"
+    [ ! -e "$tmp/new/latest" ] || fail "the refused run wrote a checkpoint"
+    # a directory that holds both (made by hand, or by an older axonn) is refused by every reader, naming both
+    cp "$tmp/hf/config.json" "$tmp/hf/model.safetensors" "$tmp/ck/"
+    for cmd in "generate --init $tmp/ck --prompt-ids 1,2 --max-new-tokens 2" "convert --from $tmp/ck --to $tmp/m.bin" \
+               "inspect $tmp/ck" "train ${flags[*]/$model/$tmp/ck} --steps 1"; do
+      # shellcheck disable=SC2086  # the command's words
+      expect_error "'$tmp/ck' holds both a Hugging Face model \(config.json and its weights\) and the checkpoint of step 3: which one to read is not clear. Name a step directory" \
+        "$axonn" $cmd
+    done
+    run "$axonn" generate --init "$tmp/ck/step-00000003" --prompt-ids 1,2 --max-new-tokens 2 --print-ids ;;
   own_output_is_input)
     cp "$tokens" "$tmp/tok.bin"
     cp "$model" "$tmp/m.bin"

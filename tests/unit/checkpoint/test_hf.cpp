@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
+#include "axonn/checkpoint/model_source.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/model/gpt.hpp"
 #include "data_dirs.hpp"
@@ -273,6 +275,43 @@ TEST(HfGpt2, ReadsHfVariants) {
     for (int64_t j = 0; j < p.tensor(i).numel(); j++)
       ASSERT_EQ(y[j], bf16_to_f32(f32_to_bf16(x[j]))) << p.slot_name(i) << "[" << j << "]";
   }
+}
+
+// A Hugging Face model directory and a checkpoint directory are never one: --init read the HF files of a
+// directory that held both, in the place of checkpoints that had moved on since (`axonn convert --to ck/`).
+TEST(HfGpt2, NeverOneDirectoryWithCheckpoints) {
+  test::TempDir d;
+  const model::GptConfig c = small();
+  Arena p = make_params(c);
+  fill_random(p, c, 3);
+  const std::string hf = d.file("hf"), ck_root = d.file("ck"), step = d.file("ck/step-00000007");
+  ck::save_hf_dir(hf, c, p);
+  EXPECT_FALSE(ck::holds_checkpoints(hf));
+  EXPECT_EQ(ck::model_source_kind(hf), ck::ModelSource::Kind::kHuggingFace);
+  // a root with a committed step (its manifest), a step directory, a root with only `latest`
+  std::filesystem::create_directories(step);
+  ck::write_file_atomic(step + "/manifest.json", "{}");
+  std::filesystem::create_directories(d.file("pointer"));
+  ck::write_file_atomic(d.file("pointer/latest"), "step-00000001\n");
+  for (const std::string& dir : {ck_root, step, d.file("pointer")}) {
+    EXPECT_TRUE(ck::holds_checkpoints(dir)) << dir;
+    EXPECT_THROW(ck::save_hf_dir(dir, c, p), InvalidArgument) << dir;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/config.json")) << dir << ": written although refused";
+  }
+  EXPECT_EQ(ck::model_source_kind(ck_root), ck::ModelSource::Kind::kCheckpoint);
+  // both in one directory (by hand, or by an older axonn): refused as a source, naming both
+  for (const char* name : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(hf + "/" + name, ck_root + "/" + name);
+  try {
+    ck::model_source_kind(ck_root);
+    ADD_FAILURE() << "a directory with a Hugging Face model and checkpoints was taken as one of them";
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("holds both a Hugging Face model (config.json and its weights) and the checkpoint of step 7"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(ck::find_model_source(ck_root), InvalidArgument);
 }
 
 TEST(HfConfig, FieldsOfTheWrongTypeAreIoErrors) {
