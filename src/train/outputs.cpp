@@ -9,6 +9,7 @@
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/data/token_dataset.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/train/run_dir.hpp"
@@ -20,50 +21,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A path and the flag that named it (or the run directory that gave it).
-struct Named {
-  std::string flag;
-  std::string path;
-};
-
 std::optional<struct stat> lstat_of(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
   return st;
 }
 
-std::optional<struct stat> stat_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return st;
-}
-
-// The same file or directory (device and inode), whatever the paths' spelling or links.
-bool same(const std::string& a, const std::string& b) {
-  const auto sa = stat_of(a), sb = stat_of(b);
-  return sa && sb && sa->st_dev == sb->st_dev && sa->st_ino == sb->st_ino;
-}
-
-// `path` (existing or not) lies inside the directory `dir` (by device and inode of its parents).
-bool inside(const std::string& path, const std::string& dir) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec).lexically_normal();
-  if (ec) return false;
-  for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
-    if (same(p.string(), dir)) return true;
-    if (p == p.root_path()) break;
-  }
-  return false;
-}
-
-bool is_directory(const std::string& path) {
-  const auto st = stat_of(path);
-  return st && S_ISDIR(st->st_mode);
-}
 
 // What the run reads. Shards that cannot be found are left to the session to report.
-std::vector<Named> inputs_of(const TrainConfig& c, const StartPlan& start) {
-  std::vector<Named> in;
+std::vector<NamedPath> inputs_of(const TrainConfig& c, const StartPlan& start) {
+  std::vector<NamedPath> in;
   const auto shards = [&](const char* flag, const std::string& spec, data::ShardSplit split) {
     if (spec.empty()) return;
     try {
@@ -80,8 +47,8 @@ std::vector<Named> inputs_of(const TrainConfig& c, const StartPlan& start) {
 }
 
 // The files the run writes (not its checkpoints' files, which live in the checkpoint directory).
-std::vector<Named> file_outputs(const TrainConfig& c) {
-  std::vector<Named> out;
+std::vector<NamedPath> file_outputs(const TrainConfig& c) {
+  std::vector<NamedPath> out;
   const auto add = [&](const char* flag, const std::string& path) {
     if (!path.empty()) out.push_back({flag, path});
   };
@@ -92,27 +59,19 @@ std::vector<Named> file_outputs(const TrainConfig& c) {
   return out;
 }
 
-std::string quoted(const Named& n) { return n.flag + " '" + n.path + "'"; }
 
 // Refuses an output that is an input, lies inside an input directory, or is another output; and an
 // output file that is a symbolic link.
-void check_against_inputs(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+void check_against_inputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
   for (size_t i = 0; i < outputs.size(); i++) {
-    const Named& o = outputs[i];
+    const NamedPath& o = outputs[i];
     const auto st = lstat_of(o.path);
-    AXONN_CHECK_ARG(!st || !S_ISLNK(st->st_mode), quoted(o), " is a symbolic link: axonn never writes through a "
+    AXONN_CHECK_ARG(!st || !S_ISLNK(st->st_mode), o.quoted(), " is a symbolic link: axonn never writes through a "
                     "link (it could point at any file). Give the real path, or remove the link");
-    for (const Named& in : inputs) {
-      AXONN_CHECK_ARG(!same(o.path, in.path), quoted(o), " is the file ", quoted(in), " reads: writing it would "
-                      "destroy the input. Give ", o.flag, " another path");
-      AXONN_CHECK_ARG(!is_directory(in.path) || !inside(o.path, in.path), quoted(o), " lies inside ", quoted(in),
-                      ", which this run reads: an output never goes into an input. Give ", o.flag, " another path");
-    }
+    check_output_apart(o, inputs);
     for (size_t j = 0; j < i; j++) {
-      const Named& other = outputs[j];
-      std::error_code ec;
-      const bool same_name = fs::absolute(o.path, ec).lexically_normal() == fs::absolute(other.path, ec).lexically_normal();
-      AXONN_CHECK_ARG(!same_name && !same(o.path, other.path), quoted(o), " and ", quoted(other),
+      const NamedPath& other = outputs[j];
+      AXONN_CHECK_ARG(!same_path(o.path, other.path), o.quoted(), " and ", other.quoted(),
                       " are the same file: give each output its own path");
     }
   }
@@ -123,11 +82,7 @@ void check_against_inputs(const std::vector<Named>& outputs, const std::vector<N
 // --overwrite says, which removes checkpoints, never a model.
 void check_model_and_checkpoints_apart(const TrainConfig& c) {
   if (!c.save.empty() && save_names_directory(c.save)) {
-    std::error_code ec;
-    const bool is_checkpoint_dir =
-        !c.checkpoint_dir.empty() &&
-        (same(c.save, c.checkpoint_dir) ||
-         fs::absolute(c.save, ec).lexically_normal() / "" == fs::absolute(c.checkpoint_dir, ec).lexically_normal() / "");
+    const bool is_checkpoint_dir = !c.checkpoint_dir.empty() && same_path(c.save, c.checkpoint_dir);
     AXONN_CHECK_ARG(!is_checkpoint_dir && !checkpoint::holds_checkpoints(c.save), "--save '", c.save,
                     "' is a checkpoint directory", is_checkpoint_dir ? " (this run's --checkpoint-dir)" : "",
                     ": a Hugging Face model saved there would be read in the checkpoints' place by --init. Give "
@@ -191,14 +146,14 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
     try {
       TrainConfig claimed = c;
       claimed.trace = trace_;
-      const std::vector<Named> inputs = inputs_of(claimed, start);
+      const std::vector<NamedPath> inputs = inputs_of(claimed, start);
       check_against_inputs(file_outputs(claimed), inputs);
       check_model_and_checkpoints_apart(claimed);
       if (!c.run_dir.empty()) run_dir_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.run_dir, "run directory",
                                                                                          "--run-dir");
       // another run's work: refused unless this run continues it (--resume) or --overwrite
       std::vector<std::string> others;
-      const std::vector<Named> files = file_outputs(claimed);
+      const std::vector<NamedPath> files = file_outputs(claimed);
       if (!c.resume) {
         bool run_dir_taken = false;  // then its files are not listed again one by one
         if (!c.run_dir.empty()) {
@@ -211,9 +166,9 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
           others.push_back("--checkpoint-dir '" + c.checkpoint_dir + "' holds " + std::to_string(steps.size()) +
                            " checkpoint" + (steps.size() > 1 ? "s" : "") + " of a run (steps " +
                            std::to_string(steps.front()) + " to " + std::to_string(steps.back()) + ")");
-        for (const Named& f : files)
-          if (non_empty_file(f.path) && !(run_dir_taken && inside(f.path, c.run_dir)))
-            others.push_back(quoted(f) + " exists");
+        for (const NamedPath& f : files)
+          if (non_empty_file(f.path) && !(run_dir_taken && path_inside(f.path, c.run_dir)))
+            others.push_back(f.quoted() + " exists");
       }
       if (!others.empty()) {
         AXONN_CHECK_ARG(c.overwrite, joined(others), ": this run would replace what another run wrote. ",
@@ -223,10 +178,10 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
                             : "A run started with --resume-from is a new run beside the one it branches from: give "
                               "it its own --run-dir or --checkpoint-dir (and --save, --metrics), or add "
                               "--overwrite to replace them");
-        for (const Named& in : inputs)
-          AXONN_CHECK_ARG(c.checkpoint_dir.empty() || (!same(in.path, c.checkpoint_dir) && !inside(in.path, c.checkpoint_dir)),
+        for (const NamedPath& in : inputs)
+          AXONN_CHECK_ARG(c.checkpoint_dir.empty() || (!same_file(in.path, c.checkpoint_dir) && !path_inside(in.path, c.checkpoint_dir)),
                           "--overwrite would delete the checkpoints of --checkpoint-dir '", c.checkpoint_dir,
-                          "', and ", quoted(in), " reads from there. Give this run another --checkpoint-dir");
+                          "', and ", in.quoted(), " reads from there. Give this run another --checkpoint-dir");
       }
       if (!c.checkpoint_dir.empty()) checkpoint_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.checkpoint_dir);
       if (!others.empty()) {  // --overwrite: another run's checkpoints, traces and samples go, nothing else

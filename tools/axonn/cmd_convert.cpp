@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/checkpoint_dir.hpp"
@@ -22,6 +23,7 @@
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/input_file.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/model/gpt.hpp"
 #include "axonn/text/tokenizer.hpp"
@@ -176,6 +178,9 @@ int run_convert(const ConvertOptions& o) {
                   "none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was prepared ",
                   "with, or gpt2)");
   const uint64_t shard_bytes = parse_size(o.shard_size);
+  std::vector<NamedPath> inputs = {{"--from", o.from}};
+  if (!o.tokenizer.empty()) inputs.push_back({"--tokenizer", o.tokenizer});
+  check_output_apart({"--to", o.to}, inputs);
   if (format == "safetensors-hf" && names_directory(o.to)) checkpoint::check_hf_dir_output(o.to);
   // the tokenizer before the weights, so that a wrong path is refused at once
   std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);

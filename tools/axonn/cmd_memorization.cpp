@@ -13,6 +13,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/eval/memorization.hpp"
 #include "axonn/infer/generator.hpp"
 #include "axonn/infer/setup.hpp"
@@ -40,6 +41,13 @@ int run_memorization(const MemorizationFlags& f) {
   AXONN_CHECK_ARG(f.max_documents >= 0, "--max-documents must be >= 0, got ", f.max_documents);
   AXONN_CHECK_ARG(f.invalid_utf8 == "error" || f.invalid_utf8 == "replace",
                   "--invalid-utf8 must be error or replace, got '", f.invalid_utf8, "'");
+  if (!f.output.empty()) {
+    std::vector<NamedPath> inputs = {{"--init", f.init}};
+    for (const std::string& in : f.inputs) inputs.push_back({"the input", in});
+    if (!f.shards.empty()) inputs.push_back({"--shards", f.shards});
+    if (!f.tokenizer.empty()) inputs.push_back({"--tokenizer", f.tokenizer});
+    check_output_apart({"--output", f.output}, inputs);
+  }
   const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);
   const model::GptConfig& mc = source.config;
   AXONN_CHECK_ARG(f.suffix_len >= 1 && f.suffix_len < mc.max_seq_len, "--suffix-len must be in [1, ", mc.max_seq_len,

@@ -9,6 +9,7 @@
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/report/raster.hpp"
 #include "axonn/report/report.hpp"
@@ -57,6 +58,20 @@ void add_report_command(CLI::App& app, Action* action) {
       const std::string png = !o->png.empty()                                  ? o->png
                               : !o->run_dir.empty() && !sources.metrics.empty() ? train::RunDir(o->run_dir).loss_png()
                                                                                 : "";
+      // the page and the curve never replace what the report reads (a run's metrics.jsonl, its traces, ...)
+      std::vector<NamedPath> inputs;
+      for (const auto& [what, path] :
+           {std::pair{"the metrics", sources.metrics}, {"the run's configuration", sources.config},
+            {"the run's record", sources.run_info}, {"the planner's validation", sources.plan},
+            {"the run's samples", sources.samples}, {"the run's checkpoints", sources.checkpoints}})
+        if (!path.empty()) inputs.push_back({what, path});
+      for (const std::string& t : sources.traces) inputs.push_back({"the trace", t});
+      check_output_apart({"--out", out}, inputs);
+      if (!png.empty()) {
+        check_output_apart({"--png", png}, inputs);
+        AXONN_CHECK_ARG(!same_path(png, out), "--png '", png, "' and --out '", out,
+                        "' are the same file: give each its own path");
+      }
       const int files = static_cast<int>(!sources.metrics.empty()) + static_cast<int>(!sources.config.empty()) +
                         static_cast<int>(!sources.run_info.empty()) + static_cast<int>(sources.traces.size()) +
                         static_cast<int>(!sources.plan.empty()) + static_cast<int>(!sources.samples.empty());

@@ -15,10 +15,12 @@
 #include <sstream>
 #include <string>
 
+#include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/comm/runtime.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/text/documents.hpp"
 #include "axonn/text/sentencepiece.hpp"
 #include "axonn/text/tokenizer.hpp"
@@ -36,24 +38,14 @@ struct TrainFlags {
   std::string output, invalid_utf8 = "error";
 };
 
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  AXONN_CHECK_IO(f, "cannot create '", tmp, "': ", std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) std::remove(tmp.c_str());
-  AXONN_CHECK_IO(ok && closed, "cannot write '", tmp, "'");
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  AXONN_CHECK_IO(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
-}
-
 int run_train(const TrainFlags& f) {
   AXONN_CHECK_ARG(comm::Runtime::process_world_size() == 1, "axonn tokenizer train runs as one process; run it "
                                                             "without mpirun");
   AXONN_CHECK_ARG(f.invalid_utf8 == "error" || f.invalid_utf8 == "replace",
                   "--invalid-utf8 must be error or replace, got '", f.invalid_utf8, "'");
+  std::vector<NamedPath> inputs;
+  for (const std::string& in : f.inputs) inputs.push_back({"the input", in});
+  check_output_apart({"--output", f.output}, inputs);
   text::DocumentOptions d = f.documents;
   d.invalid_utf8 = f.invalid_utf8 == "replace" ? text::InvalidUtf8::kReplace : text::InvalidUtf8::kError;
   text::DocumentReader reader(f.inputs, d);
@@ -78,7 +70,7 @@ int run_train(const TrainFlags& f) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // check that it loads before it takes the name
   auto tok = text::SentencePieceTokenizer::from_serialized(model, "the trained model");
-  write_atomically(f.output, model);
+  checkpoint::write_file_atomic(f.output, model);
   log_info("tokenizer %s: SentencePiece %s, %d ids (unk 0, bos %d, eos %d), trained on %lld lines of %zu file%s in %.1f s",
            f.output.c_str(), f.o.model_type.c_str(), tok->vocab_size(), tok->bos_id(), tok->eos_id(),
            static_cast<long long>(sentences), reader.files().size(), reader.files().size() == 1 ? "" : "s", s);

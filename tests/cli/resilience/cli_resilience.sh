@@ -485,12 +485,13 @@ PY
     check "no final2.bin" test -s "$tmp/final2.bin" ;;
   own_model_apart_from_checkpoints)
     # a Hugging Face model directory written into a checkpoint directory was read by --init in the checkpoints'
-    # place: `convert --to ck/` then `train --resume` to step 5 left `generate --init ck` on step 3's weights
+    # place: `convert --from ck --to ck/` then `train --resume` to step 5 left `generate --init ck` on step 3's weights
+    # (now refused as an output inside its input too; a model from elsewhere into ck/ is this check's)
     run_np 1 train "${flags[@]}" --steps 3 --checkpoint-dir "$tmp/ck" --quiet
     listing=$(ls -R "$tmp/ck")
     expect_error "'$tmp/ck/' is a checkpoint directory: a Hugging Face model written there would be read in the checkpoints' place" \
-      "$axonn" convert --from "$tmp/ck" --to "$tmp/ck/"
-    expect_error "'$tmp/ck/step-00000003/' is a checkpoint directory" "$axonn" convert --from "$tmp/ck" --to "$tmp/ck/step-00000003/"
+      "$axonn" convert --from "$model" --to "$tmp/ck/"
+    expect_error "'$tmp/ck/step-00000003/' is a checkpoint directory" "$axonn" convert --from "$model" --to "$tmp/ck/step-00000003/"
     expect_error "--save '$tmp/ck/' is a checkpoint directory \(this run's --checkpoint-dir\)" \
       "$axonn" train "${flags[@]}" --steps 5 --checkpoint-dir "$tmp/ck" --save "$tmp/ck/" --resume
     expect_error "--save '$tmp/ck' is a checkpoint directory" "$axonn" train "${flags[@]}" --steps 2 --save "$tmp/ck"
@@ -511,14 +512,49 @@ PY
         "$axonn" $cmd
     done
     run "$axonn" generate --init "$tmp/ck/step-00000003" --prompt-ids 1,2 --max-new-tokens 2 --print-ids ;;
+  own_outputs_apart_every_command)
+    # report, tokenizer train, memorization and convert wrote over what they read: `report RUN --out
+    # RUN/metrics.jsonl` replaced the run's metrics with the page, `tokenizer train --output c.txt c.txt` and
+    # `memorization --output doc.txt doc.txt` their input text, each exit 0
+    run_np 1 train "${flags[@]}" --steps 2 --run-dir "$tmp/r" --quiet
+    for i in $(seq 300); do echo "line $i: alpha beta gamma delta epsilon $i$i"; done >"$tmp/doc.txt"
+    mkdir "$tmp/corpus" && cp "$tmp/doc.txt" "$tmp/corpus/"
+    cp "$model" "$tmp/m.bin"
+    run "$axonn" convert --from "$tmp/m.bin" --to "$tmp/hf/"
+    sums() { md5sum "$tmp/r/metrics.jsonl" "$tmp/r/config.toml" "$tmp/doc.txt" "$tmp/m.bin" "$tmp/hf/model.safetensors"; }
+    before=$(sums)
+    expect_error "--out '$tmp/r/metrics.jsonl' is the metrics '$tmp/r/metrics.jsonl', which this command reads: writing it would destroy the input" \
+      "$axonn" report "$tmp/r" --out "$tmp/r/metrics.jsonl"
+    expect_error "--png '$tmp/r/config.toml' is the run's configuration" "$axonn" report "$tmp/r" --png "$tmp/r/config.toml"
+    expect_error "--png '$tmp/x.html' and --out '$tmp/x.html' are the same file" \
+      "$axonn" report "$tmp/r" --out "$tmp/x.html" --png "$tmp/x.html"
+    expect_error "--output '$tmp/doc.txt' is the input '$tmp/doc.txt', which this command reads" \
+      "$axonn" tokenizer train --vocab-size 300 --output "$tmp/doc.txt" "$tmp/doc.txt"
+    expect_error "--output '$tmp/corpus/tok.model' lies inside the input '$tmp/corpus', which this command reads" \
+      "$axonn" tokenizer train --vocab-size 300 --output "$tmp/corpus/tok.model" "$tmp/corpus"
+    expect_error "--output '$tmp/doc.txt' is the input '$tmp/doc.txt', which this command reads" \
+      "$axonn" memorization --init "$tmp/m.bin" --output "$tmp/doc.txt" "$tmp/doc.txt"
+    expect_error "--output '$tmp/m.bin' is --init '$tmp/m.bin', which this command reads" \
+      "$axonn" memorization --init "$tmp/m.bin" --output "$tmp/m.bin" "$tmp/doc.txt"
+    expect_error "--to '$tmp/m.bin' is --from '$tmp/m.bin', which this command reads" \
+      "$axonn" convert --from "$tmp/m.bin" --to "$tmp/m.bin"
+    expect_error "--to '$tmp/hf/' is --from '$tmp/hf/'" "$axonn" convert --from "$tmp/hf/" --to "$tmp/hf/" --dtype bf16
+    expect_error "--to '$tmp/r/checkpoints/m.bin' lies inside --from '$tmp/r/checkpoints'" \
+      "$axonn" convert --from "$tmp/r/checkpoints" --to "$tmp/r/checkpoints/m.bin"
+    [ "$(sums)" = "$before" ] || fail "an input changed: $(diff <(echo "$before") <(sums))"
+    [ ! -e "$tmp/corpus/tok.model" ] && [ ! -e "$tmp/x.html" ] || fail "a refused command wrote its output"
+    # the defaults still write where they did
+    run "$axonn" report "$tmp/r"
+    check "no report.html" test -s "$tmp/r/report.html"
+    run "$axonn" tokenizer train --vocab-size 300 --output "$tmp/tok.model" "$tmp/corpus" ;;
   own_output_is_input)
     cp "$tokens" "$tmp/tok.bin"
     cp "$model" "$tmp/m.bin"
-    expect_error "--metrics 'tok.bin' is the file --data '.*tok.bin' reads: writing it would destroy the input" \
+    expect_error "--metrics 'tok.bin' is --data '.*tok.bin', which this command reads: writing it would destroy the input" \
       bash -c "cd '$tmp' && '$axonn' train --data '$tmp/tok.bin' --metrics tok.bin --steps 2"
-    expect_error "--metrics '$tmp/m.bin' is the file --init '$tmp/m.bin' reads" \
+    expect_error "--metrics '$tmp/m.bin' is --init '$tmp/m.bin', which this command reads" \
       "$axonn" train --init "$tmp/m.bin" --metrics "$tmp/m.bin" --steps 2
-    expect_error "--save '$tmp/m.bin' is the file --init" "$axonn" train --init "$tmp/m.bin" --save "$tmp/m.bin" --steps 2
+    expect_error "--save '$tmp/m.bin' is --init '$tmp/m.bin', which" "$axonn" train --init "$tmp/m.bin" --save "$tmp/m.bin" --steps 2
     expect_error "--trace '$tmp/x' and --metrics '$tmp/x' are the same file" \
       "$axonn" train --metrics "$tmp/x" --trace "$tmp/x" --steps 2
     cmp -s "$tokens" "$tmp/tok.bin" || fail "the shard changed"

@@ -120,7 +120,7 @@ case "$case_name" in
     hf=$tmp/llama-tiny-1,1,1,1-hf/save/model
     sum=$(md5sum "$hf"/*)
     for p in "$hf/" "$hf"; do
-      expect_error "--save '$p' is the file --init '$hf' reads" "$axonn" train --init "$hf" --data "$tmp/data" \
+      expect_error "--save '$p' is --init '$hf', which this command reads" "$axonn" train --init "$hf" --data "$tmp/data" \
         --batch-size 4 --seq-len 32 --steps 2 --save "$p"
     done
     [ "$(md5sum "$hf"/*)" = "$sum" ] || fail "the --init directory changed" ;;

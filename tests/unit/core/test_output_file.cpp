@@ -1,0 +1,65 @@
+// core/output_file.hpp: outputs compared with inputs as files (device and inode), whatever their spelling.
+#include "axonn/core/output_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "axonn/core/error.hpp"
+#include "llmc_files.hpp"
+
+namespace fs = std::filesystem;
+using axonn::check_output_apart;
+using axonn::NamedPath;
+
+namespace {
+
+void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+// The message of the InvalidArgument `f` throws, or "<none>".
+template <typename F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const axonn::InvalidArgument& e) {
+    return e.what();
+  }
+  return "<none>";
+}
+
+}  // namespace
+
+TEST(OutputFile, OneFileWhateverItsSpelling) {
+  axonn::test::TempDir d;
+  fs::create_directories(d.file("a/b"));
+  touch(d.file("a/b/f.txt"));
+  fs::create_symlink(d.file("a/b"), d.file("link"));
+  EXPECT_TRUE(axonn::same_file(d.file("a/b/f.txt"), d.file("a/./b/../b/f.txt")));
+  EXPECT_TRUE(axonn::same_file(d.file("a/b/f.txt"), d.file("link/f.txt")));
+  EXPECT_FALSE(axonn::same_file(d.file("a/b/f.txt"), d.file("a/b/new.txt")));  // absent: no file to be
+  EXPECT_TRUE(axonn::same_path(d.file("a/b/new.txt"), d.file("a/b/../b/new.txt")));  // by name, until made
+  EXPECT_TRUE(axonn::same_path(d.file("out"), d.file("out") + "/"));
+  EXPECT_FALSE(axonn::same_path(d.file("out"), d.file("out2")));
+  EXPECT_TRUE(axonn::path_inside(d.file("link/c/d/new.bin"), d.file("a")));  // through the link, not made yet
+  EXPECT_FALSE(axonn::path_inside(d.file("a"), d.file("a")));
+  EXPECT_FALSE(axonn::path_inside(d.file("other/x"), d.file("a")));
+}
+
+TEST(OutputFile, AnOutputThatIsOrLiesInAnInputIsRefusedNamingBoth) {
+  axonn::test::TempDir d;
+  fs::create_directories(d.file("corpus"));
+  touch(d.file("corpus/doc.txt"));
+  touch(d.file("model.bin"));
+  const std::vector<NamedPath> inputs = {{"--init", d.file("model.bin")}, {"the input", d.file("corpus")}};
+  EXPECT_EQ(refusal([&] { check_output_apart({"--output", d.file("model.bin")}, inputs); }),
+            "--output '" + d.file("model.bin") + "' is --init '" + d.file("model.bin") +
+                "', which this command reads: writing it would destroy the input. Give --output another path");
+  const std::string inside = refusal([&] { check_output_apart({"--output", d.file("corpus/new/x.json")}, inputs); });
+  EXPECT_NE(inside.find("--output '" + d.file("corpus/new/x.json") + "' lies inside the input '" + d.file("corpus") +
+                        "', which this command reads: an output never goes into an input"),
+            std::string::npos)
+      << inside;
+  EXPECT_EQ(refusal([&] { check_output_apart({"--output", d.file("x.json")}, inputs); }), "<none>");
+}
