@@ -2,6 +2,8 @@
 // hooks.
 #include "axonn/train/trainer.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -48,6 +50,38 @@ void write_gemm_tuning_report(const std::string& path) {
   f << nlohmann::json({{"gemm_tuning", records}}).dump(1) << '\n';
   f.close();  // the buffered rest goes out here: check after it
   AXONN_CHECK_IO(!f.fail(), "cannot write --gemm-tuning-report file '", path, "': ", std::strerror(errno));
+}
+
+}  // namespace
+
+namespace {
+
+// A path as one shell word: as it is when it holds no character the shell reads, else in single quotes.
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_./:=,+-@%", ch) != nullptr;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// The command that continues a stopped run, with the outputs it was given (`given`: the configuration as the
+// user gave it, before the run directory's defaults): a resumed run writes only where its own flags and run
+// directory say, never where the checkpoint's manifest recorded, so a bare --resume would drop --save and
+// --metrics, and one without --run-dir the run directory's metrics.
+std::string continue_command(const TrainConfig& given, int world) {
+  std::string cmd = world > 1 ? "mpirun -np " + std::to_string(world) + " axonn train" : "axonn train";
+  const auto flag = [&cmd](const char* name, const std::string& value) {
+    if (!value.empty()) cmd += std::string(" ") + name + " " + shell_word(value);
+  };
+  flag("--run-dir", given.run_dir);
+  flag("--checkpoint-dir", given.checkpoint_dir);
+  flag("--metrics", given.metrics);
+  flag("--trace", given.trace);
+  flag("--save", given.save);
+  return cmd + " --resume";
 }
 
 }  // namespace
@@ -144,8 +178,8 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
                                 ? "--exit-after-steps " + std::to_string(c.exit_after_steps)
                                 : ::axonn::detail::concat("--exit-after-minutes ", c.exit_after_minutes);
     if (!result.checkpoint.empty())
-      log_info("stopped   by %s after step %d of %d; checkpoint %s. Continue with: axonn train --checkpoint-dir %s "
-               "--resume", why.c_str(), done, c.steps, result.checkpoint.c_str(), c.checkpoint_dir.c_str());
+      log_info("stopped   by %s after step %d of %d; checkpoint %s. Continue with: %s", why.c_str(), done, c.steps,
+               result.checkpoint.c_str(), continue_command(config, s.world().size()).c_str());
     else
       log_warn("stopped   by %s after step %d of %d; no --checkpoint-dir: nothing to resume from", why.c_str(), done,
                c.steps);

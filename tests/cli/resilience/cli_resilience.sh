@@ -86,7 +86,10 @@ stop_and_resume() {
   wait_rc "$bg"
   cp "$tmp/run.out" "$tmp/out"
   [ "$rc" -eq 0 ] || fail "the stopped run exited $rc, not 0"
-  expect_output "stopped   by SIG$sig after step [0-9]+ of 300; checkpoint .*step-[0-9]+. Continue with: axonn train --checkpoint-dir .* --resume"
+  # the command to continue names the outputs the run was given (a resumed run writes only where its flags say)
+  local launcher=""
+  [ "$how" = self ] || launcher="mpirun -np $np "
+  expect_output "stopped   by SIG$sig after step [0-9]+ of 300; checkpoint .*step-[0-9]+. Continue with: ${launcher}axonn train --checkpoint-dir $tmp/ck --metrics $tmp/m.jsonl --resume\$"
   local at
   at=$(grep -Eo "after step [0-9]+ of" "$tmp/out" | grep -Eo "[0-9]+" | head -1)
   [ "$at" -lt 300 ] || fail "the run was not stopped early"
