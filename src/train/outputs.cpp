@@ -29,6 +29,17 @@ std::optional<struct stat> lstat_of(const std::string& path) {
 
 
 // What the run reads. Shards that cannot be found are left to the session to report.
+// The data directories the run reads (--data, --val-data naming a directory, as `axonn prepare` makes one):
+// no output of the run goes into one, its checkpoint and run directories included (`prepare --overwrite`
+// would take them with the data).
+std::vector<NamedPath> data_directories(const TrainConfig& c) {
+  std::vector<NamedPath> dirs;
+  std::error_code ec;
+  for (const NamedPath& d : {NamedPath{"--data", c.data}, NamedPath{"--val-data", c.val_data}})
+    if (!d.path.empty() && fs::is_directory(d.path, ec)) dirs.push_back(d);
+  return dirs;
+}
+
 std::vector<NamedPath> inputs_of(const TrainConfig& c, const StartPlan& start) {
   std::vector<NamedPath> in;
   const auto shards = [&](const char* flag, const std::string& spec, data::ShardSplit split) {
@@ -40,6 +51,7 @@ std::vector<NamedPath> inputs_of(const TrainConfig& c, const StartPlan& start) {
   };
   shards("--data", c.data, data::ShardSplit::kTrain);
   shards("--val-data", c.val_data, data::ShardSplit::kVal);
+  for (const NamedPath& d : data_directories(c)) in.push_back(d);
   if (!c.init.empty()) in.push_back({"--init", c.init});
   if (!c.goldfish_table.empty()) in.push_back({"--goldfish-table", c.goldfish_table});
   if (!start.resume_dir.empty()) in.push_back({c.resume ? "--resume" : "--resume-from", start.resume_dir});
@@ -137,6 +149,11 @@ std::string trace_beside(const std::string& trace, int first_step) {
 
 }  // namespace
 
+void check_outputs_apart_from_data(const TrainConfig& c) {
+  for (const NamedPath& dir : {NamedPath{"--run-dir", c.run_dir}, NamedPath{"--checkpoint-dir", c.checkpoint_dir}})
+    if (!dir.path.empty()) check_output_apart(dir, data_directories(c));
+}
+
 RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Communicator& world) : trace_(c.trace) {
   const int first_step = start.resume_manifest ? static_cast<int>(start.resume_manifest->step) : 0;
   // a run that resumes in place keeps the trace it wrote: its new window goes to a file beside it
@@ -148,6 +165,7 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
       claimed.trace = trace_;
       const std::vector<NamedPath> inputs = inputs_of(claimed, start);
       check_against_inputs(file_outputs(claimed), inputs);
+      check_outputs_apart_from_data(c);
       check_model_and_checkpoints_apart(claimed);
       if (!c.run_dir.empty()) run_dir_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.run_dir, "run directory",
                                                                                          "--run-dir");

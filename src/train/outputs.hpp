@@ -23,6 +23,11 @@
 
 namespace axonn::train::detail {
 
+// The run's directories (--checkpoint-dir, --run-dir, with the run directory's defaults applied) are not and do
+// not lie in a data directory it reads (--data, --val-data): InvalidArgument otherwise. RunOutputs checks it with
+// the rest; the trainer first, before it makes the run directory.
+void check_outputs_apart_from_data(const TrainConfig& c);
+
 // The outputs a run has claimed: rank 0 holds the locks until it is destroyed.
 class RunOutputs {
  public:

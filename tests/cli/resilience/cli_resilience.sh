@@ -561,7 +561,18 @@ PY
     expect_error "--trace '$tmp/x' and --metrics '$tmp/x' are the same file" \
       "$axonn" train --metrics "$tmp/x" --trace "$tmp/x" --steps 2
     cmp -s "$tokens" "$tmp/tok.bin" || fail "the shard changed"
-    cmp -s "$model" "$tmp/m.bin" || fail "the model changed" ;;
+    cmp -s "$model" "$tmp/m.bin" || fail "the model changed"
+    # a data directory is an input too: no checkpoints, run directory or file go into it (prepare --overwrite
+    # would take them with the data), and the refused run makes no directory there
+    mkdir "$tmp/data" && cp "$tokens" "$tmp/data/train_000000.bin"
+    data_flags=(--init "$model" --data "$tmp/data" --batch-size 2 --seq-len 16 --steps 1)
+    expect_error "--checkpoint-dir '$tmp/data' is --data '$tmp/data', which this command reads" \
+      "$axonn" train "${data_flags[@]}" --checkpoint-dir "$tmp/data"
+    expect_error "--run-dir '$tmp/data/run' lies inside --data '$tmp/data', which this command reads: an output never goes into an input" \
+      "$axonn" train "${data_flags[@]}" --run-dir "$tmp/data/run"
+    expect_error "--metrics '$tmp/data/m.jsonl' lies inside --data '$tmp/data'" \
+      "$axonn" train "${data_flags[@]}" --metrics "$tmp/data/m.jsonl"
+    [ "$(ls "$tmp/data")" = train_000000.bin ] || fail "the data directory holds $(ls "$tmp/data")" ;;
   own_run_dir_locked)
     # two runs in one run directory, each with its own checkpoints: the second is refused at once
     start_bg "$tmp/a.out" "$axonn" train "${flags[@]}" --steps 100000 --run-dir "$tmp/rr" --checkpoint-dir "$tmp/ck1" \
