@@ -275,6 +275,21 @@ SaveFormat save_format(const std::string& path, model::Family family) {
 
 namespace {
 
+// The tokenizer --save writes beside or into the model: the run's (`tokenizer`: its directory, "" if none), loaded
+// and checked against the model; null where the format holds none or the run has none. A GGUF file needs one:
+// InvalidArgument without. CheckpointHook's constructor asks before step 1, write_save again at the end.
+std::unique_ptr<text::Tokenizer> save_tokenizer(const std::string& path, const model::GptConfig& config,
+                                                const std::string& tokenizer) {
+  const SaveFormat f = save_format(path, config.family);
+  AXONN_CHECK_ARG(f != SaveFormat::kGguf || !tokenizer.empty(), "--save '", path, "': a GGUF file holds the model's "
+                  "tokenizer, and this run carries none (train on prepared --data, or save a directory DIR/ or, for "
+                  "GPT-2, FILE.bin)");
+  if (f == SaveFormat::kLlmc || tokenizer.empty()) return nullptr;
+  std::unique_ptr<text::Tokenizer> tok = text::load_tokenizer(tokenizer);
+  checkpoint::check_tokenizer_fits(*tok, config);
+  return tok;
+}
+
 // Writes --save from the full tensors (rank 0), in the format its path names, with the run's tokenizer
 // (`tokenizer`: its directory, "" if none) where the format holds one, as `axonn convert` does.
 void write_save(const std::string& path, const model::GptConfig& config, const Arena& params,
@@ -282,28 +297,18 @@ void write_save(const std::string& path, const model::GptConfig& config, const A
   const int64_t bad = count_nonfinite(params);
   AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
                  "run diverged; --save '", path, "' was not written. Lower --lr or enable --grad-clip");
+  const std::unique_ptr<text::Tokenizer> tok = save_tokenizer(path, config, tokenizer);  // before anything is written
   switch (save_format(path, config.family)) {
     case SaveFormat::kLlmc:
       checkpoint::save_llmc(path, config, params);
       break;
-    case SaveFormat::kGguf: {
-      AXONN_CHECK_IO(!tokenizer.empty(), "--save '", path, "': a GGUF file holds the model's tokenizer, and this run "
-                     "carries none (train on prepared --data, or save a directory DIR/ or, for GPT-2, FILE.bin)");
-      const std::unique_ptr<text::Tokenizer> tok = text::load_tokenizer(tokenizer);
-      checkpoint::check_tokenizer_fits(*tok, config);
+    case SaveFormat::kGguf:
       checkpoint::save_gguf(path, config, params, checkpoint::GgufType::kF32, *tok, fs::path(path).stem().string());
       break;
-    }
-    case SaveFormat::kHf: {
-      std::unique_ptr<text::Tokenizer> tok;
-      if (!tokenizer.empty()) {
-        tok = text::load_tokenizer(tokenizer);
-        checkpoint::check_tokenizer_fits(*tok, config);  // before anything is written
-      }
+    case SaveFormat::kHf:
       checkpoint::save_hf_dir(path, config, params);
       if (tok) checkpoint::save_hf_tokenizer(path, config, tokenizer);
       break;
-    }
   }
 }
 
@@ -319,6 +324,7 @@ CheckpointHook::CheckpointHook(Session& s)
     probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
   }
   if (!c.save.empty()) {
+    save_tokenizer(c.save, s.model_config(), checkpointer_.tokenizer_dir());  // one the format needs, and fits
     if (save_format(c.save, s.model_config().family) == SaveFormat::kHf) {
       std::error_code ec;
       fs::create_directories(c.save, ec);  // where the user pointed; each file is written into it atomically
