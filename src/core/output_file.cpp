@@ -48,4 +48,10 @@ void check_output_apart(const NamedPath& output, const std::vector<NamedPath>& i
   }
 }
 
+void check_output_file(const NamedPath& output) {
+  std::error_code ec;
+  AXONN_CHECK_ARG(!output.path.ends_with('/') && !fs::is_directory(output.path, ec), output.quoted(),
+                  " is a directory: give the path of a file to write");
+}
+
 }  // namespace axonn

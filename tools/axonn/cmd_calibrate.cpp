@@ -15,6 +15,7 @@
 #include "axonn/measure/calibrate.hpp"
 #include "axonn/comm/factory.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/kernels/gemm.hpp"
 #include "axonn/planner/calibration.hpp"
 #include "commands.hpp"
@@ -43,6 +44,7 @@ int run_calibrate(const CalibrateOptions& o) {
     AXONN_CHECK_ARG(!dir.empty(), "neither $XDG_CONFIG_HOME nor $HOME is set: give --out FILE");
     out = dir + "/local.json";
   }
+  check_output_file({"--out", out});
   int ok = 1;
   std::string why;
   if (root) {

@@ -46,6 +46,7 @@ int run_memorization(const MemorizationFlags& f) {
     for (const std::string& in : f.inputs) inputs.push_back({"the input", in});
     if (!f.shards.empty()) inputs.push_back({"--shards", f.shards});
     if (!f.tokenizer.empty()) inputs.push_back({"--tokenizer", f.tokenizer});
+    check_output_file({"--output", f.output});
     check_output_apart({"--output", f.output}, inputs);
   }
   const checkpoint::ModelSource source = checkpoint::find_model_source(f.init);

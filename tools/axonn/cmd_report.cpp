@@ -66,8 +66,10 @@ void add_report_command(CLI::App& app, Action* action) {
             {"the run's samples", sources.samples}, {"the run's checkpoints", sources.checkpoints}})
         if (!path.empty()) inputs.push_back({what, path});
       for (const std::string& t : sources.traces) inputs.push_back({"the trace", t});
+      check_output_file({"--out", out});
       check_output_apart({"--out", out}, inputs);
       if (!png.empty()) {
+        check_output_file({"--png", png});
         check_output_apart({"--png", png}, inputs);
         AXONN_CHECK_ARG(!same_path(png, out), "--png '", png, "' and --out '", out,
                         "' are the same file: give each its own path");

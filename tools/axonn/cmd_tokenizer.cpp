@@ -45,6 +45,7 @@ int run_train(const TrainFlags& f) {
                   "--invalid-utf8 must be error or replace, got '", f.invalid_utf8, "'");
   std::vector<NamedPath> inputs;
   for (const std::string& in : f.inputs) inputs.push_back({"the input", in});
+  check_output_file({"--output", f.output});
   check_output_apart({"--output", f.output}, inputs);
   text::DocumentOptions d = f.documents;
   d.invalid_utf8 = f.invalid_utf8 == "replace" ? text::InvalidUtf8::kReplace : text::InvalidUtf8::kError;

@@ -33,4 +33,9 @@ bool path_inside(const std::string& path, const std::string& dir);
 // inside INPUT, which this command reads: an output never goes into an input"), naming both.
 void check_output_apart(const NamedPath& output, const std::vector<NamedPath>& inputs);
 
+// Refuses with InvalidArgument an output that must be a file but names a directory (an existing one, or a path
+// ending in '/'): "FLAG 'PATH' is a directory: give the path of a file to write", before any work, where the
+// atomic write at the end would fail to rename its temporary file over it.
+void check_output_file(const NamedPath& output);
+
 }  // namespace axonn

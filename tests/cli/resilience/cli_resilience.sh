@@ -544,6 +544,11 @@ PY
     expect_error "--to '$tmp/hf/' is --from '$tmp/hf/'" "$axonn" convert --from "$tmp/hf/" --to "$tmp/hf/" --dtype bf16
     expect_error "--to '$tmp/r/checkpoints/m.bin' lies inside --from '$tmp/r/checkpoints'" \
       "$axonn" convert --from "$tmp/r/checkpoints" --to "$tmp/r/checkpoints/m.bin"
+    # a file output that names a directory: refused before any work (it failed at the end, "cannot rename")
+    expect_error "--out '$tmp/r' is a directory: give the path of a file to write" "$axonn" report "$tmp/r" --out "$tmp/r"
+    expect_error "--output '$tmp/corpus/' is a directory" "$axonn" memorization --init "$tmp/m.bin" --output "$tmp/corpus/" \
+      "$tmp/doc.txt"
+    expect_error "--out '$tmp/corpus' is a directory" "$axonn" calibrate --quick --out "$tmp/corpus"
     [ "$(sums)" = "$before" ] || fail "an input changed: $(diff <(echo "$before") <(sums))"
     [ ! -e "$tmp/corpus/tok.model" ] && [ ! -e "$tmp/x.html" ] || fail "a refused command wrote its output"
     # the defaults still write where they did

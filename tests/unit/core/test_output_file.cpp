@@ -63,3 +63,12 @@ TEST(OutputFile, AnOutputThatIsOrLiesInAnInputIsRefusedNamingBoth) {
       << inside;
   EXPECT_EQ(refusal([&] { check_output_apart({"--output", d.file("x.json")}, inputs); }), "<none>");
 }
+
+TEST(OutputFile, AFileOutputThatNamesADirectoryIsRefused) {
+  axonn::test::TempDir d;
+  fs::create_directories(d.file("dir"));
+  EXPECT_EQ(refusal([&] { axonn::check_output_file({"--out", d.file("dir")}); }),
+            "--out '" + d.file("dir") + "' is a directory: give the path of a file to write");
+  EXPECT_NE(refusal([&] { axonn::check_output_file({"--out", d.file("new") + "/"}); }), "<none>");
+  EXPECT_EQ(refusal([&] { axonn::check_output_file({"--out", d.file("dir/page.html")}); }), "<none>");
+}
