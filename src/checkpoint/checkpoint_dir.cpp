@@ -521,8 +521,8 @@ std::vector<int64_t> list_checkpoints(const std::string& root) {
 
 bool holds_checkpoints(const std::string& dir) {
   std::error_code ec;
-  return fs::is_regular_file(join(dir, kManifestName), ec) || fs::exists(fs::symlink_status(join(dir, kLatestName), ec)) ||
-         !list_checkpoints(dir).empty();
+  return fs::is_regular_file(join(dir, kManifestName), ec) ||
+         fs::exists(fs::symlink_status(join(dir, kLatestName), ec)) || !list_checkpoints(dir).empty();
 }
 
 std::optional<std::string> find_latest(const std::string& root) {

@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <vector>
 
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
 #include "axonn/core/output_file.hpp"
 #include "axonn/data/token_dataset.hpp"
-#include "axonn/checkpoint/hf.hpp"
 #include "axonn/train/run_dir.hpp"
 #include "hooks.hpp"
 
@@ -27,8 +27,6 @@ std::optional<struct stat> lstat_of(const std::string& path) {
   return st;
 }
 
-
-// What the run reads. Shards that cannot be found are left to the session to report.
 // The data directories the run reads (--data, --val-data naming a directory, as `axonn prepare` makes one):
 // no output of the run goes into one, its checkpoint and run directories included (`prepare --overwrite`
 // would take them with the data).
@@ -40,6 +38,7 @@ std::vector<NamedPath> data_directories(const TrainConfig& c) {
   return dirs;
 }
 
+// What the run reads. Shards that cannot be found are left to the session to report.
 std::vector<NamedPath> inputs_of(const TrainConfig& c, const StartPlan& start) {
   std::vector<NamedPath> in;
   const auto shards = [&](const char* flag, const std::string& spec, data::ShardSplit split) {
@@ -70,7 +69,6 @@ std::vector<NamedPath> file_outputs(const TrainConfig& c) {
   add("--gemm-tuning-report", c.gemm_tuning_report);
   return out;
 }
-
 
 // Refuses an output that is an input, lies inside an input directory, or is another output; and an
 // output file that is a symbolic link.

@@ -4,16 +4,14 @@
 //   axonn tokenizer encode --tokenizer gpt2 "Hello world"        # 15496,995
 //   axonn tokenizer decode --tokenizer gpt2 15496,995            # Hello world
 //   axonn tokenizer info --tokenizer tokenizer.json
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/comm/factory.hpp"
