@@ -317,6 +317,14 @@ TEST(CheckpointDir, IgnoresUnfinishedSaves) {
   fs::create_directories(d.file("empty"));
   e = io_error_of([&] { ck::resolve_checkpoint(d.file("empty")); });
   EXPECT_NE(e.find("holds no committed checkpoint"), std::string::npos) << e;
+  // a folder above a root (a run directory above its checkpoints/) names the root
+  fs::create_directories(d.file("r1"));
+  fs::rename(root, d.file("r1/checkpoints"));
+  e = io_error_of([&] { ck::resolve_checkpoint(d.file("r1")); });
+  EXPECT_NE(e.find("holds no committed checkpoint (no step-NNNNNNNN directory with a manifest.json); '" +
+                   d.file("r1/checkpoints") + "' does: give that"),
+            std::string::npos)
+      << e;
   e = io_error_of([&] { ck::resolve_checkpoint(d.file("nope")); });
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
 }
