@@ -147,9 +147,15 @@ std::string trace_beside(const std::string& trace, int first_step) {
 
 }  // namespace
 
-void check_outputs_apart_from_data(const TrainConfig& c) {
+void check_run_directories(const TrainConfig& c) {
   for (const NamedPath& dir : {NamedPath{"--run-dir", c.run_dir}, NamedPath{"--checkpoint-dir", c.checkpoint_dir}})
     if (!dir.path.empty()) check_output_apart(dir, data_directories(c));
+  AXONN_CHECK_ARG(c.run_dir.empty() || same_path(c.run_dir, c.checkpoint_dir) ||
+                      !checkpoint::holds_checkpoints(c.run_dir),
+                  "--run-dir '", c.run_dir,
+                  "' is a checkpoint directory (another run's --checkpoint-dir): a run directory keeps its checkpoints "
+                  "in its own checkpoints/. Give --run-dir another directory, or continue that run with "
+                  "--checkpoint-dir '", c.run_dir, "' --resume");
 }
 
 RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Communicator& world) : trace_(c.trace) {
@@ -163,7 +169,7 @@ RunOutputs::RunOutputs(const TrainConfig& c, const StartPlan& start, comm::Commu
       claimed.trace = trace_;
       const std::vector<NamedPath> inputs = inputs_of(claimed, start);
       check_against_inputs(file_outputs(claimed), inputs);
-      check_outputs_apart_from_data(c);
+      check_run_directories(c);
       check_model_and_checkpoints_apart(claimed);
       if (!c.run_dir.empty()) run_dir_lock_ = std::make_unique<checkpoint::DirectoryLock>(c.run_dir, "run directory",
                                                                                          "--run-dir");

@@ -91,7 +91,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
                std::vector<std::unique_ptr<LoopHook>> extra) {
   if (!config.run_dir.empty()) {  // made and checked on every rank before anything is built
     validate_config(with_run_dir_outputs(config));  // a bad configuration makes no directory
-    detail::check_outputs_apart_from_data(with_run_dir_outputs(config));
+    detail::check_run_directories(with_run_dir_outputs(config));
     std::exception_ptr made;
     try {
       detail::make_run_dir(config.run_dir);

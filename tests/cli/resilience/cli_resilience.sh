@@ -470,6 +470,10 @@ PY
     expect_error "--checkpoint-dir '$tmp/ck' holds 3 checkpoints of a run \(steps 10 to 30\): this run would replace what another run wrote" \
       "$axonn" train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck"
     [ "$(cat "$tmp/ck/latest")" = step-00000030 ] || fail "latest moved to $(cat "$tmp/ck/latest")"
+    # nor as a run directory (its checkpoints would go to ck/checkpoints, beside the other run's steps)
+    expect_error "--run-dir '$tmp/ck' is a checkpoint directory \(another run's --checkpoint-dir\)" \
+      "$axonn" train "${flags[@]}" --steps 10 --run-dir "$tmp/ck"
+    [ ! -e "$tmp/ck/checkpoints" ] && [ ! -e "$tmp/ck/config.toml" ] || fail "the refused run wrote into $tmp/ck"
     run_np 1 train "${flags[@]}" --steps 10 --checkpoint-dir "$tmp/ck" --overwrite --quiet
     expect_output "overwrite .*3 checkpoints and 0 trace files removed"
     [ "$(ls "$tmp/ck" | tr '\n' ' ')" = "latest lock step-00000010 " ] || fail "left $(ls "$tmp/ck")"
