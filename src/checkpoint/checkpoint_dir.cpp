@@ -563,17 +563,14 @@ std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(join(path, kManifestName), ec)) return path;
   AXONN_CHECK_IO(!parse_step_dir_name(name).has_value(), "checkpoint '", path,
                  "' has no manifest.json: the save did not complete");
-  auto latest = find_latest(path);
-  if (!latest) {
-    // a folder above the checkpoints (a run directory, whose checkpoints/ holds them): name where they are
-    std::string below;
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_directory(ec) && !list_checkpoints(e.path().string()).empty())
-        below += std::string(below.empty() ? "" : ", ") + "'" + e.path().string() + "'";
-    AXONN_CHECK_IO(false, "'", path, "' holds no committed checkpoint (no step-NNNNNNNN directory with a manifest.json)",
-                   below.empty() ? std::string() : "; " + below + " does: give that");
-  }
-  return *latest;
+  if (auto latest = find_latest(path)) return *latest;
+  // a folder above the checkpoints (a run directory, whose checkpoints/ holds them): name where they are
+  std::string below;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.is_directory(ec) && !list_checkpoints(e.path().string()).empty())
+      below += std::string(below.empty() ? "" : ", ") + "'" + e.path().string() + "'";
+  throw IoError(detail::concat("'", path, "' holds no committed checkpoint (no step-NNNNNNNN directory with a ",
+                               "manifest.json)", below.empty() ? std::string() : "; " + below + " does: give that"));
 }
 
 Manifest read_manifest(const std::string& dir) {
