@@ -25,8 +25,8 @@ namespace axonn::train::detail {
 
 // The run's directories (--run-dir, --checkpoint-dir, with the run directory's defaults applied) are not and do
 // not lie in a data directory it reads (--data, --val-data), and the run directory is no other checkpoint
-// directory than the run's own (they go to its checkpoints/): InvalidArgument otherwise. RunOutputs checks it with the rest; the
-// trainer first, before it makes the run directory.
+// directory than the run's own (they go to its checkpoints/): InvalidArgument otherwise. RunOutputs checks it
+// with the rest; the trainer first, before it makes the run directory.
 void check_run_directories(const TrainConfig& c);
 
 // The outputs a run has claimed: rank 0 holds the locks until it is destroyed.

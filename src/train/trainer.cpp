@@ -89,9 +89,10 @@ std::string continue_command(const TrainConfig& given, int world) {
 
 TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                std::vector<std::unique_ptr<LoopHook>> extra) {
+  const TrainConfig resolved = with_run_dir_outputs(config);
   if (!config.run_dir.empty()) {  // made and checked on every rank before anything is built
-    validate_config(with_run_dir_outputs(config));  // a bad configuration makes no directory
-    detail::check_run_directories(with_run_dir_outputs(config));
+    validate_config(resolved);  // a bad configuration makes no directory
+    detail::check_run_directories(resolved);
     std::exception_ptr made;
     try {
       detail::make_run_dir(config.run_dir);
@@ -100,7 +101,7 @@ TrainResult run(const TrainConfig& config, std::shared_ptr<comm::Communicator> w
     }
     checkpoint::agree_on_errors(*world, made);
   }
-  Session s(with_run_dir_outputs(config), std::move(world));
+  Session s(resolved, std::move(world));
   const TrainConfig& c = s.config();
   // the hooks, in the order they run after a step
   Trace trace;  // the timeline of --trace, recorded by the model and the step during the window
