@@ -260,7 +260,8 @@ void add_generate_command(CLI::App& app, Action* action) {
   sub->add_option("--top-p", f->sampling.top_p, "then among the fewest most likely tokens whose probability "
                                                 "reaches p, in (0, 1] (1: all)");
   sub->add_option("--seed", f->sampling.seed, "sampling seed: sample s's token at position t is drawn from "
-                                              "(seed, s, t), the same on every grid");
+                                              "(seed, s, t), the same on every grid")
+      ->check(check_unsigned64);
   sub->add_option("--num-samples", f->num_samples, "continuations of the prompt, generated together");
   sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the model's own: the one a "
                                                "checkpoint carries from the data `axonn prepare` made, or the Hugging "

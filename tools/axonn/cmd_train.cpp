@@ -40,11 +40,7 @@ void add_train_command(CLI::App& app, Action* action) {
           else
             opt = sub->add_option(o.flag, value, o.help);
           opt->group(std::string("[") + o.section + "]");
-          if constexpr (std::is_same_v<T, uint64_t>)  // CLI11 would read -1 into the unsigned seed as 2^64-1
-            opt->check([](const std::string& v) {
-              return v.find('-') == std::string::npos ? std::string()
-                                                      : "must be >= 0 (an unsigned 64-bit number), got " + v;
-            });
+          if constexpr (std::is_same_v<T, uint64_t>) opt->check(check_unsigned64);  // the seeds
         },
         o.field);
   // not a setting of the run (config.toml never records it): an ask of this command line

@@ -8,11 +8,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <functional>
+#include <string>
 
 namespace axonn::tools {
 
 using Action = std::function<int()>;
+
+// A check for an unsigned 64-bit option (a seed): CLI11 reads "-1" as 2^64-1 and a number past 2^64-1 as
+// 2^64-1, so a seed the user did not give would run silently.
+inline std::string check_unsigned64(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (!text.empty() && ec == std::errc() && ptr == end) return {};
+  return "must be a whole number from 0 to 18446744073709551615 (unsigned 64 bits), got " + text;
+}
 
 void add_train_command(CLI::App& app, Action* action);
 void add_plan_command(CLI::App& app, Action* action);

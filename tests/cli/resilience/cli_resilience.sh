@@ -307,7 +307,10 @@ PY
   sizes_without_overflow)
     expect_error "--vocab 2147483647 is too large: at most 2147483520" "$axonn" train --vocab 2147483647
     expect_no_output "padded vocabulary -"
-    expect_error "--seed: must be >= 0 \(an unsigned 64-bit number\), got -1" "$axonn" train --seed -1
+    expect_error "--seed: must be a whole number from 0 to 18446744073709551615 \(unsigned 64 bits\), got -1" \
+      "$axonn" train --seed -1
+    expect_error "--data-seed: must be a whole number .*, got 18446744073709551616" "$axonn" train --data-seed 18446744073709551616
+    expect_error "--seed: must be a whole number .*, got -5" "$axonn" generate --init "$tmp/none.bin" --seed -5
     # a 32-bit shard (llm.c's Llama-3 format) with an id of 2^31 or more: refused when opened
     python3 - "$tmp/t32.bin" <<'PY'
 import struct, sys
