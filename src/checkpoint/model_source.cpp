@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/gguf.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/safetensors.hpp"
@@ -35,6 +36,9 @@ ModelSource::Kind model_source_kind(const std::string& path) {
   }
   if (fs::is_directory(path, ec)) return ModelSource::Kind::kCheckpoint;
   if (looks_like_safetensors(path)) return ModelSource::Kind::kHuggingFace;
+  AXONN_CHECK_ARG(!looks_like_gguf(path), "'", path, "' is a GGUF file: axonn writes GGUF (axonn convert --to ",
+                  "model.gguf) and shows what one holds (axonn inspect), but reads a model from an llm.c file, a ",
+                  "Hugging Face model or a checkpoint directory: give the one the GGUF file was made from");
   return ModelSource::Kind::kLlmc;
 }
 

@@ -72,6 +72,46 @@ put("safetensors", "overlap.safetensors", safetensors(st[:2])[:-4] + b"")  # las
 put("safetensors", "huge-header.safetensors", struct.pack("<Q", 1 << 62) + b"{}")
 put("safetensors", "bad-dtype.safetensors", safetensors([("a", "F64", [1], b"\0" * 8)]))
 
+# --- GGUF: a tiny llama-like file (metadata of every value type, F32, F16, BF16 and Q8_0 tensors) --
+def gguf(keys, tensors, version=3, align=32):
+    def gstr(v):
+        v = v.encode() if isinstance(v, str) else v
+        return struct.pack("<Q", len(v)) + v
+    kv = b""
+    for k, t, raw in keys:
+        kv += gstr(k) + struct.pack("<I", t) + raw
+    infos, data = b"", b""
+    for name, ne, t, raw in tensors:
+        data += b"\0" * (-len(data) % align)
+        infos += gstr(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        infos += struct.pack("<IQ", t, len(data))
+        data += raw
+    head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(keys)) + kv + infos
+    return head + b"\0" * (-len(head) % align) + data
+
+
+def gstr(v):
+    return struct.pack("<Q", len(v)) + v.encode()
+
+
+gguf_keys = [("general.architecture", 8, gstr("llama")), ("llama.block_count", 4, struct.pack("<I", 1)),
+             ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+             ("general.alignment", 4, struct.pack("<I", 32)), ("x.u8", 0, b"\7"), ("x.i64", 11, struct.pack("<q", -3)),
+             ("x.f64", 12, struct.pack("<d", 0.25)), ("x.bool", 7, b"\1"),
+             ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gstr("a") + gstr("b") + gstr("<s>")),
+             ("tokenizer.ggml.scores", 9, struct.pack("<IQ3f", 6, 3, 0.0, -1.0, -2.0)),
+             ("x.nested", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 4, 2) + struct.pack("<2I", 1, 2))]
+gguf_tensors = [("token_embd.weight", [4, 3], 0, struct.pack("<12f", *range(12))),
+                ("blk.0.attn_q.weight", [4, 4], 1, struct.pack("<16H", *([0x3C00] * 16))),
+                ("blk.0.ffn_up.weight", [4, 2], 30, struct.pack("<8H", *([0x3F80] * 8))),
+                ("output.weight", [32, 1], 8, struct.pack("<H", 0x3C00) + bytes(range(32))),
+                ("blk.0.ffn_down.weight", [256], 12, b"\0" * 144)]
+put("gguf", "valid.gguf", gguf(gguf_keys, gguf_tensors))
+put("gguf", "version2.gguf", gguf(gguf_keys[:3], gguf_tensors[:1], version=2))
+put("gguf", "truncated.gguf", gguf(gguf_keys, gguf_tensors)[:-40])
+put("gguf", "bad-type.gguf", gguf(gguf_keys[:2], [("t", [4], 77, b"\0" * 16)]))
+put("gguf", "huge-counts.gguf", b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 1 << 62))
+
 # --- checkpoint manifest (format_version 1: no checksum of its own; 2: one, here left wrong) -----
 manifest = {
     "format": "axonn-checkpoint", "format_version": 1, "library_version": "axonn 0.1.0", "step": 10,

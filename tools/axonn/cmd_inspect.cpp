@@ -1,6 +1,7 @@
 // axonn inspect — what a model file or checkpoint holds, and whether it is intact.
 //
-// An llm.c .bin: header and tensors. A safetensors file: metadata and tensors. A Hugging Face model
+// An llm.c .bin: header and tensors. A safetensors file: metadata and tensors. A GGUF file (ours, llama.cpp's,
+// ollama's): metadata, then each tensor's type, dimensions and bytes. A Hugging Face model
 // directory: the model config.json describes, the shards of model.safetensors.index.json, and each
 // file's tensors. A checkpoint directory (a root: its steps and the latest one; or a step): the
 // manifest, each file's size and checksum status, and each file's tensors. Exit code 1, after the
@@ -8,10 +9,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
+#include "axonn/checkpoint/gguf.hpp"
 #include "axonn/checkpoint/hf.hpp"
 #include "axonn/checkpoint/llmc.hpp"
 #include "axonn/checkpoint/model_source.hpp"
@@ -78,6 +81,30 @@ void inspect_safetensors(const std::string& path) {
   print_safetensors(f, "");
 }
 
+void inspect_gguf(const std::string& path) {
+  const checkpoint::GgufFile f(path);  // validates every length and offset
+  std::printf("GGUF file '%s': version %u, %llu bytes, %zu metadata keys, %zu tensors, alignment %llu\n", path.c_str(),
+              f.version(), static_cast<unsigned long long>(f.file_bytes()), f.metadata().size(), f.tensors().size(),
+              static_cast<unsigned long long>(f.alignment()));
+  std::printf("  metadata (%zu, in file order):\n", f.metadata().size());
+  for (const auto& [key, value] : f.metadata()) std::printf("    %s = %s\n", key.c_str(), value.str().c_str());
+  std::map<std::string, std::pair<int, uint64_t>> by_type;  // type: tensors, bytes
+  for (const checkpoint::GgufTensorInfo& t : f.tensors()) {
+    auto& [count, bytes] = by_type[checkpoint::ggml_type_name(t.type)];
+    count++;
+    bytes += t.bytes;
+  }
+  std::string types;
+  for (const auto& [name, cb] : by_type)
+    types += (types.empty() ? "" : "; ") + name + ": " + std::to_string(cb.first) +
+             (cb.first == 1 ? " tensor, " : " tensors, ") + std::to_string(cb.second) + " bytes";
+  std::printf("  tensor types: %s\n", types.empty() ? "none" : types.c_str());
+  std::printf("  tensors (%zu, in file order; ggml's dimensions, fastest first):\n", f.tensors().size());
+  for (const checkpoint::GgufTensorInfo& t : f.tensors())
+    std::printf("    %-28s %-7s %-20s %llu bytes\n", t.name.c_str(), checkpoint::ggml_type_name(t.type).c_str(),
+                t.shape_str().c_str(), static_cast<unsigned long long>(t.bytes));
+}
+
 void inspect_hf_dir(const std::string& path) {
   checkpoint::HfCheckpoint hf(path);
   std::printf("Hugging Face model directory '%s': %s\n", path.c_str(), hf.kind().c_str());
@@ -133,10 +160,12 @@ int run_inspect(const std::string& path) {
     }
     if (magic == checkpoint::kLlmcModelMagic) {
       inspect_llmc(path);
+    } else if (checkpoint::looks_like_gguf(path)) {
+      inspect_gguf(path);
     } else {
       AXONN_CHECK_IO(checkpoint::looks_like_safetensors(path), "'", path,
-                     "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint "
-                     "directory");
+                     "' is neither an llm.c model file (magic 20240326), a safetensors file, a GGUF file, nor a "
+                     "checkpoint directory");
       inspect_safetensors(path);
     }
     return 0;
@@ -166,7 +195,8 @@ void add_inspect_command(CLI::App& app, Action* action) {
   auto* sub = app.add_subcommand("inspect", "show what a model file or checkpoint holds and verify its checksums");
   sub->footer("Example:\n  axonn inspect runs/x/checkpoints");
   sub->add_option("path", *path,
-                  "llm.c .bin, safetensors file, Hugging Face model directory, or checkpoint directory (root or step)")
+                  "llm.c .bin, safetensors file, GGUF file, Hugging Face model directory, or checkpoint directory "
+                  "(root or step)")
       ->required();
   sub->callback([path, action] { *action = [path] { return run_inspect(*path); }; });
 }

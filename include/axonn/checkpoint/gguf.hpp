@@ -20,13 +20,23 @@
 // llama.cpp's `llama` architecture rotates adjacent pairs (2i, 2i + 1). So each head's rows of the Q and K
 // weights are interleaved (row 2i + s of the file is row s*d/2 + i of ours), which leaves q.k unchanged.
 //
+// Reading (GgufFile): any GGUF file of version 2 or 3, llama.cpp's and ollama's included, whatever its tensor
+// types: the header, every metadata value, the tensor infos, validated against the file's size before any use
+// (a crafted file is refused with what is wrong in it); the values of F32, F16, BF16 and Q8_0 tensors as floats.
+// `axonn inspect` prints one.
+//
 //   auto tok = text::load_tokenizer("runs/x/tokenizer.model");
 //   checkpoint::save_gguf("model.gguf", cfg, params, checkpoint::GgufType::kF16, *tok);
+//   checkpoint::GgufFile f("model.gguf");
+//   std::vector<float> w = f.read_floats(*f.find_tensor("blk.0.ffn_up.weight"));
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/core/progress.hpp"
@@ -54,5 +64,78 @@ FileDigest save_gguf(const std::string& path, const model::GptConfig& config, co
 
 // The half-precision (IEEE binary16) bits of a float, rounded to nearest even; overflow gives infinity.
 uint16_t f32_to_f16(float f);
+// The float a half-precision number is (exact).
+float f16_to_f32(uint16_t h);
+
+// ggml's tensor types as GGUF files store them: the name ("Q4_K", "type 99" for one not known here), the
+// values per block and the bytes per block (0, 0 for an id not known here). Checked against llama.cpp's
+// ggml_blck_size and ggml_type_size (node-llama-cpp 3.21.1).
+std::string ggml_type_name(uint32_t type);
+struct GgmlTypeSize {
+  uint64_t block = 0, bytes = 0;
+};
+GgmlTypeSize ggml_type_size(uint32_t type);
+
+// One metadata value. Scalars in `scalar` (the integer types as int64_t, or uint64_t for u64; f32 and f64 as
+// double); an array's items in `strings` (strings), `numbers` (numbers and bools) or neither (arrays of arrays,
+// whose items are only counted).
+struct GgufValue {
+  uint32_t type = 0;        // GGUF's value type: 0 u8 ... 4 u32, 5 i32, 6 f32, 7 bool, 8 string, 9 array, 10-12 64-bit
+  uint32_t item_type = 0;   // an array's item type
+  uint64_t items = 0;       // an array's item count
+  std::variant<std::monostate, int64_t, uint64_t, double, bool, std::string> scalar;
+  std::vector<std::string> strings;
+  std::vector<double> numbers;
+
+  // The value as one line: 42, 1e-05, "llama", true; an array as [50257 strings: "!", "\"", "#", ...].
+  std::string str(size_t max_items = 3) const;
+  // The value as an integer or a number, if it is one (nullopt for strings, arrays, bools).
+  std::optional<int64_t> integer() const;
+  std::optional<double> number() const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<uint64_t> ne;   // dimensions, fastest first (ggml's ne)
+  uint32_t type = 0;          // ggml type id
+  uint64_t offset = 0;        // from the start of the file
+  uint64_t bytes = 0;
+  uint64_t elements() const;
+  std::string shape_str() const;  // "[768, 50257]" in ggml's order
+};
+
+class GgufFile {
+ public:
+  // Reads and validates the header, metadata and tensor infos: magic, version 2 or 3, every count, string and
+  // array within the file, keys and tensor names unique, general.alignment a power of two, each tensor's
+  // dimensions (1 to 4, at least 1, rows whole blocks of its type, a type whose size is known), offsets aligned
+  // and every tensor's bytes inside the file. IoError "GGUF file 'PATH': PROBLEM" otherwise.
+  explicit GgufFile(std::string path);
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }  // where the tensors' data starts
+  uint64_t file_bytes() const { return file_bytes_; }
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  const GgufValue* find(std::string_view key) const;
+  // Tensors in file order.
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // A tensor's values in file order (ggml's: ne[0] fastest): F32 as stored, F16 and BF16 widened exactly,
+  // Q8_0 as its scale times each int8. InvalidArgument naming the type for any other.
+  std::vector<float> read_floats(const GgufTensorInfo& t) const;
+
+ private:
+  std::string path_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32, data_offset_ = 0, file_bytes_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::vector<GgufTensorInfo> tensors_;
+};
+
+// Whether the file starts with GGUF's magic.
+bool looks_like_gguf(const std::string& path);
 
 }  // namespace axonn::checkpoint

@@ -25,7 +25,7 @@ struct ModelSource {
 
 // The kind of model `path` holds, from what it is (no configuration read): a directory with config.json and
 // weights is a Hugging Face model, any other directory a checkpoint, a safetensors file a Hugging Face model,
-// another file an llm.c model file. A directory that is both a Hugging Face model and a checkpoint directory
+// another file an llm.c model file (a GGUF file is refused, naming what is read). A directory that is both a Hugging Face model and a checkpoint directory
 // (holds_checkpoints) is refused with InvalidArgument: which of the two a user means is not clear, and the HF
 // files would be read in the place of checkpoints that have moved on since they were written.
 ModelSource::Kind model_source_kind(const std::string& path);

@@ -158,6 +158,16 @@ case "$case_name" in
     run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
     expect_output "tokenizer SentencePiece"
     grep -qa "tokenizer.ggml.model" "$tmp/m.gguf" || fail "no tokenizer in the GGUF file"
+    # inspect reads it back (before: "neither an llm.c model file, a safetensors file, nor a checkpoint directory")
+    run "$axonn" inspect "$tmp/m.gguf"
+    expect_output "^GGUF file '$tmp/m.gguf': version 3, [0-9]+ bytes, [0-9]+ metadata keys, 21 tensors"
+    expect_output '^    general.architecture = "llama"$'
+    expect_output '^    tokenizer.ggml.model = "llama"$'
+    expect_output '^    tokenizer.ggml.tokens = \[400 strings: '
+    expect_output '^    blk.1.attn_k.weight +F32 +\[64, 32\] +8192 bytes$'
+    # ... and a GGUF file given as a model says what is read instead (before: "has magic 1179993927")
+    expect_error "'$tmp/m.gguf' is a GGUF file: axonn writes GGUF .* give the one the GGUF file was made from" \
+      "$axonn" generate --init "$tmp/m.gguf" --prompt "The model"
     # Hugging Face: tokenizer.model beside the weights, and generate reads the directory with it
     run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/"
     check "the HF directory carries tokenizer.model" cmp "$tmp/sp.model" "$tmp/hf/tokenizer.model"

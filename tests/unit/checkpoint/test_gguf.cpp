@@ -1,7 +1,8 @@
 // GGUF files (checkpoint/gguf.hpp) read back by a reader written here from ggml's docs/gguf.md: the header,
 // the metadata and tokenizer keys, tensor names, shapes, types and aligned offsets, Llama's Q and K rows in
 // llama.cpp's rotary order (V's untouched), the dtypes' bytes, f16 rounding, and refusals. llama.cpp itself
-// reads the files in tests/peer/llamacpp.
+// reads the files in tests/peer/llamacpp. Then the library's own reader (checkpoint::GgufFile) against that reader,
+// the types' definitions and crafted, damaged files.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -349,4 +350,277 @@ TEST_F(Gguf, RefusesATokenizerLargerThanTheModel) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf.tmp"));
   EXPECT_THROW(ck::parse_gguf_type("q4_0"), InvalidArgument);
+}
+
+// ---- the library's reader (checkpoint::GgufFile), against the test's own reader above and crafted files ----
+
+namespace {
+
+// The half's value by its definition (sign, 5-bit exponent, 10-bit mantissa).
+float half_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, e - 15);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+// A GGUF file built byte by byte: version, keys (raw bytes after the count), tensor infos, alignment padding, data.
+struct Crafted {
+  uint32_t version = 3;
+  uint64_t n_keys = 0, n_tensors = 0;
+  std::string keys, infos, data;
+  template <class T>
+  static void put(std::string& s, T v) {
+    s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  static void str(std::string& s, std::string_view v) {
+    put<uint64_t>(s, v.size());
+    s.append(v);
+  }
+  void u32(std::string_view k, uint32_t v) {
+    str(keys, k);
+    put<uint32_t>(keys, 4);
+    put(keys, v);
+    n_keys++;
+  }
+  void tensor(std::string_view name, std::vector<uint64_t> ne, uint32_t type, uint64_t offset) {
+    str(infos, name);
+    put<uint32_t>(infos, static_cast<uint32_t>(ne.size()));
+    for (uint64_t d : ne) put(infos, d);
+    put(infos, type);
+    put(infos, offset);
+    n_tensors++;
+  }
+  std::string bytes() const {
+    std::string s = "GGUF";
+    put(s, version);
+    put(s, n_tensors);
+    put(s, n_keys);
+    s += keys + infos;
+    s.resize((s.size() + 31) / 32 * 32, '\0');
+    return s + data;
+  }
+  void write(const std::string& path) const { std::ofstream(path, std::ios::binary) << bytes(); }
+};
+
+// The IoError's message of reading `path`, or "" if it reads.
+std::string refusal(const std::string& path) {
+  try {
+    ck::GgufFile f(path);
+    return "";
+  } catch (const IoError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST(GgufF16, WidensEveryHalfExactly) {
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    const float f = ck::f16_to_f32(static_cast<uint16_t>(h));
+    if ((h & 0x7C00) == 0x7C00) {  // infinity and NaN
+      EXPECT_EQ(std::isnan(f), (h & 0x3FF) != 0) << h;
+      if ((h & 0x3FF) == 0) EXPECT_EQ(f, (h & 0x8000) ? -INFINITY : INFINITY);
+      continue;
+    }
+    ASSERT_EQ(f, half_value(static_cast<uint16_t>(h))) << h;
+    ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
+    ASSERT_EQ(ck::f32_to_f16(f), h) << h;
+  }
+}
+
+// Every key, tensor info and value the writer put in a file, as the library's reader reads it back, for both
+// families and every type the writer has.
+TEST_F(Gguf, ReaderReadsWhatTheWriterWrote) {
+  model::GptConfig gpt2 = model::gpt_preset("gpt2-tiny");
+  gpt2.vocab_size = 300;
+  gpt2.padded_vocab_size = 384;
+  for (const model::GptConfig& c : {llama_config(), gpt2})
+    for (ck::GgufType type : {ck::GgufType::kF32, ck::GgufType::kF16, ck::GgufType::kBF16, ck::GgufType::kQ8_0}) {
+      SCOPED_TRACE(std::string(c.family == model::Family::kLlama ? "llama " : "gpt2 ") +
+                   std::string(ck::gguf_type_name(type)));
+      Weights w(c);
+      const std::string path = dir + "/m.gguf";
+      ck::save_gguf(path, c, w.params, type, *byte_tokenizer(), "tiny");
+      GgufFile want(path);
+      const ck::GgufFile got(path);
+      EXPECT_EQ(got.version(), 3u);
+      EXPECT_EQ(got.alignment(), 32u);
+      EXPECT_EQ(got.data_offset(), want.data_start);
+      EXPECT_EQ(got.file_bytes(), want.bytes.size());
+      ASSERT_EQ(got.metadata().size(), want.kv.size());
+      for (const auto& [key, value] : got.metadata()) {
+        ASSERT_TRUE(want.kv.count(key)) << key;
+        const auto& expected = want.kv.at(key);
+        if (const auto* s = std::get_if<std::string>(&expected)) {
+          EXPECT_EQ(std::get<std::string>(value.scalar), *s) << key;
+        } else if (const auto* d = std::get_if<double>(&expected)) {
+          EXPECT_EQ(value.number(), *d) << key;
+        } else if (value.type == 9) {  // an array: the test's reader counted its items
+          EXPECT_EQ(value.items, std::get<uint64_t>(expected)) << key;
+          if (value.item_type == 8) EXPECT_EQ(value.strings, want.string_arrays.at(key)) << key;
+          else EXPECT_EQ(value.numbers.size(), value.items) << key;
+        } else if (value.type == 7) {
+          EXPECT_EQ(std::get<bool>(value.scalar), std::get<uint64_t>(expected) == 1) << key;
+        } else {
+          EXPECT_EQ(value.integer(), static_cast<int64_t>(std::get<uint64_t>(expected))) << key;
+        }
+      }
+      EXPECT_EQ(got.find("general.name")->str(), "\"tiny\"");
+      if (c.family == model::Family::kLlama)  // an f32 printed as the shortest decimal that reads back as it
+        EXPECT_EQ(got.find("llama.attention.layer_norm_rms_epsilon")->str(), "1e-05");
+      EXPECT_EQ(got.find("tokenizer.ggml.merges")->str(), "[1 strings: \"a b\"]");
+      EXPECT_EQ(got.find("tokenizer.ggml.tokens")->str(2), "[300 strings: \"\xC4\x80\", \"\xC4\x81\", ...]");  // Ā ā
+
+      ASSERT_EQ(got.tensors().size(), want.order.size());
+      for (size_t i = 0; i < want.order.size(); i++) {
+        const ck::GgufTensorInfo& t = got.tensors()[i];
+        const auto& info = want.tensors.at(want.order[i]);
+        ASSERT_EQ(t.name, want.order[i]);
+        EXPECT_EQ(t.ne, info.ne) << t.name;
+        EXPECT_EQ(t.type, info.type) << t.name;
+        EXPECT_EQ(t.offset, want.data_start + info.offset) << t.name;
+        EXPECT_EQ(got.find_tensor(t.name), &t);
+        // the values, decoded here from the bytes by the types' definitions
+        const std::vector<float> v = got.read_floats(t);
+        ASSERT_EQ(v.size(), t.elements()) << t.name;
+        const char* p = want.bytes.data() + t.offset;
+        for (size_t k = 0; k < v.size(); k += 7) {
+          float expected = 0;
+          uint16_t h = 0;
+          if (t.type == 0) {
+            std::memcpy(&expected, p + 4 * k, 4);
+          } else if (t.type == 1 || t.type == 30) {
+            std::memcpy(&h, p + 2 * k, 2);
+            expected = t.type == 1 ? half_value(h) : bf16_to_f32(h);
+          } else {
+            std::memcpy(&h, p + k / 32 * 34, 2);
+            expected = half_value(h) * static_cast<float>(static_cast<int8_t>(p[k / 32 * 34 + 2 + k % 32]));
+          }
+          ASSERT_EQ(v[k], expected) << t.name << " value " << k;
+        }
+      }
+      // the model's values come back through the file (Q8_0 within half a step of its block)
+      const ck::GgufTensorInfo& norm = *got.find_tensor("blk.1.ffn_norm.weight");
+      const std::vector<float> nv = got.read_floats(norm);
+      const model::ModelSpec spec = model::model_spec(c);
+      const char* norm_name = c.family == model::Family::kLlama ? "post_attention_layernorm" : "ln2w";
+      const float* ours = w.params.tensor(static_cast<size_t>(spec.index(norm_name)))[1].f32();
+      for (size_t k = 0; k < nv.size(); k++) ASSERT_EQ(nv[k], ours[k]) << k;  // 1-D tensors stay F32
+      const std::vector<float> emb = got.read_floats(*got.find_tensor("token_embd.weight"));
+      const float* e = w.params.tensor(static_cast<size_t>(spec.token_embedding)).f32();
+      const double step = type == ck::GgufType::kF32 ? 0 : type == ck::GgufType::kQ8_0 ? 0.5 / 127 : 1.0 / 256;
+      for (size_t k = 0; k < emb.size(); k += 13)
+        ASSERT_LE(std::fabs(emb[k] - e[k]), step * std::fabs(e[k]) + (type == ck::GgufType::kQ8_0 ? 0.03 : 0))
+            << "token_embd value " << k;
+    }
+}
+
+TEST_F(Gguf, ReaderRefusesDamagedFiles) {
+  Weights w(llama_config());
+  const std::string good = dir + "/good.gguf";
+  ck::save_gguf(good, w.config, w.params, ck::GgufType::kQ8_0, *byte_tokenizer());
+  std::ifstream in(good, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  // every truncation: refused with a message, never read past the end
+  const std::string cut = dir + "/cut.gguf";
+  for (size_t n = 0; n < bytes.size(); n += n < 4096 ? 1 : 997) {
+    std::ofstream(cut, std::ios::binary | std::ios::trunc) << bytes.substr(0, n);
+    const std::string why = refusal(cut);
+    ASSERT_FALSE(why.empty()) << "a file cut to " << n << " of " << bytes.size() << " bytes was read";
+  }
+  EXPECT_NE(refusal(cut).find("run past the end of the file"), std::string::npos) << refusal(cut);
+
+  auto expect_refused = [&](const Crafted& c, const std::string& want) {
+    c.write(dir + "/c.gguf");
+    const std::string why = refusal(dir + "/c.gguf");
+    EXPECT_NE(why.find(want), std::string::npos) << "want '" << want << "', got '" << why << "'";
+  };
+  Crafted ok;
+  ok.u32("general.alignment", 32);
+  ok.tensor("t", {32, 2}, 8, 0);  // Q8_0: 2 blocks, 68 bytes
+  ok.data = std::string(68, '\0');
+  ok.write(dir + "/ok.gguf");
+  EXPECT_EQ(refusal(dir + "/ok.gguf"), "");
+  EXPECT_EQ(ck::GgufFile(dir + "/ok.gguf").read_floats(*ck::GgufFile(dir + "/ok.gguf").find_tensor("t")),
+            std::vector<float>(64, 0.0f));
+
+  Crafted c = ok;
+  c.version = 1;
+  expect_refused(c, "version 1: this reader knows versions 2 and 3");
+  c = ok;
+  c.u32("general.alignment", 32);
+  expect_refused(c, "the metadata key \"general.alignment\" appears twice");
+  c = ok;
+  c.keys.clear();
+  c.n_keys = 0;
+  c.u32("general.alignment", 48);
+  expect_refused(c, "general.alignment is 48: it must be a u32 power of two");
+  c = ok;
+  c.tensor("t", {32}, 0, 128);
+  expect_refused(c, "the tensor name \"t\" appears twice");
+  c = ok;
+  c.tensor("u", {32}, 99, 128);
+  expect_refused(c, "ggml type 99, which this reader does not know");
+  c = ok;
+  c.tensor("u", {16}, 8, 128);
+  expect_refused(c, "rows of 16 values are not whole Q8_0 blocks of 32");
+  c = ok;
+  c.tensor("u", {32}, 0, 100);
+  expect_refused(c, "offset 100 is not a multiple of the alignment 32");
+  c = ok;
+  c.tensor("u", {1, 1, 1, 1, 1}, 0, 128);
+  expect_refused(c, "has 5 dimensions (ggml has 1 to 4)");
+  c = ok;
+  c.tensor("u", {4, 0}, 0, 128);
+  expect_refused(c, "dimension 1 is 0 (empty)");
+  c = ok;
+  c.tensor("u", {1ull << 40, 1ull << 40}, 0, 128);
+  expect_refused(c, "more values than the file can hold");
+  c = ok;
+  c.tensor("u", {32}, 0, 128);  // 128 bytes at data offset 128: past the 68 bytes of data
+  expect_refused(c, "tensor \"u\"'s 128 bytes at data offset 128 run past the end of the file");
+  c = ok;
+  c.n_keys = 1ull << 60;
+  expect_refused(c, "claims 1152921504606846976 metadata keys, more than it can hold");
+  c = ok;
+  Crafted::str(c.keys, "x");
+  Crafted::put<uint32_t>(c.keys, 13);
+  c.n_keys++;
+  expect_refused(c, "unknown metadata value type 13");
+  c = ok;
+  Crafted::str(c.keys, "arr");
+  Crafted::put<uint32_t>(c.keys, 9);
+  Crafted::put<uint32_t>(c.keys, 8);
+  Crafted::put<uint64_t>(c.keys, 1ull << 50);
+  c.n_keys++;
+  expect_refused(c, "an array of 1125899906842624 items");
+  c = ok;  // a string value printed on one line, quoted and escaped
+  Crafted::str(c.keys, "general.name");
+  Crafted::put<uint32_t>(c.keys, 8);
+  Crafted::str(c.keys, "a\"b\n");
+  c.n_keys++;
+  c.write(dir + "/c.gguf");
+  EXPECT_EQ(ck::GgufFile(dir + "/c.gguf").find("general.name")->str(), "\"a\\\"b\\x0a\"");
+  std::ofstream(dir + "/not.gguf") << "GGUX and more";
+  EXPECT_NE(refusal(dir + "/not.gguf").find("does not start with \"GGUF\""), std::string::npos);
+  EXPECT_FALSE(ck::looks_like_gguf(dir + "/not.gguf"));
+  EXPECT_TRUE(ck::looks_like_gguf(good));
+  const std::string missing = refusal(dir + "/missing.gguf");
+  EXPECT_NE(missing.find("cannot open GGUF file"), std::string::npos) << missing;
+
+  // a type the reader sizes but does not decode: read_floats names it
+  Crafted q4;
+  q4.tensor("q", {256}, 12, 0);
+  q4.data = std::string(144, '\0');
+  q4.write(dir + "/q4.gguf");
+  const ck::GgufFile f(dir + "/q4.gguf");
+  EXPECT_EQ(f.tensors()[0].bytes, 144u);
+  EXPECT_EQ(ck::ggml_type_name(12), "Q4_K");
+  try {
+    (void)f.read_floats(f.tensors()[0]);
+    FAIL() << "a Q4_K tensor was decoded";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("is Q4_K; axonn reads F32, F16, BF16 and Q8_0 tensors"), std::string::npos)
+        << e.what();
+  }
 }
