@@ -162,6 +162,10 @@ int run_generate(const GenerateFlags& f) {
   if (backend == kernels::Backend::kCuda)
     log_warn("generation on a GPU is verified on the CPU's emulation of its kernels, not yet on a GPU: if its "
              "tokens look wrong, compare with --kernels cpu and report it");
+  // after the set-up, which chose the command's threads (launch::setup_compute: the cores this rank may use)
+  if (backend != kernels::Backend::kCuda && decode_threads > kernels::cpu_threads())
+    log_warn("--decode-threads %d is more than the command's %d threads (OMP_NUM_THREADS, else the cores this rank "
+             "may use): the decode runs on %d", decode_threads, kernels::cpu_threads(), kernels::cpu_threads());
   const parallel::Grid& grid = *setup.grid;
   infer::Generator& gen = *setup.generator;
   const std::string& loaded = setup.loaded;

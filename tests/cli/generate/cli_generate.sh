@@ -277,6 +277,11 @@ PY
     expect_output "--decode-threads must be auto or a thread count >= 1, got '0'"
     expect_exit 2 "${g[@]}" --prompt-ids 1 --decode-threads two
     expect_output "--decode-threads must be auto or a thread count >= 1, got 'two'"
+    # more than the command's threads: said, then decoded on the command's (before: silently)
+    OMP_NUM_THREADS=2 run "${g[@]}" --prompt-ids 1 --max-new-tokens 2 --decode-threads 9
+    expect_output "^warning: --decode-threads 9 is more than the command's 2 threads .*: the decode runs on 2$"
+    expect_exit 2 "${g[@]}" --prompt-ids 1 --seed -1
+    expect_output "--seed: must be a whole number from 0 to 18446744073709551615"
     # a GPU generates where there is one; here (a CPU build, or a CUDA build without a device) the reason is named
     expect_exit 2 "${g[@]}" --prompt-ids 1 --kernels cuda
     expect_output "--kernels cuda: (this build has no CUDA backend|no CUDA device is visible)"
