@@ -244,6 +244,7 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   // options first: nothing is read or written for a run that cannot succeed
   AXONN_CHECK_ARG(o.val_fraction >= 0.0 && o.val_fraction < 1.0, "--val-fraction must be in [0, 1), got ",
                   o.val_fraction);
+  ShardWriter::check_shard_tokens(o.shard_tokens);
   AXONN_CHECK_ARG(tok.can_encode(), tok.describe(),
                   " can only decode; prepare needs a tokenizer that encodes (gpt2, tokenizer.json, vocab.json + "
                   "merges.txt, tokenizer.model)");
@@ -281,6 +282,13 @@ PrepareResult prepare(const text::Tokenizer& tok, const PrepareOptions& o,
   const std::string staging_dir = out.string() + ".tmp", old = out.string() + ".old";
   check_ours(staging_dir, o.output);
   check_ours(old, o.output);
+  // where each text file is one document, a fraction that leaves none for validation is known now, before
+  // the whole corpus is encoded (a single input.txt with the default fraction took its whole encoding to fail)
+  if (const std::optional<uint64_t> most = reader.max_documents(); most && o.val_fraction > 0)
+    AXONN_CHECK_ARG(std::floor(static_cast<double>(*most) * o.val_fraction) > 0, "--val-fraction ", o.val_fraction,
+                    " of at most ", *most, " document", *most == 1 ? "" : "s", " (each text file is one) gives no ",
+                    "validation document: cut the text into documents with --doc-separator LINE (the lines between "
+                    "them), give JSON Lines or more files, or --val-fraction 0 (no validation split)");
   fs::remove_all(staging_dir, ec);  // a stale one from a run that was killed
   AXONN_CHECK_IO(fs::create_directory(staging_dir, ec), "cannot create '", staging_dir, "': ", ec.message());
   Staging staging{staging_dir};

@@ -15,6 +15,10 @@ namespace axonn::data {
 ShardWriter::ShardWriter(std::string dir, std::string prefix, int token_bytes, int64_t shard_tokens)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), token_bytes_(token_bytes), shard_tokens_(shard_tokens) {
   AXONN_CHECK_ARG(token_bytes == 2 || token_bytes == 4, "token width must be 2 or 4 bytes, got ", token_bytes);
+  check_shard_tokens(shard_tokens);
+}
+
+void ShardWriter::check_shard_tokens(int64_t shard_tokens) {
   AXONN_CHECK_ARG(shard_tokens > 0 && shard_tokens <= INT32_MAX, "--shard-size must be 1 .. ", INT32_MAX,
                   " tokens (llm.c's header holds the count as an int32), got ", shard_tokens);
 }

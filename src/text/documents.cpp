@@ -74,6 +74,16 @@ DocumentReader::~DocumentReader() {
   std::free(line_buf_);
 }
 
+std::optional<uint64_t> DocumentReader::max_documents() const {
+  if (!options_.separator.empty()) return std::nullopt;
+  uint64_t n = 0;
+  for (size_t i = 0; i < files_.size(); i++) {
+    if (is_jsonl(files_[i])) return std::nullopt;
+    n += sizes_[i] > 0;
+  }
+  return n;
+}
+
 void DocumentReader::open(size_t i) {
   f_ = std::fopen(files_[i].c_str(), "rb");
   AXONN_CHECK_IO(f_, "cannot open input '", files_[i], "': ", std::strerror(errno));

@@ -23,6 +23,9 @@ class ShardWriter {
  public:
   // token_bytes: 2 or 4; shard_tokens: 1 .. 2^31 - 1 (the header's count is an int32).
   ShardWriter(std::string dir, std::string prefix, int token_bytes, int64_t shard_tokens);
+  // InvalidArgument unless 1 <= shard_tokens <= INT32_MAX (llm.c's header holds the count as an int32), naming
+  // --shard-size: the constructor's check, for a caller that checks its options before it writes anything.
+  static void check_shard_tokens(int64_t shard_tokens);
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;

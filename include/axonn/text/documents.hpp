@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ class DocumentReader {
 
   const std::vector<std::string>& files() const { return files_; }
   uint64_t total_bytes() const { return total_bytes_; }
+  // The most documents the inputs can hold, where that is known before reading: each text file one
+  // document (no separator, no JSON Lines), so the files that are not empty; nullopt otherwise.
+  std::optional<uint64_t> max_documents() const;
   // Bytes of the files read so far (for progress).
   uint64_t bytes_read() const { return done_bytes_ + file_pos_; }
 

@@ -183,6 +183,10 @@ PY
     expect_error "input directory '$tmp/d' has no files to read \(after --exclude\)" \
       "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --exclude '*.dat' "$tmp/d"
     expect_error "gives no validation document" "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --val-fraction 0.1 "$tmp/b.txt"
+    # one text file, the default fraction: refused before any encoding (before: after the whole file was encoded)
+    expect_error "--val-fraction 0.05 of at most 1 document \(each text file is one\) gives no validation document: cut the text into documents with --doc-separator" \
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" "$tmp/b.txt"
+    expect_no_output "^prepare +[0-9]+%"
     expect_error "--val-fraction must be in \[0, 1\)" "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --val-fraction 1 "$tmp/b.txt"
     expect_error "--shard-size must be 1 \.\. 2147483647" "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --shard-size 0 "$tmp/b.txt"
     absent "$tmp/o" "$tmp/o.tmp"
@@ -284,7 +288,7 @@ PY
     # prepare out of memory gets prepare's hints, not training's (--grid, --batch-size)
     head -c 48000000 /dev/urandom | base64 -w 0 >"$tmp/big.txt"
     expect_exit 1 bash -c "ulimit -v 250000 && OPENBLAS_NUM_THREADS=1 exec \"\$@\"" _ \
-      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --threads 1 "$tmp/big.txt"
+      "$axonn" prepare --tokenizer "$tiny" --output "$tmp/o" --threads 1 --val-fraction 0 "$tmp/big.txt"
     expect_output "out of memory \(std::bad_alloc\) .*axonn prepare needs more memory .*use fewer --threads"
     expect_no_output "--grid|--batch-size"
     absent "$tmp/o" "$tmp/o.tmp" "$tmp/o.lock" ;;
