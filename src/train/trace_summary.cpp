@@ -147,7 +147,11 @@ std::vector<TraceRankSummary> summarize_trace_file(const std::string& path) {
   AXONN_CHECK_IO(f.good(), "cannot read trace file '", path, "'");
   std::stringstream text;
   text << f.rdbuf();
-  return summarize_trace(text.str());
+  try {
+    return summarize_trace(text.str());
+  } catch (const InvalidArgument& e) {  // which file, as the report says it
+    throw InvalidArgument("trace file '" + path + "': " + e.what());
+  }
 }
 
 void print_trace_summary(FILE* out, const std::vector<TraceRankSummary>& ranks) {

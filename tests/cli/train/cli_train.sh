@@ -234,7 +234,7 @@ PY
   trace_summary_missing) expect_error "cannot read trace file '/nonexistent.json'" "$axonn" trace-summary /nonexistent.json ;;
   trace_summary_not_json)
     echo "{not json" >"$tmp/bad.json"
-    expect_error "the trace is not valid JSON" "$axonn" trace-summary "$tmp/bad.json" ;;
+    expect_error "trace file '$tmp/bad.json': the trace is not valid JSON" "$axonn" trace-summary "$tmp/bad.json" ;;
   trace_and_summary)
     # a traced run on a 2x1x1x1 grid with micro-batches and recompute, then its summary (table and JSON)
     run_np 2 train --grid 2,1,1,1 --steps 4 --micro-batch-size 2 \
