@@ -4,6 +4,7 @@
 #include <sentencepiece_trainer.h>
 
 #include <algorithm>
+#include <regex>
 #include <thread>
 #include <unordered_map>
 
@@ -143,7 +144,21 @@ std::string train_sentencepiece(const SentencePieceTrainOptions& o, const std::f
   Sentences sentences(next);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences, &model);
-  AXONN_CHECK_ARG(status.ok(), "SentencePiece training failed: ", status.ToString());
+  if (!status.ok()) {
+    // its two size refusals in our flags' words (the library names its own options and source lines)
+    const std::string why = status.ToString();
+    std::smatch m;
+    if (std::regex_search(why, m, std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))")))
+      throw InvalidArgument("--vocab-size " + m[1].str() + " is smaller than the " + m[2].str() + " pieces the text "
+                            "needs (its characters, the 256 bytes of the byte fallback and the special pieces): give "
+                            "--vocab-size " + m[2].str() + " or more, or a lower --character-coverage");
+    const std::regex too_high(R"(Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+))");
+    if (std::regex_search(why, m, too_high))
+      throw InvalidArgument("--vocab-size " + m[1].str() + " is more than this text can fill (at most " + m[2].str() +
+                            " pieces for the " + o.model_type + " model): give --vocab-size " + m[2].str() +
+                            " or less, or more text");
+    throw InvalidArgument("SentencePiece training failed: " + why);
+  }
   return model;
 }
 

@@ -331,7 +331,10 @@ import struct, sys
 d = open('$tmp/p/train_000000.bin', 'rb').read()
 toks = struct.unpack('<%dH' % ((len(d) - 1024) // 2), d[1024:])
 assert toks[0] == 1 and toks.count(1) == 5, 'each of the 5 documents starts with BOS (1)'" || fail "BOS does not start every document"
-    expect_error "SentencePiece training failed" "$axonn" tokenizer train --vocab-size 100000 --output "$tmp/big.model" "$tmp/b.txt"
+    expect_error "--vocab-size 100000 is more than this text can fill \(at most [0-9]+ pieces for the bpe model\): give --vocab-size [0-9]+ or less" \
+      "$axonn" tokenizer train --vocab-size 100000 --output "$tmp/big.model" "$tmp/b.txt"
+    expect_error "--vocab-size 10 is smaller than the [0-9]+ pieces the text needs .*: give --vocab-size [0-9]+ or more" \
+      "$axonn" tokenizer train --vocab-size 10 --output "$tmp/big.model" "$tmp/b.txt"
     absent "$tmp/big.model" "$tmp/big.model.tmp" ;;
 
   progress)
