@@ -10,6 +10,8 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "axonn/comm/runtime.hpp"
@@ -49,6 +51,42 @@ void choose_omp_wait_policy(int argc, char** argv) {
   if (mpi.world_rank() != 0) axonn::log_error("%s", what);
   Runtime::abort(code);
 }
+
+// `axonn train`'s flags under the names other trainers give them (Megatron-LM, Hugging Face's Trainer with its
+// underscores made dashes, llm.c), for a user who brings their habits: the flag to write here instead (or why
+// there is none). Only for a flag with no near spelling of ours.
+constexpr std::pair<std::string_view, std::string_view> kPeerTrainFlags[] = {
+    {"--train-iters", "--steps"},
+    {"--max-steps", "--steps"},
+    {"--num-iterations", "--steps"},
+    {"--global-batch-size", "--batch-size (the sequences of one step, all ranks together)"},
+    {"--gradient-accumulation-steps", "--micro-batch-size (sequences per rank per micro-batch: the gradients "
+                                      "accumulate over the rank's micro-batches)"},
+    {"--grad-accum", "--micro-batch-size (sequences per rank per micro-batch: the gradients accumulate over the "
+                     "rank's micro-batches)"},
+    {"--lr-warmup-iters", "--warmup-steps"},
+    {"--lr-warmup-steps", "--warmup-steps"},
+    {"--learning-rate", "--lr"},
+    {"--clip-grad", "--grad-clip"},
+    {"--max-grad-norm", "--grad-clip"},
+    {"--adam-beta1", "--beta1"},
+    {"--adam-beta2", "--beta2"},
+    {"--adam-eps", "--eps"},
+    {"--seq-length", "--seq-len"},
+    {"--save-interval", "--checkpoint-every (with --checkpoint-dir)"},
+    {"--load", "--init (a model) or --resume-from (a checkpoint step)"},
+    {"--eval-interval", "--val-every (with --val-data)"},
+    {"--eval-iters", "--val-batches"},
+    {"--recompute-activations", "--recompute"},
+    {"--bf16", "--dtype bf16"},
+    {"--fp16", "--dtype bf16 (fp16 is not offered)"},
+    {"--tensor-model-parallel-size", "--grid tp-x=N,tp-y=N,fsdp=N,dp=N (docs/parallelism.md maps the degrees)"},
+    {"--data-parallel-size", "--grid tp-x=N,tp-y=N,fsdp=N,dp=N (docs/parallelism.md maps the degrees)"},
+    {"--pipeline-model-parallel-size", "pipeline parallelism is absent here (every rank holds blocks of all the "
+                                       "layers); --grid splits each layer instead (docs/parallelism.md)"},
+    {"--context-parallel-size", "context parallelism is absent here (a sequence is never split; "
+                                "docs/parallelism.md)"},
+};
 
 // "did you mean" for a command line CLI11 refused: an unknown command at any level (axonn trian, axonn
 // tokenizer encdoe; the list of commands when none is near), which replaces CLI11's "A subcommand is
@@ -91,8 +129,17 @@ Suggestion suggestion(const CLI::App& app, int argc, char** argv) {
     if (arg.rfind("--", 0) != 0) continue;
     arg = arg.substr(0, arg.find('='));
     if (std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
-    if (const auto near = axonn::nearest_word(arg, flags))
+    if (const auto near = axonn::nearest_word(arg, flags)) {
       said += (said.empty() ? "" : "; ") + path + " has no flag " + arg + ": did you mean " + *near + "?";
+      continue;
+    }
+    if (path != "axonn train") continue;
+    std::string dashed = arg;  // Hugging Face's --max_steps
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    for (const auto& [theirs, ours] : kPeerTrainFlags)
+      if (dashed == theirs)
+        said += (said.empty() ? "" : "; ") + path + " has no flag " + arg + " (another trainer's name): " +
+                (ours.starts_with("--") ? "use " : "") + std::string(ours);
   }
   return {said, false};
 }

@@ -362,6 +362,13 @@ PY
     expect_error "no flag --lr-sched: did you mean --lr-schedule\?" "$axonn" train --lr-sched cosine
     expect_error "The following arguments were not expected" "$axonn" train --zzzzzzzz 1
     expect_no_output "did you mean"
+    # another trainer's names (Megatron, Hugging Face): ours instead, or why there is none
+    expect_error "axonn train has no flag --train-iters \(another trainer's name\): use --steps" "$axonn" train --train-iters 5
+    expect_error "has no flag --gradient_accumulation_steps \(another trainer's name\): use --micro-batch-size" \
+      "$axonn" train --gradient_accumulation_steps 4
+    expect_error "has no flag --pipeline-model-parallel-size .*: pipeline parallelism is absent here" \
+      "$axonn" train --pipeline-model-parallel-size 2
+    expect_error "has no flag --bf16 \(another trainer's name\): use --dtype bf16" "$axonn" train --bf16
     # and a mistyped model name
     expect_error "unknown model 'gpt2-124'; did you mean gpt2-124m\? known models: " "$axonn" train --model gpt2-124
     expect_error "unknown model 'lama-tiny'; did you mean llama-tiny\? known models: " "$axonn" train --model lama-tiny ;;
