@@ -431,6 +431,10 @@ void Session::log_setup() const {
   log_info("optimizer AdamW lr=%g (%s, warmup %d) betas=%g,%g eps=%g wd=%g (%s) clip=%g", c.lr,
            c.lr_schedule.c_str(), c.warmup_steps, c.beta1, c.beta2, c.eps, c.weight_decay,
            c.decay_all ? "all tensors" : "matrices only", c.grad_clip);
+  if (c.warmup_steps > c.steps)  // a run that ends in its warmup never trains at the rate it was given
+    log_warn("--warmup-steps %d is more than the run's %d steps: the learning rate stays in its warmup and rises "
+             "only to %.3g of --lr %g; use fewer warmup steps, or more --steps", c.warmup_steps, c.steps,
+             static_cast<double>(lr(c.steps - 1) / c.lr), static_cast<double>(c.lr));
   if (goldfish_) {
     const model::GoldfishConfig& g = goldfish_->config();
     const std::string how = g.strategy == model::GoldfishStrategy::kStatic

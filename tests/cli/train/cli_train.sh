@@ -87,6 +87,12 @@ PY
     expect_error "--seq-len 65 exceeds the model's max_seq_len 64" "$axonn" train --init "$model" --seq-len 65 ;;
   zero_batch) expect_error "--batch-size must be positive, got 0" "$axonn" train --batch-size 0 ;;
   negative_steps) expect_error "--steps must be positive, got -5" "$axonn" train --steps -5 ;;
+  warmup_past_steps)
+    # a run that ends in its warmup is told so (before: silently trained at 3% of --lr)
+    run "$axonn" train --model gpt2-tiny --steps 3 --warmup-steps 100 --batch-size 4 --seq-len 32 --peak-gflops 100
+    expect_output "^warning: --warmup-steps 100 is more than the run's 3 steps: the learning rate stays in its warmup and rises only to 0.03 of --lr 0.0003"
+    run "$axonn" train --model gpt2-tiny --steps 3 --warmup-steps 3 --batch-size 4 --seq-len 32 --peak-gflops 100
+    expect_no_output "warmup-steps" ;;
   negative_channels) expect_error "must be positive" "$axonn" train --channels -64 ;;
   unknown_flag) expect_error "--frobnicate" "$axonn" train --frobnicate 3 ;;
   bad_number) expect_error "Could not convert: --lr = abc" "$axonn" train --lr abc ;;
