@@ -127,6 +127,11 @@ int run_plan(const PlanOptions& o) {
   req.workload.batch_size = o.batch_size;
   req.gpus = o.gpus;
   req.min_tp = o.min_tp != 0 ? o.min_tp : req.workload.model.min_tp;
+  // the model's own floor, not one the user gave: say where it comes from and how to pass it
+  AXONN_CHECK_ARG(o.min_tp != 0 || o.gpus < 1 || req.min_tp <= o.gpus, "the model ", o.model.empty() ? "of this shape" : o.model, " is planned on at least ",
+                  req.min_tp, " GPUs sharing one copy of its weights (Gx*Gy*Gz; AxoNN's launcher's floor for it), ",
+                  "more than --gpus ", o.gpus, ": use ", req.min_tp, " GPUs or more, or give --min-tp N to search ",
+                  "grids of fewer (they are marked when they do not fit in memory)");
   planner::MachineProfile machine = planner::load_machine_profile(o.machine);
   apply_network_flags(o, &machine);
   req.settings = planner::settings_for(machine);  // the implementation the profile runs
