@@ -99,7 +99,8 @@ TEST(PlannerOrder, ACompoundGroupSplitByAnotherAxisIsPricedByWhereItsRanksAre) {
   const double want = 2 * 0.75 * xy.message_bytes / 0.5e9 + 2 * 3 * 500e-6;
   EXPECT_NEAR(xy.seconds, xy.calls * want, 1e-12 * xy.seconds);
   // in x,y,z order X·Y = {0,1,2,3}: a ring inside a node
-  const auto& ring = over(ap::embedding_collectives(m, w, grid(2, 2, 2, 1), s), ap::CommGroup::kXY);
+  const auto in_order = ap::embedding_collectives(m, w, grid(2, 2, 2, 1), s);  // kept: `ring` refers into it
+  const auto& ring = over(in_order, ap::CommGroup::kXY);
   EXPECT_TRUE(ring.ring);
   EXPECT_DOUBLE_EQ(ring.bandwidth_gbs, 10.0);
   // Z·data with Z outermost of X, Y, Z is a ring again (ip Gx·Gy); with Z fastest it is split by X, Y
