@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/output_file.hpp"
 #include "axonn/core/input_file.hpp"
 
 namespace axonn::checkpoint {
@@ -70,6 +71,7 @@ std::optional<uint64_t> hash_from_hex(std::string_view s) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp"), hash_(new HashState) {
+  check_replaceable_file(path_, "");  // never a regular file renamed over a device (/dev/null), a pipe, a socket
   // the temporary is ours alone: one a crash left (or a planted link) is removed, never written
   // through (unlink removes a link itself), and a new file made in its place
   if (::unlink(tmp_.c_str()) != 0 && errno != ENOENT)

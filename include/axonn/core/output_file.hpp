@@ -35,7 +35,16 @@ void check_output_apart(const NamedPath& output, const std::vector<NamedPath>& i
 
 // Refuses with InvalidArgument an output that must be a file but names a directory (an existing one, or a path
 // ending in '/'): "FLAG 'PATH' is a directory: give the path of a file to write", before any work, where the
-// atomic write at the end would fail to rename its temporary file over it.
+// atomic write at the end would fail to rename its temporary file over it;
+// and one that exists as anything but a regular file (a device such as /dev/null, a named pipe, a socket, or a
+// link to one): "FLAG 'PATH' is a device, not a regular file: ...".
 void check_output_file(const NamedPath& output);
+
+// The check every atomic write makes before it creates its temporary file (checkpoint::AtomicFile): InvalidArgument
+// if `path` exists as anything but a regular file (following links). An atomic write renames a new file over the
+// path, which would put a regular file in the place of a device: `--out /dev/null` replaced the system's /dev/null
+// (as root), after which every program's `>/dev/null` made a file of that name. `what` names the path in the
+// message ("" for the path alone).
+void check_replaceable_file(const std::string& path, const std::string& what);
 
 }  // namespace axonn

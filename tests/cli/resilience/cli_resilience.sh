@@ -561,7 +561,16 @@ PY
     # the defaults still write where they did
     run "$axonn" report "$tmp/r"
     check "no report.html" test -s "$tmp/r/report.html"
-    run "$axonn" tokenizer train --vocab-size 300 --output "$tmp/tok.model" "$tmp/corpus" ;;
+    run "$axonn" tokenizer train --vocab-size 300 --output "$tmp/tok.model" "$tmp/corpus"
+    # an output that is a device or a named pipe: a new file renamed over it would replace it (`calibrate --out
+    # /dev/null`, as root, replaced the system's /dev/null); shown on a pipe of the test's own, which must stay one
+    mkfifo "$tmp/pipe"
+    expect_error "--out '$tmp/pipe' is a named pipe \(FIFO\), not a regular file: an output is written as a new file" \
+      "$axonn" report "$tmp/r" --out "$tmp/pipe"
+    expect_error "'$tmp/pipe' is a named pipe \(FIFO\), not a regular file" \
+      "$axonn" convert --from "$tmp/m.bin" --to "$tmp/pipe" --format llmc
+    [ -p "$tmp/pipe" ] || fail "the named pipe was replaced by a file"
+    [ ! -e "$tmp/pipe.tmp" ] || fail "a temporary file was made beside the pipe" ;;
   own_output_is_input)
     cp "$tokens" "$tmp/tok.bin"
     cp "$model" "$tmp/m.bin"

@@ -2,6 +2,7 @@
 #include "axonn/core/output_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -71,4 +72,24 @@ TEST(OutputFile, AFileOutputThatNamesADirectoryIsRefused) {
             "--out '" + d.file("dir") + "' is a directory: give the path of a file to write");
   EXPECT_NE(refusal([&] { axonn::check_output_file({"--out", d.file("new") + "/"}); }), "<none>");
   EXPECT_EQ(refusal([&] { axonn::check_output_file({"--out", d.file("dir/page.html")}); }), "<none>");
+}
+
+// An atomic write renames a new file over its path: over a device or a pipe it would replace it with a file.
+// `calibrate --out /dev/null`, run as root, replaced the system's /dev/null. Only a pipe of the test's own is
+// written at; /dev/null is only looked at.
+TEST(OutputFile, AnOutputThatIsADeviceOrAPipeIsRefusedAndKept) {
+  axonn::test::TempDir d;
+  ASSERT_EQ(::mkfifo(d.file("pipe").c_str(), 0600), 0);
+  const std::string pipe = refusal([&] { axonn::check_output_file({"--out", d.file("pipe")}); });
+  EXPECT_EQ(pipe, "--out '" + d.file("pipe") + "' is a named pipe (FIFO), not a regular file: an output is written "
+                  "as a new file renamed over the old one, which would replace it; give the path of a file to write");
+  EXPECT_NE(refusal([&] { axonn::check_replaceable_file("/dev/null", ""); }).find("'/dev/null' is a device"),
+            std::string::npos);
+  fs::create_symlink(d.file("pipe"), d.file("link"));  // a link to one: the link is followed
+  EXPECT_NE(refusal([&] { axonn::check_replaceable_file(d.file("link"), "--out"); }).find("is a named pipe"),
+            std::string::npos);
+  touch(d.file("file"));
+  EXPECT_EQ(refusal([&] { axonn::check_replaceable_file(d.file("file"), "--out"); }), "<none>");
+  EXPECT_EQ(refusal([&] { axonn::check_replaceable_file(d.file("new"), "--out"); }), "<none>");
+  EXPECT_TRUE(fs::is_fifo(d.file("pipe")));
 }
