@@ -269,9 +269,16 @@ std::string GgufTensorInfo::shape_str() const {
 }
 
 bool looks_like_gguf(const std::string& path) {
+  int fd = -1;
+  try {
+    fd = open_input_file(path, "");  // never waits on a named pipe (an ifstream's open would block)
+  } catch (const IoError&) {
+    return false;  // the reader that follows says what is wrong
+  }
   char magic[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+  const ssize_t n = ::read(fd, magic, sizeof magic);
+  ::close(fd);
+  return n == 4 && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 GgufFile::GgufFile(std::string path) : path_(std::move(path)) {
