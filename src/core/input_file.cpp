@@ -18,19 +18,19 @@ std::string named(const std::string& what, const std::string& path) {
   return (what.empty() ? "" : what + " ") + "'" + path + "'";
 }
 
-const char* kind_of(mode_t mode) {
+void refuse(const std::string& what, const std::string& path, mode_t mode) {
+  throw IoError(named(what, path) + " is " + file_kind(mode) + ", not a regular file: give a file");
+}
+
+}  // namespace
+
+const char* file_kind(unsigned mode) {
   if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
 }
-
-void refuse(const std::string& what, const std::string& path, mode_t mode) {
-  throw IoError(named(what, path) + " is " + kind_of(mode) + ", not a regular file: give a file");
-}
-
-}  // namespace
 
 int open_input_file(const std::string& path, const std::string& what) {
   // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer

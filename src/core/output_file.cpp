@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "axonn/core/error.hpp"
+#include "axonn/core/input_file.hpp"
 
 namespace axonn {
 
@@ -58,12 +59,8 @@ void check_output_file(const NamedPath& output) {
 void check_replaceable_file(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;  // new, or a file to replace
-  const char* kind = S_ISDIR(st.st_mode)                              ? "a directory"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)     ? "a device"
-                     : S_ISFIFO(st.st_mode)                           ? "a named pipe (FIFO)"
-                     : S_ISSOCK(st.st_mode)                           ? "a socket"
-                                                                      : "not a regular file";
-  throw InvalidArgument((what.empty() ? "" : what + " ") + "'" + path + "' is " + kind + ", not a regular file: " +
+  throw InvalidArgument((what.empty() ? "" : what + " ") + "'" + path + "' is " + file_kind(st.st_mode) +
+                        ", not a regular file: " +
                         "an output is written as a new file renamed over the old one, which would replace it; give " +
                         "the path of a file to write");
 }

@@ -22,5 +22,8 @@ FILE* fopen_input_file(const std::string& path, const std::string& what);
 // Throws the same IoError if `path` exists and is not a regular file (for readers that open
 // otherwise, e.g. std::ifstream); a missing file is the caller's to report.
 void require_regular_file(const std::string& path, const std::string& what);
+// What a file that is not a regular one is, for messages, from its st_mode: "a named pipe (FIFO)", "a
+// directory", "a device", "a socket" (also for outputs: core/output_file.hpp).
+const char* file_kind(unsigned mode);
 
 }  // namespace axonn
