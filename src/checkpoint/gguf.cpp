@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -129,6 +131,13 @@ std::string gguf_name(const std::string& hf) {
       if (rest.starts_with(from)) return "blk." + layer + "." + std::string(to) + rest.substr(from.size());
   }
   throw Error("no GGUF name for the tensor '" + hf + "'");  // every tensor of model_spec has one
+}
+
+// Llama's rotary layout in a GGUF file: each head's rows of Q and K interleaved, so that file row
+// h*d + 2i + s of a head of d = 2*half rows is our row h*d + s*half + i.
+int64_t rotary_row_of_file_row(int64_t r, int64_t half) {
+  const int64_t h = r / (2 * half), i = (r % (2 * half)) / 2, s = r % 2;
+  return h * 2 * half + s * half + i;
 }
 
 // Llama 3.1's rope scaling as llama.cpp's rope_freqs tensor: per rotary frequency, the factor its
@@ -376,11 +385,7 @@ FileDigest save_gguf(const std::string& path, const model::GptConfig& c, const A
       } else {
         const int64_t half = t.permute_heads > 0 ? p.rows / t.permute_heads / 2 : 0;
         for (int64_t r = 0; r < p.rows; r++) {
-          int64_t from = r;
-          if (half > 0) {  // file row h*d + 2i + s is our row h*d + s*d/2 + i
-            const int64_t h = r / (2 * half), i = (r % (2 * half)) / 2, s = r % 2;
-            from = h * 2 * half + s * half + i;
-          }
+          const int64_t from = half > 0 ? rotary_row_of_file_row(r, half) : r;
           encode_row(src + from * cols, cols, t.type, out);
         }
       }
@@ -390,6 +395,267 @@ FileDigest save_gguf(const std::string& path, const model::GptConfig& c, const A
     if (progress) progress->add(static_cast<int64_t>(t.bytes));
   }
   return f.commit();
+}
+
+// --- reading a model ---------------------------------------------------------------------------------
+
+namespace {
+
+std::string where_of(const GgufFile& f) { return "GGUF file '" + f.path() + "'"; }
+
+const std::string* string_value(const GgufFile& f, const std::string& key) {
+  const GgufValue* v = f.find(key);
+  return v ? std::get_if<std::string>(&v->scalar) : nullptr;
+}
+
+// The architecture's keys, read into our configuration.
+model::GptConfig gguf_config(const GgufFile& f) {
+  const std::string where = where_of(f);
+  const std::string* arch_value = string_value(f, "general.architecture");
+  AXONN_CHECK_IO(arch_value, where, " has no general.architecture string");
+  const std::string arch = *arch_value;
+  AXONN_CHECK_IO(arch == "llama" || arch == "gpt2", where, " holds a '", arch, "' model; axonn reads the llama and ",
+                 "gpt2 architectures");
+  auto count = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) -> int {
+    const GgufValue* v = f.find(arch + "." + key);
+    if (!v) {
+      AXONN_CHECK_IO(fallback.has_value(), where, " has no ", arch, ".", key);
+      return static_cast<int>(*fallback);
+    }
+    const std::optional<int64_t> i = v->integer();
+    AXONN_CHECK_IO(i && *i >= 0 && *i <= std::numeric_limits<int>::max(), where, ": ", arch, ".", key, " is ",
+                   v->str(), ", not a count");
+    return static_cast<int>(*i);
+  };
+  auto number = [&](const std::string& key, std::optional<double> fallback = std::nullopt) -> double {
+    const GgufValue* v = f.find(arch + "." + key);
+    if (!v) {
+      AXONN_CHECK_IO(fallback.has_value(), where, " has no ", arch, ".", key);
+      return *fallback;
+    }
+    const std::optional<double> x = v->number();
+    AXONN_CHECK_IO(x && std::isfinite(*x), where, ": ", arch, ".", key, " is ", v->str(), ", not a number");
+    return *x;
+  };
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  AXONN_CHECK_IO(embd && embd->ne.size() == 2, where, " has no 2-D tensor token_embd.weight");
+  model::GptConfig c;
+  c.family = arch == "llama" ? model::Family::kLlama : model::Family::kGpt2;
+  c.channels = count("embedding_length");
+  AXONN_CHECK_IO(embd->ne[0] == static_cast<uint64_t>(c.channels), where, ": token_embd.weight is ",
+                 embd->shape_str(), " but ", arch, ".embedding_length is ", c.channels);
+  AXONN_CHECK_IO(embd->ne[1] <= static_cast<uint64_t>(std::numeric_limits<int>::max() / 2), where,
+                 ": token_embd.weight has ", embd->ne[1], " rows");
+  c.vocab_size = static_cast<int>(embd->ne[1]);
+  AXONN_CHECK_IO(count("vocab_size", c.vocab_size) == c.vocab_size, where, ": ", arch, ".vocab_size says ",
+                 count("vocab_size"), " but token_embd.weight has ", c.vocab_size, " rows");
+  c.padded_vocab_size = model::pad_vocab(c.vocab_size);
+  c.max_seq_len = count("context_length");
+  c.num_layers = count("block_count");
+  c.num_heads = count("attention.head_count");
+  const bool untied = f.find_tensor("output.weight") != nullptr;
+  if (c.family == model::Family::kGpt2) {
+    AXONN_CHECK_IO(count("feed_forward_length", 4 * int64_t{c.channels}) == 4 * c.channels, where,
+                   ": gpt2.feed_forward_length is ", count("feed_forward_length"), "; a GPT-2's MLP is 4 x ",
+                   c.channels);
+    const double eps = number("attention.layer_norm_epsilon", 1e-5);
+    AXONN_CHECK_IO(std::fabs(eps - 1e-5) <= 1e-9, where, ": gpt2.attention.layer_norm_epsilon is ", eps,
+                   "; axonn's GPT-2 has GPT-2's 1e-5");
+    if (untied) {  // llama.cpp's converter writes GPT-2's tied head as a copy of the embedding
+      const GgufTensorInfo* head = f.find_tensor("output.weight");
+      bool same = head->ne == embd->ne && head->type == embd->type;
+      const uint64_t n = embd->elements(), block = uint64_t{1} << 20;  // whole blocks of every type read
+      for (uint64_t first = 0; same && first < n; first += block)
+        same = f.read_floats(*head, first, std::min(block, n - first)) ==
+               f.read_floats(*embd, first, std::min(block, n - first));
+      AXONN_CHECK_IO(same, where, " has a GPT-2 whose LM head (output.weight) differs from its token embedding; ",
+                     "axonn's GPT-2 ties the two");
+    }
+  } else {
+    c.num_kv_heads = count("attention.head_count_kv", c.num_heads);
+    AXONN_CHECK_IO(c.num_heads > 0, where, ": llama.attention.head_count is 0");
+    const int key_length = count("attention.key_length", c.channels / c.num_heads);
+    AXONN_CHECK_IO(count("attention.value_length", key_length) == key_length, where,
+                   ": llama.attention.value_length differs from key_length; axonn's heads have one width");
+    c.head_dim = key_length * c.num_heads == c.channels ? 0 : key_length;
+    c.ffn_hidden = count("feed_forward_length");
+    c.norm_eps = static_cast<float>(number("attention.layer_norm_rms_epsilon"));
+    c.rope_theta = number("rope.freq_base", 10000.0);
+    AXONN_CHECK_IO(count("rope.dimension_count", c.head_size()) == c.head_size(), where,
+                   ": llama.rope.dimension_count is ", count("rope.dimension_count"), "; axonn rotates whole heads (",
+                   c.head_size(), ")");
+    c.tied_embeddings = !untied;
+    if (const std::string* type = string_value(f, "llama.rope.scaling.type"))
+      AXONN_CHECK_IO(*type == "none", where, ": llama.rope.scaling.type is '", *type, "'; axonn's Llama has Llama ",
+                     "3.1's rope scaling only (GGUF's rope_freqs.weight)");
+    if (const GgufTensorInfo* freqs = f.find_tensor("rope_freqs.weight")) {
+      // llama.cpp's converter writes Llama 3.1's scaling as the divisor of each frequency; the largest is the
+      // factor, and the rest must be what Llama 3.1's other settings give
+      const std::vector<float> got = f.read_floats(*freqs);
+      AXONN_CHECK_IO(got.size() == static_cast<size_t>(c.head_size() / 2), where, ": rope_freqs.weight has ",
+                     got.size(), " values for heads of ", c.head_size());
+      c.rope_scaling.factor = *std::max_element(got.begin(), got.end());
+      if (c.rope_scaling.factor == 1.0) c.rope_scaling = {};
+      const std::vector<float> want = c.rope_scaling.enabled() ? rope_freq_factors(c) : got;
+      for (size_t i = 0; i < got.size(); i++)
+        AXONN_CHECK_IO(std::fabs(got[i] - want[i]) <= 1e-6f * std::fabs(want[i]), where, ": rope_freqs.weight[", i,
+                       "] is ", got[i], ", not ", want[i], " as Llama 3.1's rope scaling (factor ",
+                       c.rope_scaling.factor, ", low and high frequency factors 1 and 4, original context 8192) gives; "
+                       "axonn's Llama has that scaling only");
+    }
+    const GgufValue* bos = f.find("tokenizer.ggml.bos_token_id");
+    const GgufValue* eos = f.find("tokenizer.ggml.eos_token_id");
+    if (bos && bos->integer()) c.bos_token_id = static_cast<int>(*bos->integer());
+    if (eos && eos->integer()) c.eos_token_ids = {static_cast<int>(*eos->integer())};
+  }
+  try {
+    c.validate();
+  } catch (const InvalidArgument& e) {
+    throw IoError(where + " describes a model axonn cannot make: " + e.what());
+  }
+  return c;
+}
+
+}  // namespace
+
+GgufModel::GgufModel(const std::string& path) : file_(path), config_(gguf_config(file_)) {
+  for (const GgufTensorInfo& t : file_.tensors())
+    AXONN_CHECK_IO(t.type == 0 || t.type == 1 || t.type == 8 || t.type == 30, where_of(file_), ": tensor '", t.name,
+                   "' is ", ggml_type_name(t.type), "; axonn reads weights stored as F32, F16, BF16 or Q8_0 (it trains ",
+                   "and generates in fp32 or bf16): give the model's Hugging Face directory, or a GGUF file ",
+                   "converted at f16 or bf16 (llama.cpp's convert_hf_to_gguf.py --outtype f16)");
+}
+
+std::string GgufModel::kind() const {
+  const GgufTensorInfo* embd = file_.find_tensor("token_embd.weight");
+  return "GGUF " + std::string(config_.family == model::Family::kLlama ? "llama" : "gpt2") + " (" +
+         ggml_type_name(embd->type) + ")";
+}
+
+void GgufModel::load_ranges(const TensorRangeSink& sink, Progress* progress) const {
+  const model::ModelSpec spec = model::model_spec(config_);
+  const std::string where = where_of(file_);
+  const bool llama = config_.family == model::Family::kLlama;
+  std::set<std::string> used = {"rope_freqs.weight"};  // read with the configuration
+  if (!llama) used.insert("output.weight");           // GPT-2's tied head, checked equal to token_embd
+  constexpr int64_t kBlock = int64_t{1} << 20;  // values
+  std::vector<float> ours;
+  for (const HfPiece& p : detail::hf_pieces(spec)) {
+    const std::string name = gguf_name(p.name);
+    const GgufTensorInfo* t = file_.find_tensor(name);
+    AXONN_CHECK_IO(t, where, " has no tensor '", name, "' (the model is ", config_.str(), ")");
+    const std::vector<uint64_t> want = p.cols > 0 ? std::vector<uint64_t>{static_cast<uint64_t>(p.cols),
+                                                                           static_cast<uint64_t>(p.rows)}
+                                                  : std::vector<uint64_t>{static_cast<uint64_t>(p.rows)};
+    AXONN_CHECK_IO(t->ne == want, where, ": tensor '", name, "' is ", t->shape_str(), ", expected ",
+                   GgufTensorInfo{"", want, 0, 0, 0}.shape_str(), " for ", config_.str());
+    used.insert(name);
+    const int heads = !llama ? 0 : name.ends_with(".attn_q.weight") ? config_.num_heads
+                                 : name.ends_with(".attn_k.weight") ? config_.kv_heads() : 0;
+    // by blocks of about kBlock values (whole heads where the rotary rows move), so that no rank holds a
+    // whole embedding beside its shards
+    const int64_t cols = std::max<int64_t>(p.cols, 1), unit = heads > 0 ? p.rows / heads : 1;
+    const int64_t rows_per_read = p.cols == 0 ? p.rows : std::max<int64_t>(1, kBlock / (cols * unit)) * unit;
+    for (int64_t r0 = 0; r0 < p.rows; r0 += rows_per_read) {
+      const int64_t rows = std::min(rows_per_read, p.rows - r0);
+      std::vector<float> values =
+          file_.read_floats(*t, static_cast<uint64_t>(r0 * cols), static_cast<uint64_t>(rows * cols));
+      if (heads > 0) {  // back to HF's rotary order (the block starts at a head)
+        ours.resize(values.size());
+        for (int64_t r = 0; r < rows; r++)
+          std::copy_n(values.begin() + r * cols, cols, ours.begin() + rotary_row_of_file_row(r, unit / 2) * cols);
+        values.swap(ours);
+      }
+      sink(p.t, p.layer, (p.row0 + r0) * cols, rows * cols, values.data());
+    }
+    if (progress) progress->add(p.numel() * static_cast<int64_t>(sizeof(float)));
+  }
+  detail::sink_vocab_padding(config_, spec, sink);
+  for (const GgufTensorInfo& t : file_.tensors())
+    AXONN_CHECK_IO(used.count(t.name), where, " has a tensor axonn's model does not know: '", t.name, "' ",
+                   ggml_type_name(t.type), " ", t.shape_str());
+}
+
+void GgufModel::load(Arena& params, Progress* progress) const {
+  load_ranges(detail::arena_sink(params, model::model_spec(config_)), progress);
+}
+
+std::optional<text::TokenizerListing> GgufModel::tokenizer_listing() const {
+  using Listing = text::TokenizerListing;
+  const std::string* kind = string_value(file_, "tokenizer.ggml.model");
+  if (!kind) return std::nullopt;
+  const std::string where = where_of(file_);
+  auto strings = [&](const std::string& key) -> const std::vector<std::string>& {
+    const GgufValue* v = file_.find(key);
+    AXONN_CHECK_IO(v && v->item_type == 8 && v->strings.size() == v->items, where, " has no ", key,
+                   " (an array of strings)");
+    return v->strings;
+  };
+  auto numbers = [&](const std::string& key, size_t n, double fallback) {
+    const GgufValue* v = file_.find(key);
+    if (!v) return std::vector<double>(n, fallback);
+    AXONN_CHECK_IO(v->numbers.size() == n && v->items == n, where, ": ", key, " has ", v->items, " numbers for ", n,
+                   " tokens");
+    return v->numbers;
+  };
+  auto flag = [&](const std::string& key, bool fallback) {
+    const GgufValue* v = file_.find(key);
+    const bool* b = v ? std::get_if<bool>(&v->scalar) : nullptr;
+    return b ? *b : fallback;
+  };
+  Listing l;
+  l.tokens = strings("tokenizer.ggml.tokens");
+  const size_t n = l.tokens.size();
+  for (double t : numbers("tokenizer.ggml.token_type", n, Listing::kNormal)) l.types.push_back(static_cast<int>(t));
+  if (*kind == "gpt2") {
+    l.kind = Listing::Kind::kByteBpe;
+    l.merges = strings("tokenizer.ggml.merges");
+    const std::string* pre = string_value(file_, "tokenizer.ggml.pre");
+    const std::string pre_name = pre ? *pre : "default";
+    // llama.cpp's names for the two pre-tokenizers axonn has (text/pretokenizer.hpp)
+    if (pre_name == "gpt-2") {
+      l.patterns = {std::string(text::kGpt2Pattern)};
+    } else if (pre_name == "llama-bpe") {
+      l.patterns = {std::string(text::kLlama3Pattern)};
+      l.ignore_merges = true;  // as llama.cpp and Llama 3's tokenizer.json do
+    } else {
+      throw IoError(where + ": its tokenizer splits text with llama.cpp's pre-tokenizer '" + pre_name +
+                    "', which axonn does not have (it has gpt-2 and llama-bpe): give --tokenizer the model's own "
+                    "tokenizer.json");
+    }
+  } else if (*kind == "llama") {
+    l.kind = Listing::Kind::kSentencePiece;
+    for (double s : numbers("tokenizer.ggml.scores", n, 0.0)) l.scores.push_back(static_cast<float>(s));
+    l.dummy_prefix = flag("tokenizer.ggml.add_space_prefix", true);  // llama.cpp's default for this vocabulary
+  } else {
+    throw IoError(where + " holds a '" + *kind + "' tokenizer; axonn reads llama.cpp's gpt2 (byte-level BPE) and " +
+                  "llama (SentencePiece) vocabularies: give --tokenizer the model's own tokenizer files");
+  }
+  auto id_of = [&](const std::string& key) {
+    const GgufValue* v = file_.find(key);
+    const std::optional<int64_t> id = v ? v->integer() : std::nullopt;
+    return id && *id >= 0 && *id < static_cast<int64_t>(n) ? static_cast<int>(*id) : -1;
+  };
+  l.bos = id_of("tokenizer.ggml.bos_token_id");
+  l.eos = id_of("tokenizer.ggml.eos_token_id");
+  l.eot = id_of("tokenizer.ggml.eot_token_id");
+  if (l.eot < 0) l.eot = l.eos;
+  // the placeholders a writer padded the vocabulary to the model's with (save_gguf, llama.cpp's converter)
+  while (!l.tokens.empty() && l.types.back() == Listing::kUnused &&
+         l.tokens.back() == "[PAD" + std::to_string(l.tokens.size() - 1) + "]") {
+    l.tokens.pop_back();
+    l.types.pop_back();
+    if (!l.scores.empty()) l.scores.pop_back();
+  }
+  return l;
+}
+
+std::unique_ptr<text::Tokenizer> GgufModel::tokenizer() const {
+  const std::optional<text::TokenizerListing> l = tokenizer_listing();
+  if (!l) return nullptr;
+  return text::tokenizer_from_listing(
+      *l, std::string(l->kind == text::TokenizerListing::Kind::kByteBpe ? "byte-level BPE" : "SentencePiece") +
+              " of the GGUF file " + file_.path());
 }
 
 }  // namespace axonn::checkpoint

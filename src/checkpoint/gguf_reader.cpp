@@ -379,16 +379,23 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
-std::vector<float> GgufFile::read_floats(const GgufTensorInfo& t) const {
+std::vector<float> GgufFile::read_floats(const GgufTensorInfo& t) const { return read_floats(t, 0, t.elements()); }
+
+std::vector<float> GgufFile::read_floats(const GgufTensorInfo& t, uint64_t first, uint64_t count) const {
   AXONN_CHECK_ARG(t.type == 0 || t.type == 1 || t.type == 8 || t.type == 30, "GGUF file '", path_, "': tensor '",
                   t.name, "' is ", ggml_type_name(t.type), "; axonn reads F32, F16, BF16 and Q8_0 tensors");
-  std::string raw(static_cast<size_t>(t.bytes), '\0');
+  const GgmlTypeSize size = ggml_type_size(t.type);
+  AXONN_CHECK(first % size.block == 0 && count % size.block == 0 && first <= t.elements() &&
+                  count <= t.elements() - first,
+              "read_floats: values [", first, ", ", first + count, ") of '", t.name, "' are not whole blocks within its ",
+              t.elements());
+  std::string raw(static_cast<size_t>(count / size.block * size.bytes), '\0');
   std::ifstream in(path_, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(t.offset));
+  in.seekg(static_cast<std::streamoff>(t.offset + first / size.block * size.bytes));
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   AXONN_CHECK_IO(in.good(), "cannot read tensor '", t.name, "' of '", path_, "' (", t.bytes, " bytes at ", t.offset,
                  "): the file changed since it was opened?");
-  const uint64_t n = t.elements();
+  const uint64_t n = count;
   std::vector<float> out(static_cast<size_t>(n));
   const char* p = raw.data();
   for (uint64_t i = 0; i < n; i++) {

@@ -63,6 +63,26 @@ const float* piece_source(const Arena& params, const model::ModelSpec& spec, con
   return t.f32() + p.row0 * (p.cols ? p.cols : 1);
 }
 
+TensorRangeSink arena_sink(Arena& params, const model::ModelSpec& spec) {
+  AXONN_CHECK(params.size() == spec.params.size(), "a model reader needs the model's ", spec.params.size(),
+              " tensors, got ", params.size());
+  return [&params, spec](int t, int layer, int64_t first, int64_t count, const float* values) {
+    Tensor dst = params.tensor(static_cast<size_t>(t));
+    if (spec.params[static_cast<size_t>(t)].per_layer) dst = dst[layer];
+    params.memory().upload(dst.f32() + first, values, sizeof(float) * static_cast<size_t>(count));
+  };
+}
+
+void sink_vocab_padding(const model::GptConfig& c, const model::ModelSpec& spec, const TensorRangeSink& sink) {
+  const int64_t C = c.channels, pad = static_cast<int64_t>(c.padded_vocab_size - c.vocab_size) * C;
+  if (pad <= 0) return;
+  const std::vector<float> zeros(static_cast<size_t>(pad), 0.0f);
+  for (int t : {spec.token_embedding, spec.lm_head}) {
+    sink(t, 0, static_cast<int64_t>(c.vocab_size) * C, pad, zeros.data());
+    if (spec.lm_head == spec.token_embedding) break;
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -507,24 +527,46 @@ std::string hf_tokenizer_config_json(const model::GptConfig& c, const text::Toke
   return j.dump(2) + "\n";
 }
 
-void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const std::string& name_or_path) {
-  const auto tok = text::load_tokenizer(name_or_path);
-  check_tokenizer_fits(*tok, c);
-  const auto files = text::tokenizer_files(name_or_path);
-  AXONN_CHECK_ARG(!files.empty(), "the tokenizer ", tok->describe(), " only decodes: it cannot go into a Hugging Face ",
-                  "directory; give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
+namespace {
+
+// Writes the tokenizer's files, {name, contents} under Hugging Face's names, and a tokenizer_config.json where
+// they hold none.
+void write_hf_tokenizer_files(const std::string& dir, const model::GptConfig& c, const text::Tokenizer& tok,
+                              const std::vector<std::pair<std::string, std::string>>& files) {
   std::string cls;
   bool has_config = false;
-  for (const auto& [from, name] : files) {
-    const std::string hf_name = name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name;
-    write_file_atomic((fs::path(dir) / hf_name).string(), read_text_file(from));
+  for (const auto& [hf_name, contents] : files) {
+    write_file_atomic((fs::path(dir) / hf_name).string(), contents);
     has_config = has_config || hf_name == "tokenizer_config.json";
     if (hf_name == "tokenizer.json") cls = "PreTrainedTokenizerFast";
     if (hf_name == "vocab.json") cls = "GPT2Tokenizer";
     if (hf_name == "tokenizer.model") cls = "LlamaTokenizer";
   }
   if (!has_config)
-    write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(), hf_tokenizer_config_json(c, *tok, cls));
+    write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(), hf_tokenizer_config_json(c, tok, cls));
+}
+
+}  // namespace
+
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const std::string& name_or_path) {
+  const auto tok = text::load_tokenizer(name_or_path);
+  check_tokenizer_fits(*tok, c);
+  const auto files = text::tokenizer_files(name_or_path);
+  AXONN_CHECK_ARG(!files.empty(), "the tokenizer ", tok->describe(), " only decodes: it cannot go into a Hugging Face ",
+                  "directory; give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
+  std::vector<std::pair<std::string, std::string>> named;
+  for (const auto& [from, name] : files)
+    named.emplace_back(name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name,
+                       read_text_file(from));
+  write_hf_tokenizer_files(dir, c, *tok, named);
+}
+
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const text::Tokenizer& tok) {
+  check_tokenizer_fits(tok, c);
+  const std::optional<text::TokenizerListing> listing = tok.listing();
+  AXONN_CHECK_ARG(listing.has_value(), "the tokenizer ", tok.describe(), " only decodes: it cannot go into a ",
+                  "Hugging Face directory");
+  write_hf_tokenizer_files(dir, c, tok, {text::tokenizer_file_from_listing(*listing, tok.describe())});
 }
 
 // --- reading -----------------------------------------------------------------------------------------
@@ -625,16 +667,7 @@ const TensorInfo* HfCheckpoint::find(const std::string& name, const SafetensorsF
 }
 
 void HfCheckpoint::load(Arena& params, Progress* progress) const {
-  const model::ModelSpec spec = model::model_spec(config_);
-  AXONN_CHECK(params.size() == spec.params.size(), "HfCheckpoint::load needs the model's ", spec.params.size(),
-              " tensors, got ", params.size());
-  load_ranges(
-      [&](int t, int layer, int64_t first, int64_t count, const float* values) {
-        Tensor dst = params.tensor(static_cast<size_t>(t));
-        if (spec.params[static_cast<size_t>(t)].per_layer) dst = dst[layer];
-        params.memory().upload(dst.f32() + first, values, sizeof(float) * static_cast<size_t>(count));
-      },
-      progress);
+  load_ranges(detail::arena_sink(params, model::model_spec(config_)), progress);
 }
 
 void HfCheckpoint::load_ranges(const RangeSink& sink, Progress* progress) const {
@@ -679,15 +712,7 @@ void HfCheckpoint::load_ranges(const RangeSink& sink, Progress* progress) const 
     }
     if (progress) progress->add(n * static_cast<int64_t>(sizeof(float)));
   }
-  // the padded vocabulary rows [V, Vp): zero, as every model axonn or llm.c makes has them
-  const int64_t C = config_.channels, pad = static_cast<int64_t>(config_.padded_vocab_size - config_.vocab_size) * C;
-  if (pad > 0) {
-    const std::vector<float> zeros(static_cast<size_t>(pad), 0.0f);
-    for (int t : {spec.token_embedding, spec.lm_head}) {
-      sink(t, 0, static_cast<int64_t>(config_.vocab_size) * C, pad, zeros.data());
-      if (spec.lm_head == spec.token_embedding) break;
-    }
-  }
+  detail::sink_vocab_padding(config_, spec, sink);
   // Anything left must be a buffer HF saves alongside the weights, or a tied head.
   const bool gpt2 = config_.family == model::Family::kGpt2;
   for (const auto& f : files_)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/model/spec.hpp"
 #include "axonn/tensor/arena.hpp"
 
@@ -33,5 +34,13 @@ std::vector<HfPiece> hf_pieces(const model::ModelSpec& spec);
 
 // The first element of a piece's rows in its parameter tensor (within the arena slot).
 const float* piece_source(const Arena& params, const model::ModelSpec& spec, const HfPiece& p);
+
+// A sink that writes what a reader delivers into `params` (model::reserve_params layout for the spec's
+// model), host or device memory.
+TensorRangeSink arena_sink(Arena& params, const model::ModelSpec& spec);
+
+// Delivers the padded vocabulary rows [V, Vp) of the token embedding (and an untied LM head) as zeros, as
+// every model axonn or llm.c makes has them: the files of HF and GGUF leave them out.
+void sink_vocab_padding(const model::GptConfig& config, const model::ModelSpec& spec, const TensorRangeSink& sink);
 
 }  // namespace axonn::checkpoint::detail

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -36,9 +37,7 @@ ModelSource::Kind model_source_kind(const std::string& path) {
   }
   if (fs::is_directory(path, ec)) return ModelSource::Kind::kCheckpoint;
   if (looks_like_safetensors(path)) return ModelSource::Kind::kHuggingFace;
-  AXONN_CHECK_ARG(!looks_like_gguf(path), "'", path, "' is a GGUF file: axonn writes GGUF (axonn convert --to ",
-                  "model.gguf) and shows what one holds (axonn inspect), but reads a model from an llm.c file, a ",
-                  "Hugging Face model or a checkpoint directory: give the one the GGUF file was made from");
+  if (looks_like_gguf(path)) return ModelSource::Kind::kGguf;
   return ModelSource::Kind::kLlmc;
 }
 
@@ -54,12 +53,47 @@ ModelSource find_model_source(const std::string& path) {
       s.path = resolve_checkpoint(path);
       s.config = read_manifest(s.path).model;
       break;
+    case ModelSource::Kind::kGguf:
+      s.config = GgufModel(path).config();
+      break;
     case ModelSource::Kind::kLlmc:
       s.config = read_llmc_config(path);
       break;
   }
   return s;
 }
+
+namespace {
+
+// Loads a model whose reader delivers its weights by ranges (HF, GGUF): every rank reads the file by pieces and
+// keeps its shard's part of each; a device model takes one layer of one tensor at a time, assembled on the host.
+void load_by_ranges(const std::function<void(const TensorRangeSink&)>& load_ranges, model::Gpt& gpt) {
+  if (gpt.device() == Device::kCpu) {
+    load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
+      gpt.load_full_range(t, layer, first, count, values);
+    });
+    return;
+  }
+  struct Slice {
+    std::vector<float> values;
+    int64_t filled = 0;
+  };
+  std::map<std::pair<int, int>, Slice> open;  // by (tensor, layer): those not complete yet
+  load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
+    const int64_t numel = gpt.full_layer_numel(t);
+    Slice& s = open[{t, layer}];
+    if (s.values.empty()) s.values.assign(static_cast<size_t>(numel), 0.0f);
+    std::copy_n(values, count, s.values.begin() + first);
+    s.filled += count;
+    if (s.filled == numel) {
+      gpt.load_full_layer(t, layer, s.values.data());
+      open.erase({t, layer});
+    }
+  });
+  AXONN_CHECK(open.empty(), "the reader left ", open.size(), " layer slices incomplete");
+}
+
+}  // namespace
 
 std::string load_weights(const ModelSource& source, const parallel::Grid& grid, model::Gpt& gpt) {
   const model::GptConfig& mc = gpt.config();
@@ -70,33 +104,14 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
       });
       return "weights of the llm.c model " + source.path;
     case ModelSource::Kind::kHuggingFace: {
-      // every rank reads the file by pieces and keeps its shard's part of each; a device model takes one
-      // layer of one tensor at a time, assembled on the host
       const HfCheckpoint hf(source.path);
-      if (gpt.device() == Device::kCpu) {
-        hf.load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
-          gpt.load_full_range(t, layer, first, count, values);
-        });
-      } else {
-        struct Slice {
-          std::vector<float> values;
-          int64_t filled = 0;
-        };
-        std::map<std::pair<int, int>, Slice> open;  // by (tensor, layer): those not complete yet
-        hf.load_ranges([&](int t, int layer, int64_t first, int64_t count, const float* values) {
-          const int64_t numel = gpt.full_layer_numel(t);
-          Slice& s = open[{t, layer}];
-          if (s.values.empty()) s.values.assign(static_cast<size_t>(numel), 0.0f);
-          std::copy_n(values, count, s.values.begin() + first);
-          s.filled += count;
-          if (s.filled == numel) {
-            gpt.load_full_layer(t, layer, s.values.data());
-            open.erase({t, layer});
-          }
-        });
-        AXONN_CHECK(open.empty(), "the HF reader left ", open.size(), " layer slices incomplete");
-      }
+      load_by_ranges([&](const TensorRangeSink& sink) { hf.load_ranges(sink); }, gpt);
       return "weights of the Hugging Face checkpoint " + source.path;
+    }
+    case ModelSource::Kind::kGguf: {
+      const GgufModel gguf(source.path);
+      load_by_ranges([&](const TensorRangeSink& sink) { gguf.load_ranges(sink); }, gpt);
+      return "weights of the " + gguf.kind() + " file " + source.path;
     }
     case ModelSource::Kind::kCheckpoint: {
       LoadResult r;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/checkpoint/gguf.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/infer/decode_threads.hpp"
 #include "axonn/kernels/gemm.hpp"
@@ -45,14 +46,16 @@ std::vector<int> default_stop_ids(const model::GptConfig& config) {
 
 std::unique_ptr<text::Tokenizer> model_tokenizer(const checkpoint::ModelSource& source, const std::string& name) {
   if (!name.empty()) return text::load_tokenizer(name);
-  // the tokenizer the model carries: an HF directory's files, or those a checkpoint step holds (train copies
-  // them from the prepared data)
+  // the tokenizer the model carries: an HF directory's files, those a checkpoint step holds (train copies
+  // them from the prepared data), or the one inside a GGUF file
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string dir;
   if (source.kind == checkpoint::ModelSource::Kind::kHuggingFace)
     dir = fs::is_directory(source.path, ec) ? source.path : fs::path(source.path).parent_path().string();
   if (source.kind == checkpoint::ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (source.kind == checkpoint::ModelSource::Kind::kGguf)
+    if (auto tok = checkpoint::GgufModel(source.path).tokenizer()) return tok;
   if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) return text::load_tokenizer(dir);
   if (source.config.family == model::Family::kGpt2) return text::load_tokenizer("gpt2");
   return nullptr;

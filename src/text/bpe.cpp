@@ -353,6 +353,10 @@ std::optional<TokenizerListing> BpeTokenizer::listing() const {
   for (const auto& [left, right] : merge_list_) l.merges.push_back(spell(left) + " " + spell(right));
   l.patterns = patterns_;
   l.add_prefix_space = add_prefix_space_;
+  l.ignore_merges = ignore_merges_;
+  l.bos = bos_;
+  l.eos = eos_;
+  l.eot = eot_;
   return l;
 }
 

@@ -84,6 +84,9 @@ std::optional<TokenizerListing> SentencePieceTokenizer::listing() const {
   TokenizerListing l;
   l.kind = TokenizerListing::Kind::kSentencePiece;
   l.dummy_prefix = dummy_prefix_;
+  l.bos = bos_;
+  l.eos = eos_;
+  l.eot = eot_;
   const int n = vocab_size();
   for (int id = 0; id < n; id++) {
     l.tokens.push_back(sp_->IdToPiece(id));

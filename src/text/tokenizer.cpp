@@ -144,6 +144,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
                  "': no such file or directory (give gpt2, or a tokenizer file or directory)");
   const std::string ext = p.extension().string(), name = p.filename().string();
   if (first_int(spec) == kLlmcTokenizerMagic) return std::make_unique<LlmcTokenizer>(spec);
+  constexpr int32_t kGgufMagic = 0x46554747;  // "GGUF", little-endian
+  AXONN_CHECK_ARG(first_int(spec) != kGgufMagic, "'", spec, "' is a GGUF model file; the tokenizer inside one is ",
+                  "read with its model (--init ", spec, "). To use it elsewhere, write it out as files: axonn convert ",
+                  "--from ", spec, " --to DIR/ (a Hugging Face directory with the tokenizer's files), then give DIR");
   if (ext == ".model") return std::make_unique<SentencePieceTokenizer>(spec);
   if (name == "vocab.json" || name == "encoder.json" || ext == ".bpe" || ext == ".txt") {
     auto pair = gpt2_pair(p.parent_path().empty() ? fs::path(".") : p.parent_path());

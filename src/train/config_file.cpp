@@ -46,7 +46,8 @@ const std::vector<ConfigOption>& config_options() {
       // what is trained
       {"model", "--init", &C::init,
        "weights to start from: llm.c file (version 3 fp32 or 5 bf16), Hugging Face safetensors file or model "
-       "directory (GPT-2 or Llama), or a checkpoint directory (any grid; fresh optimizer)"},
+       "directory (GPT-2 or Llama), GGUF file (llama or gpt2; F32, F16, BF16 or Q8_0), or a checkpoint directory "
+       "(any grid; fresh optimizer)"},
       {"model", "--model", &C::model, "model shape for random init (default gpt2-tiny): " + model::gpt_preset_help()},
       {"model", "--layers", &C::layers, "override the number of layers (0: from --model)"},
       {"model", "--heads", &C::heads, "override the number of attention heads"},

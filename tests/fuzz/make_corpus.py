@@ -111,6 +111,32 @@ put("gguf", "version2.gguf", gguf(gguf_keys[:3], gguf_tensors[:1], version=2))
 put("gguf", "truncated.gguf", gguf(gguf_keys, gguf_tensors)[:-40])
 put("gguf", "bad-type.gguf", gguf(gguf_keys[:2], [("t", [4], 77, b"\0" * 16)]))
 put("gguf", "huge-counts.gguf", b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 1 << 62))
+# a whole llama model of 4 channels, one layer and a SentencePiece vocabulary of 3, as GgufModel reads one
+def u32(v):
+    return struct.pack("<I", v)
+
+
+def f32s(n, scale=0.125):
+    return struct.pack("<%df" % n, *[scale * (i % 7 - 3) for i in range(n)])
+
+
+model_keys = [("general.architecture", 8, gstr("llama")), ("llama.context_length", 4, u32(8)),
+              ("llama.embedding_length", 4, u32(4)), ("llama.block_count", 4, u32(1)),
+              ("llama.feed_forward_length", 4, u32(8)), ("llama.attention.head_count", 4, u32(1)),
+              ("llama.attention.head_count_kv", 4, u32(1)),
+              ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+              ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)), ("tokenizer.ggml.model", 8, gstr("llama")),
+              ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gstr("<unk>") + gstr("<s>") + gstr("</s>")),
+              ("tokenizer.ggml.scores", 9, struct.pack("<IQ3f", 6, 3, 0.0, 0.0, 0.0)),
+              ("tokenizer.ggml.token_type", 9, struct.pack("<IQ3i", 5, 3, 2, 3, 3)),
+              ("tokenizer.ggml.bos_token_id", 4, u32(1)), ("tokenizer.ggml.eos_token_id", 4, u32(2))]
+model_tensors = [("token_embd.weight", [4, 3], 0, f32s(12)), ("blk.0.attn_norm.weight", [4], 0, f32s(4, 1.0)),
+                 ("blk.0.attn_q.weight", [4, 4], 0, f32s(16)), ("blk.0.attn_k.weight", [4, 4], 0, f32s(16)),
+                 ("blk.0.attn_v.weight", [4, 4], 0, f32s(16)), ("blk.0.attn_output.weight", [4, 4], 0, f32s(16)),
+                 ("blk.0.ffn_norm.weight", [4], 0, f32s(4, 1.0)), ("blk.0.ffn_gate.weight", [4, 8], 0, f32s(32)),
+                 ("blk.0.ffn_up.weight", [4, 8], 0, f32s(32)), ("blk.0.ffn_down.weight", [8, 4], 0, f32s(32)),
+                 ("output_norm.weight", [4], 0, f32s(4, 1.0))]
+put("gguf", "llama-model.gguf", gguf(model_keys, model_tensors))
 
 # --- checkpoint manifest (format_version 1: no checksum of its own; 2: one, here left wrong) -----
 manifest = {

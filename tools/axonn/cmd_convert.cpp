@@ -110,25 +110,31 @@ Loaded load_any(const ConvertOptions& o) {
     m.what = "checkpoint step " + std::to_string(man.step) + ", grid " + man.grid.str();
     return m;
   }
-  if (kind == checkpoint::ModelSource::Kind::kLlmc) {
-    AXONN_CHECK_IO(first_int(o.from) == checkpoint::kLlmcModelMagic, "'", o.from,
-                   "' is neither an llm.c model file (magic 20240326), a safetensors file, nor a checkpoint directory");
-    AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; an llm.c file records its heads");
-    m.config = checkpoint::read_llmc_config(o.from);
+  // the other kinds are read whole into a model of the configuration they record
+  auto read_whole = [&](const model::GptConfig& config, std::string what, const auto& load) {
+    m.config = config;
     model::reserve_params(m.params, model::model_spec(m.config));
     m.params.allocate();
     Progress progress("convert read", param_bytes(m.config), byte_progress());
-    checkpoint::load_llmc_params(o.from, m.config, m.params, &progress);
-    m.what = "llm.c model file";
-    return m;
+    load(m.params, &progress);
+    m.what = std::move(what);
+  };
+  if (kind == checkpoint::ModelSource::Kind::kGguf) {
+    AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a GGUF file records its heads");
+    const checkpoint::GgufModel gguf(o.from);
+    read_whole(gguf.config(), gguf.kind(), [&](Arena& params, Progress* p) { gguf.load(params, p); });
+  } else if (kind == checkpoint::ModelSource::Kind::kLlmc) {
+    AXONN_CHECK_IO(first_int(o.from) == checkpoint::kLlmcModelMagic, "'", o.from,
+                   "' is neither an llm.c model file (magic 20240326), a safetensors file, a GGUF file, nor a "
+                   "checkpoint directory");
+    AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; an llm.c file records its heads");
+    const model::GptConfig config = checkpoint::read_llmc_config(o.from);
+    read_whole(config, "llm.c model file",
+               [&](Arena& params, Progress* p) { checkpoint::load_llmc_params(o.from, config, params, p); });
+  } else {
+    const checkpoint::HfCheckpoint hf(o.from, o.heads);
+    read_whole(hf.config(), hf.kind(), [&](Arena& params, Progress* p) { hf.load(params, p); });
   }
-  checkpoint::HfCheckpoint hf(o.from, o.heads);
-  m.config = hf.config();
-  model::reserve_params(m.params, model::model_spec(m.config));
-  m.params.allocate();
-  Progress progress("convert read", param_bytes(m.config), byte_progress());
-  hf.load(m.params, &progress);
-  m.what = hf.kind();
   return m;
 }
 
@@ -171,19 +177,22 @@ int run_convert(const ConvertOptions& o) {
   AXONN_CHECK_ARG(o.shard_size == "0" || !gguf, "--shard-size applies to Hugging Face output only; a GGUF file is one file");
   AXONN_CHECK_ARG(o.tokenizer.empty() || gguf || format == "safetensors-hf", "--tokenizer applies to GGUF and ",
                   "Hugging Face output only");
-  // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files)
+  // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files, or
+  // the one inside a GGUF file)
+  const bool from_gguf = o.tokenizer.empty() && checkpoint::looks_like_gguf(o.from);
+  std::unique_ptr<text::Tokenizer> gguf_tok = from_gguf ? checkpoint::GgufModel(o.from).tokenizer() : nullptr;
   const std::string carried = carried_tokenizer_dir(o.from);
   const std::string tok_name = !o.tokenizer.empty() ? o.tokenizer : carried;
-  AXONN_CHECK_ARG(!tok_name.empty() || !gguf, "a GGUF file holds the model's tokenizer, and '", o.from, "' carries ",
-                  "none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was prepared ",
-                  "with, or gpt2)");
+  AXONN_CHECK_ARG(!tok_name.empty() || gguf_tok || !gguf, "a GGUF file holds the model's tokenizer, and '", o.from,
+                  "' carries none: give --tokenizer (the tokenizer.model, tokenizer.json or GPT-2 files its data was ",
+                  "prepared with, or gpt2)");
   const uint64_t shard_bytes = parse_size(o.shard_size);
   std::vector<NamedPath> inputs = {{"--from", o.from}};
   if (!o.tokenizer.empty()) inputs.push_back({"--tokenizer", o.tokenizer});
   check_output_apart({"--to", o.to}, inputs);
   if (format == "safetensors-hf" && names_directory(o.to)) checkpoint::check_hf_dir_output(o.to);
   // the tokenizer before the weights, so that a wrong path is refused at once
-  std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? nullptr : text::load_tokenizer(tok_name);
+  std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? std::move(gguf_tok) : text::load_tokenizer(tok_name);
   Loaded m = load_any(o);
   if (tok) checkpoint::check_tokenizer_fits(*tok, m.config);  // before anything is written
 
@@ -207,7 +216,8 @@ int run_convert(const ConvertOptions& o) {
       checkpoint::save_hf_dir(o.to, m.config, m.params, hf_dtype, shard_bytes, &progress);
       written = o.to;
       // and the tokenizer's files, as transformers finds them beside the weights
-      if (tok) checkpoint::save_hf_tokenizer(o.to, m.config, tok_name);
+      if (tok && !tok_name.empty()) checkpoint::save_hf_tokenizer(o.to, m.config, tok_name);
+      if (tok && tok_name.empty()) checkpoint::save_hf_tokenizer(o.to, m.config, *tok);  // a GGUF file's
     } else {
       AXONN_CHECK_ARG(shard_bytes == 0, "--shard-size writes a model directory; give --to a directory");
       checkpoint::save_hf_safetensors(o.to, m.config, m.params, hf_dtype, &progress);
@@ -242,7 +252,7 @@ int run_convert(const ConvertOptions& o) {
 void add_convert_command(CLI::App& app, Action* action) {
   auto o = std::make_shared<ConvertOptions>();
   auto* sub = app.add_subcommand("convert", "convert model weights: llm.c .bin (GPT-2), Hugging Face safetensors "
-                                            "(GPT-2, Llama), axonn checkpoints");
+                                            "(GPT-2, Llama), GGUF, axonn checkpoints");
   sub->footer(
       "Examples:\n"
       "  axonn convert --from gpt2_124M.bin --to hf/               # Hugging Face safetensors + config.json\n"
@@ -250,8 +260,8 @@ void add_convert_command(CLI::App& app, Action* action) {
       "  axonn convert --from runs/x/checkpoints --to model.gguf --tokenizer data/tokenizer.model   # for llama.cpp");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--from", o->from,
-                  "input: llm.c model file, HF safetensors file or model directory (GPT-2 or Llama), or "
-                  "checkpoint directory (kind read from the file)")
+                  "input: llm.c model file, HF safetensors file or model directory (GPT-2 or Llama), GGUF file "
+                  "(llama or gpt2; F32, F16, BF16 or Q8_0), or checkpoint directory (kind read from the file)")
       ->required();
   sub->add_option("--to", o->to, "output file (or directory, for HF's layout or --format checkpoint)")->required();
   sub->add_option("--format", o->format,
@@ -267,7 +277,7 @@ void add_convert_command(CLI::App& app, Action* action) {
   sub->add_option("--tokenizer", o->tokenizer,
                   "the model's tokenizer (a tokenizer.model, tokenizer.json, GPT-2's files or gpt2), written into a "
                   "GGUF file or copied into a Hugging Face directory (default: the one the model carries: a "
-                  "checkpoint's, from the data `axonn prepare` made, or an HF directory's)");
+                  "checkpoint's, from the data `axonn prepare` made, an HF directory's, or a GGUF file's)");
   sub->add_option("--shard-size", o->shard_size,
                   "Hugging Face directory output: at most this many bytes per shard, e.g. 2GB "
                   "(model-0000N-of-0000M.safetensors + model.safetensors.index.json; 0: one model.safetensors)");

@@ -252,7 +252,7 @@ void add_generate_command(CLI::App& app, Action* action) {
       "  axonn generate --init model.bin --prompt \"The meaning of life is\" --max-new-tokens 40 --top-k 40");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint (directory or "
-                                     ".safetensors), or a checkpoint directory")->required();
+                                     ".safetensors), a GGUF file, or a checkpoint directory")->required();
   sub->add_option("--grid", f->grid, "4D grid GX,GY,GZ,GD or tp-x=N,tp-y=N,fsdp=N,dp=N (default 1,1,1,<ranks>); every Z and data replica "
                                      "computes the same samples");
   sub->add_option("--prompt", f->prompt, "the prompt as text (through the tokenizer)");

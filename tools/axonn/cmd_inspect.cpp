@@ -103,6 +103,15 @@ void inspect_gguf(const std::string& path) {
   for (const checkpoint::GgufTensorInfo& t : f.tensors())
     std::printf("    %-28s %-7s %-20s %llu bytes\n", t.name.c_str(), checkpoint::ggml_type_name(t.type).c_str(),
                 t.shape_str().c_str(), static_cast<unsigned long long>(t.bytes));
+  // what `--init` and `axonn convert --from` would make of it
+  try {
+    const checkpoint::GgufModel m(path);
+    const std::unique_ptr<text::Tokenizer> tok = m.tokenizer();
+    std::printf("  as a model: %s, tokenizer %s\n", m.config().str().c_str(),
+                tok ? (tok->describe() + ", " + std::to_string(tok->vocab_size()) + " ids").c_str() : "none");
+  } catch (const Error& e) {
+    std::printf("  as a model: not readable by axonn: %s\n", e.what());
+  }
 }
 
 void inspect_hf_dir(const std::string& path) {

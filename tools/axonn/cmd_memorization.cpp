@@ -116,8 +116,8 @@ void add_memorization_command(CLI::App& app, Action* action) {
       "  axonn memorization --init runs/x/checkpoints --tokenizer gpt2 --output memo.json docs.jsonl");
   sub->option_defaults()->always_capture_default();
   sub->add_option("INPUT", f->inputs, "documents: text files, JSON Lines files (a \"text\" field) or directories");
-  sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint, or a checkpoint "
-                                     "directory")->required();
+  sub->add_option("--init", f->init, "the model: an llm.c model file, a Hugging Face checkpoint, a GGUF file, or "
+                                     "a checkpoint directory")->required();
   sub->add_option("--shards", f->shards, "documents from token shards instead (a file, a glob or a directory, as "
                                          "axonn prepare writes them; cut at the document separator)");
   sub->add_option("--tokenizer", f->tokenizer, "gpt2 or a tokenizer path (default: the model's own: the one a "

@@ -23,15 +23,18 @@
 // Reading (GgufFile): any GGUF file of version 2 or 3, llama.cpp's and ollama's included, whatever its tensor
 // types: the header, every metadata value, the tensor infos, validated against the file's size before any use
 // (a crafted file is refused with what is wrong in it); the values of F32, F16, BF16 and Q8_0 tensors as floats.
-// `axonn inspect` prints one.
+// `axonn inspect` prints one. A `llama` or `gpt2` model in one (GgufModel) is a model source like an HF
+// directory: its configuration, weights and tokenizer (`--init model.gguf`, `axonn convert --from`).
 //
 //   auto tok = text::load_tokenizer("runs/x/tokenizer.model");
 //   checkpoint::save_gguf("model.gguf", cfg, params, checkpoint::GgufType::kF16, *tok);
 //   checkpoint::GgufFile f("model.gguf");
 //   std::vector<float> w = f.read_floats(*f.find_tensor("blk.0.ffn_up.weight"));
+//   checkpoint::GgufModel m("model.gguf");   // m.config(), m.load(params), m.tokenizer()
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/hf.hpp"
 #include "axonn/core/progress.hpp"
 #include "axonn/model/gpt_config.hpp"
 #include "axonn/tensor/arena.hpp"
@@ -126,6 +130,8 @@ class GgufFile {
   // A tensor's values in file order (ggml's: ne[0] fastest): F32 as stored, F16 and BF16 widened exactly,
   // Q8_0 as its scale times each int8. InvalidArgument naming the type for any other.
   std::vector<float> read_floats(const GgufTensorInfo& t) const;
+  // Values [first, first + count) of it, whole blocks of its type (Q8_0: multiples of 32).
+  std::vector<float> read_floats(const GgufTensorInfo& t, uint64_t first, uint64_t count) const;
 
  private:
   std::string path_;
@@ -137,5 +143,37 @@ class GgufFile {
 
 // Whether the file starts with GGUF's magic.
 bool looks_like_gguf(const std::string& path);
+
+// A GGUF file of a `llama` or `gpt2` model as a model source (`--init`, `axonn convert --from`), whether
+// axonn or llama.cpp's converter wrote it: the model's configuration from the architecture's keys, its weights
+// in our layout (each head's Q and K rows back in HF's rotary order), its tokenizer. What axonn's model cannot
+// be is refused with IoError naming the key or tensor: another architecture, rotary over part of a head, rope
+// scaling other than Llama 3.1's, tensor types other than F32, F16, BF16 and Q8_0 (a quantised file such as
+// Q4_K_M is checked here, before any weight is read), a tensor missing, of another shape, or left over.
+// What a GGUF file does not record comes back as our defaults: extra end-of-sequence ids (it holds one),
+// and the tokenizer's text normalisation (llama.cpp applies none to a SentencePiece vocabulary).
+class GgufModel {
+ public:
+  explicit GgufModel(const std::string& path);
+
+  const model::GptConfig& config() const { return config_; }
+  const GgufFile& file() const { return file_; }
+  // "GGUF llama (F16)": the architecture and the type of the token embedding (the matrices' type).
+  std::string kind() const;
+  // Every weight, as HfCheckpoint::load_ranges delivers them (the padded vocabulary rows as zeros), read by
+  // blocks of about a million values (whole heads of Q and K), so that a rank keeping its shards holds no
+  // whole tensor beside them; and into `params` (model::reserve_params layout for config()).
+  void load_ranges(const TensorRangeSink& sink, Progress* progress = nullptr) const;
+  void load(Arena& params, Progress* progress = nullptr) const;
+  // The tokenizer the file holds (tokenizer.ggml.*: llama.cpp's "gpt2" byte-level BPE with the pre-tokenizers
+  // "gpt-2" and "llama-bpe", or its "llama" SentencePiece vocabulary), the placeholder tokens a writer
+  // padded the vocabulary with left out; nullopt if it holds none. IoError for one axonn cannot run.
+  std::optional<text::TokenizerListing> tokenizer_listing() const;
+  std::unique_ptr<text::Tokenizer> tokenizer() const;  // nullptr if it holds none
+
+ private:
+  GgufFile file_;
+  model::GptConfig config_;
+};
 
 }  // namespace axonn::checkpoint

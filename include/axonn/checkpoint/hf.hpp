@@ -82,11 +82,19 @@ void check_tokenizer_fits(const text::Tokenizer& tok, const model::GptConfig& co
 // (PreTrainedTokenizerFast, GPT2Tokenizer or LlamaTokenizer), the special tokens' text (bos_token, eos_token,
 // unk_token), model_max_length (the model's context). check_tokenizer_fits first.
 void save_hf_tokenizer(const std::string& dir, const model::GptConfig& config, const std::string& name_or_path);
+// The same for a tokenizer that has no files of its own (one read from a GGUF file): its listing written as
+// tokenizer.json or tokenizer.model (text::tokenizer_file_from_listing), and a tokenizer_config.json.
+void save_hf_tokenizer(const std::string& dir, const model::GptConfig& config, const text::Tokenizer& tok);
 std::string hf_tokenizer_config_json(const model::GptConfig& config, const text::Tokenizer& tok,
                                      const std::string& tokenizer_class);
 
 // True for a directory holding config.json and model.safetensors or model.safetensors.index.json.
 bool is_hf_model_dir(const std::string& path);
+
+// Receives a model's weights by ranges as a reader delivers them (HfCheckpoint::load_ranges, GgufModel's):
+// elements [first, first + count) of the full slice of tensor t (model_spec(config).params[t]) of that layer
+// (layer 0 for a tensor that is not per-layer); `values` is valid during the call.
+using TensorRangeSink = std::function<void(int t, int layer, int64_t first, int64_t count, const float* values)>;
 
 // An opened HF checkpoint: a directory (is_hf_model_dir) or a safetensors file (memory-mapped,
 // validated, and its model's shape read) — nothing else is read until load().
@@ -118,7 +126,7 @@ class HfCheckpoint {
   // element of every slice is delivered once (the padded vocabulary rows as zeros). At most one piece (an
   // HF tensor, a million elements for most) is held at a time, and the mapped file's pages are released
   // once read: a model that keeps only its shards (each rank of a grid) loads without a full copy.
-  using RangeSink = std::function<void(int t, int layer, int64_t first, int64_t count, const float* values)>;
+  using RangeSink = TensorRangeSink;
   void load_ranges(const RangeSink& sink, Progress* progress = nullptr) const;
 
  private:

@@ -1,7 +1,7 @@
 // checkpoint/model_source.hpp — a trained model on disk, as `axonn train --init` and `axonn generate --init`
 // take it: an llm.c model file (GPT-2), a Hugging Face checkpoint (a model directory with config.json,
-// or a .safetensors file; GPT-2 or Llama) or a checkpoint directory of ours (a run's checkpoint
-// directory, whose `latest` is taken, or one step directory).
+// or a .safetensors file; GPT-2 or Llama), a GGUF file (llama.cpp's; gguf.hpp's GgufModel) or a checkpoint
+// directory of ours (a run's checkpoint directory, whose `latest` is taken, or one step directory).
 //
 //   checkpoint::ModelSource src = checkpoint::find_model_source(path);   // reads headers and manifests only
 //   model::Gpt gpt(src.config, grid, B, T, backend);
@@ -17,7 +17,7 @@
 namespace axonn::checkpoint {
 
 struct ModelSource {
-  enum class Kind { kLlmc, kHuggingFace, kCheckpoint };
+  enum class Kind { kLlmc, kHuggingFace, kGguf, kCheckpoint };
   Kind kind = Kind::kLlmc;
   std::string path;        // kCheckpoint: the step directory the given path resolves to
   model::GptConfig config;  // the model the files hold
@@ -25,7 +25,8 @@ struct ModelSource {
 
 // The kind of model `path` holds, from what it is (no configuration read): a directory with config.json and
 // weights is a Hugging Face model, any other directory a checkpoint, a safetensors file a Hugging Face model,
-// another file an llm.c model file (a GGUF file is refused, naming what is read). A directory that is both a Hugging Face model and a checkpoint directory
+// a file with GGUF's magic a GGUF model, another file an llm.c model file. A directory that is both a Hugging
+// Face model and a checkpoint directory
 // (holds_checkpoints) is refused with InvalidArgument: which of the two a user means is not clear, and the HF
 // files would be read in the place of checkpoints that have moved on since they were written.
 ModelSource::Kind model_source_kind(const std::string& path);

@@ -49,7 +49,8 @@ std::vector<int> default_stop_ids(const model::GptConfig& config);
 
 // The tokenizer of a model: `name` (gpt2 or a path, as text::load_tokenizer takes them) when given; else the
 // tokenizer files of a Hugging Face checkpoint's directory (tokenizer.json, vocab.json + merges.txt,
-// tokenizer.model) or of a checkpoint step (the prepared data's, which train carries); else GPT-2's for the
+// tokenizer.model) or of a checkpoint step (the prepared data's, which train carries), or the one inside a GGUF
+// file; else GPT-2's for the
 // GPT-2 family; else null (none is known: the user names one).
 std::unique_ptr<text::Tokenizer> model_tokenizer(const checkpoint::ModelSource& source, const std::string& name);
 // default_stop_ids(config) and the tokenizer's end-of-text and end-of-sequence ids within the vocabulary.

@@ -39,6 +39,8 @@ struct TokenizerListing {
   std::vector<std::string> patterns;  // byte-level BPE: its pre-tokenizer regexes, applied in turn
   bool add_prefix_space = false;      // byte-level BPE: a space before text that does not start with one
   bool dummy_prefix = false;          // SentencePiece: encode() starts the text with "▁" (implies_leading_space)
+  bool ignore_merges = false;         // byte-level BPE: a piece that is a token is emitted whole (Llama 3)
+  int bos = -1, eos = -1, eot = -1;   // the special ids (Tokenizer's bos_id, eos_id, eot_id)
 };
 
 class Tokenizer {
@@ -82,6 +84,18 @@ class Tokenizer {
  protected:
   int eot_ = -1, bos_ = -1, eos_ = -1;
 };
+
+// The tokenizer a listing describes (one read from a GGUF file): byte-level BPE, its control and user-defined
+// tokens (types 3, 4) split out as special tokens, unused ids (type 5) left without a token; or a
+// SentencePiece BPE model (llama.cpp's `llama` tokenizer merges by score, as SentencePiece's BPE does) with
+// identity normalisation and whitespace kept. IoError naming `describe` and what is wrong (a token that is not
+// in GPT-2's byte characters, no unknown piece for SentencePiece).
+std::unique_ptr<Tokenizer> tokenizer_from_listing(const TokenizerListing& listing, const std::string& describe);
+// The same tokenizer as the file a Hugging Face directory holds, {name, contents}: tokenizer.json (byte-level
+// BPE; its BOS and EOS go into tokenizer_config.json, which the directory's writer makes) or tokenizer.model
+// (SentencePiece's serialized ModelProto). load_tokenizer reads either back as tokenizer_from_listing's.
+std::pair<std::string, std::string> tokenizer_file_from_listing(const TokenizerListing& listing,
+                                                                const std::string& describe);
 
 // Loads a tokenizer, telling the kind from the path:
 //   "gpt2"                            GPT-2's files where scripts/fetch-gpt2-tokenizer.sh put them

@@ -133,7 +133,7 @@ case $case_name in
   missing_input) expect_error "cannot open '/nonexistent.bin': no such file" "$axonn" convert --from /nonexistent.bin --to "$tmp/x.safetensors" ;;
   garbage_input)
     head -c 4096 /dev/urandom >"$tmp/g.bin"
-    expect_error "is neither an llm.c model file \(magic 20240326\), a safetensors file, nor a checkpoint directory" \
+    expect_error "is neither an llm.c model file \(magic 20240326\), a safetensors file, a GGUF file, nor a checkpoint directory" \
       "$axonn" convert --from "$tmp/g.bin" --to "$tmp/x.safetensors"
     expect_error "is neither an llm.c model file" "$axonn" inspect "$tmp/g.bin" ;;
   truncated_safetensors)

@@ -165,9 +165,9 @@ case "$case_name" in
     expect_output '^    tokenizer.ggml.model = "llama"$'
     expect_output '^    tokenizer.ggml.tokens = \[400 strings: '
     expect_output '^    blk.1.attn_k.weight +F32 +\[64, 32\] +8192 bytes$'
-    # ... and a GGUF file given as a model says what is read instead (before: "has magic 1179993927")
-    expect_error "'$tmp/m.gguf' is a GGUF file: axonn writes GGUF .* give the one the GGUF file was made from" \
-      "$axonn" generate --init "$tmp/m.gguf" --prompt "The model"
+    # ... and, given as a model, is read with its tokenizer (gguf_import has the rest)
+    run "$axonn" generate --init "$tmp/m.gguf" --prompt "The model" --max-new-tokens 4 --temperature 0
+    expect_output "^The model"
     # Hugging Face: tokenizer.model beside the weights, and generate reads the directory with it
     run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/"
     check "the HF directory carries tokenizer.model" cmp "$tmp/sp.model" "$tmp/hf/tokenizer.model"
@@ -192,6 +192,86 @@ case "$case_name" in
     expect_error "has 500 ids but the model's vocabulary 400" \
       "$axonn" convert --from "$tmp/ck" --to "$tmp/hf3/" --tokenizer "$tmp/bytes.json"
     [ ! -e "$tmp/hf3/model.safetensors" ] || fail "a refused conversion wrote weights" ;;
+
+  gguf_import)
+    # A GGUF file is a model source like an HF directory: its weights and the tokenizer inside it (before:
+    # "is a GGUF file: axonn writes GGUF ... give the one the GGUF file was made from"). Llama with
+    # SentencePiece, GPT-2 with a byte-level tokenizer.json; generation from the file, with no --tokenizer,
+    # gives the checkpoint's ids and log-probabilities (F32: the same digits), on 1 rank and a 2x2 grid
+    greedy() {  # greedy MODEL [NP GRID]: ids and log-probabilities of 12 greedy tokens, into $tmp/out
+      local init=$1
+      if [ -n "${2:-}" ]; then
+        run_np "$2" generate --init "$init" --grid "$3" --prompt "The model" --max-new-tokens 12 --temperature 0 \
+          --print-ids --print-logprobs
+      else
+        run "$axonn" generate --init "$init" --prompt "The model" --max-new-tokens 12 --temperature 0 --print-ids \
+          --print-logprobs
+      fi
+    }
+    same_encoding() {  # same_encoding TOKENIZER_A TOKENIZER_B: the two encode docs/text.md alike
+      run "$axonn" tokenizer encode --tokenizer "$1" <"$docs/text.md"
+      cp "$tmp/out" "$tmp/a.enc"
+      run "$axonn" tokenizer encode --tokenizer "$2" <"$docs/text.md"
+      same "$tmp/a.enc" "$tmp/out"
+    }
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
+    run "$axonn" inspect "$tmp/m.gguf"
+    expect_output "^  as a model: llama L=2 NH=4 KV=2 C=64 .*, tokenizer SentencePiece of the GGUF file $tmp/m.gguf, 400 ids$"
+    greedy "$tmp/ck"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/ck.ids"
+    [ "$(wc -l <"$tmp/ck.ids")" = 2 ] || fail "no ids and log-probabilities printed"
+    greedy "$tmp/m.gguf"
+    expect_output "^generate  weights of the GGUF llama \(F32\) file $tmp/m.gguf"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/gguf.ids"
+    same "$tmp/ck.ids" "$tmp/gguf.ids"
+    greedy "$tmp/ck" 4 2,2,1,1
+    grep -E '^[-0-9,]+$' "$tmp/out" | head -1 >"$tmp/ck4.ids"
+    greedy "$tmp/m.gguf" 4 2,2,1,1
+    grep -E '^[-0-9,]+$' "$tmp/out" | head -1 >"$tmp/gguf4.ids"
+    same "$tmp/ck4.ids" "$tmp/gguf4.ids"
+    # its tokenizer written out as files: an HF directory from the GGUF file encodes the docs as sp.model does
+    run "$axonn" convert --from "$tmp/m.gguf" --to "$tmp/hf/"
+    [ -f "$tmp/hf/tokenizer.model" ] || fail "the HF directory from a GGUF file has no tokenizer.model"
+    grep -q '"tokenizer_class": "LlamaTokenizer"' "$tmp/hf/tokenizer_config.json" || fail "no LlamaTokenizer config"
+    same_encoding "$tmp/sp.model" "$tmp/hf"
+    greedy "$tmp/hf"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/hf.ids"
+    same "$tmp/ck.ids" "$tmp/hf.ids"
+    # fine-tuning starts from the file's weights: the first step's loss is the checkpoint's
+    for from in ck m.gguf; do
+      run "$axonn" train --init "$tmp/$from" --data "$tmp/data" --batch-size 4 --seq-len 32 \
+        --steps 1 --lr 3e-3 --quiet --metrics "$tmp/$from.jsonl"
+      grep -o '"loss": *[0-9.e+-]*' "$tmp/$from.jsonl" | head -1 >"$tmp/$from.loss"
+    done
+    [ -s "$tmp/ck.loss" ] || fail "no loss in the metrics"
+    same "$tmp/ck.loss" "$tmp/m.gguf.loss"
+    # GPT-2 with a byte-level tokenizer.json: F32 gives the checkpoint's ids and log-probabilities; BF16 (its
+    # norms and biases stay F32) those of the HF directory converted from it
+    python3 "$here/../../common/byte_tokenizer_500.py" "$tmp/bytes.json"
+    run "$axonn" prepare "$docs"/*.md --tokenizer "$tmp/bytes.json" --output "$tmp/bdata" --val-fraction 0.1
+    run "$axonn" train --model gpt2-tiny --data "$tmp/bdata" --batch-size 4 --seq-len 32 --steps 20 --lr 3e-3 \
+      --quiet --checkpoint-dir "$tmp/bck"
+    run "$axonn" convert --from "$tmp/bck" --to "$tmp/f.gguf"
+    greedy "$tmp/bck"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/bck.ids"
+    greedy "$tmp/f.gguf"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/f.ids"
+    same "$tmp/bck.ids" "$tmp/f.ids"
+    run "$axonn" convert --from "$tmp/bck" --to "$tmp/b.gguf" --dtype bf16
+    run "$axonn" convert --from "$tmp/b.gguf" --to "$tmp/bhf/"
+    [ -f "$tmp/bhf/tokenizer.json" ] || fail "the HF directory from a GGUF file has no tokenizer.json"
+    same_encoding "$tmp/bytes.json" "$tmp/bhf"
+    greedy "$tmp/bhf"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/bhf.ids"
+    greedy "$tmp/b.gguf"
+    expect_output "^generate  weights of the GGUF gpt2 \(BF16\) file"
+    grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/bgguf.ids"
+    same "$tmp/bhf.ids" "$tmp/bgguf.ids"
+    # a tokenizer inside a GGUF file is not a tokenizer file: the message says how to write it out
+    expect_error "is a GGUF model file; the tokenizer inside one is read with its model .* axonn convert --from" \
+      "$axonn" prepare "$docs/cli.md" --tokenizer "$tmp/m.gguf" --output "$tmp/x" ;;
 
   refused)
     # no tokenizer known: GGUF needs one, and says how to give it

@@ -8,8 +8,9 @@
 # KV cache F32 and its flash attention off: greedy.mjs). A line "figures: ..." says what was measured.
 # Cases: llama_1rank gpt2_1rank llama_grid gpt2_grid (the grid: mpirun -n 4, --grid 2,2,1,1), llama_tied,
 # llama_sentencepiece (the tokenizer as "llama" SentencePiece), text_sentencepiece and text_bpe (text prompts
-# through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's), dtypes (F16, BF16
-# and Q8_0 files load and continue alike for the first tokens), refused (bad input; runs without llama.cpp).
+# through the tokenizer inside the file, llama.cpp's greedy text equal to axonn generate's, from the checkpoint
+# and from the GGUF file alone), dtypes (F16, BF16
+# and Q8_0 files load and continue alike for the first tokens, in llama.cpp and in axonn reading them), refused (bad input; runs without llama.cpp).
 # Usage: llamacpp_peer.sh CASE AXONN_BIN REFERENCE_DIR MPIEXEC   (exit 77: skipped, the reason printed)
 case_name=$1 axonn=$2 ref=$3 mpiexec=${4:-mpiexec}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -158,6 +159,10 @@ case "$case_name" in
       echo "axonn:     $(cat "$tmp/axonn.txt")"
       echo "llama.cpp: $(cat "$tmp/llama.txt")"
       same "$tmp/axonn.txt" "$tmp/llama.txt"
+      # and axonn reading the same file alone (weights and the tokenizer inside it) gives llama.cpp's text
+      run "$axonn" generate --init "$tmp/m.gguf" --prompt "$p" --max-new-tokens 30 --temperature 0
+      grep -v '^generate ' "$tmp/out" >"$tmp/gguf.txt"
+      same "$tmp/gguf.txt" "$tmp/llama.txt"
     done ;;
 
   dtypes)
@@ -175,6 +180,12 @@ case "$case_name" in
       got=$(sed -n 1p "$tmp/out")
       echo "$dt: $size bytes (f32 $size32), first 5 greedy ids $got (f32: $want)"
       [ "$got" = "$want" ] || fail "$dt: llama.cpp's first greedy ids $got differ from the F32 file's $want"
+      # axonn reads the file too (each value widened exactly) and continues it alike
+      run "$axonn" generate --init "$tmp/$dt.gguf" --prompt-ids "$prompt" --max-new-tokens 5 --temperature 0 \
+        --print-ids
+      mine=$(grep -E '^[0-9,]+$' "$tmp/out" | head -1)
+      echo "$dt: axonn generate --init $dt.gguf: $mine"
+      [ "$mine" = "$want" ] || fail "$dt: axonn's first greedy ids from the file, $mine, differ from llama.cpp's $want"
     done ;;
 
   refused)

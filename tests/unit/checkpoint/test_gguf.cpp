@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <variant>
 
 #include "axonn/checkpoint/gguf.hpp"
@@ -18,6 +19,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/text/bpe.hpp"
 #include "axonn/text/pretokenizer.hpp"
+#include "axonn/text/sentencepiece.hpp"
 
 using namespace axonn;
 namespace ck = axonn::checkpoint;
@@ -623,4 +625,229 @@ TEST_F(Gguf, ReaderRefusesDamagedFiles) {
     EXPECT_NE(std::string(e.what()).find("is Q4_K; axonn reads F32, F16, BF16 and Q8_0 tensors"), std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+
+// w's padded vocabulary rows set to zero, as every model has them (GGUF files leave them out).
+void zero_vocab_padding(Weights& w) {
+  const model::ModelSpec spec = model::model_spec(w.config);
+  const int64_t C = w.config.channels;
+  for (int t : {spec.token_embedding, spec.lm_head}) {
+    float* x = w.params.tensor(static_cast<size_t>(t)).f32();
+    std::fill(x + int64_t{w.config.vocab_size} * C, x + int64_t{w.config.padded_vocab_size} * C, 0.0f);
+  }
+}
+
+// The offset of the 4-byte type of tensor `name` in a GGUF file's header (after its name and dimensions).
+size_t type_offset(const std::string& bytes, const std::string& name) {
+  std::string key(8, '\0');
+  const uint64_t n = name.size();
+  std::memcpy(key.data(), &n, 8);
+  key += name;
+  const size_t at = bytes.find(key);
+  EXPECT_NE(at, std::string::npos) << name;
+  uint32_t dims = 0;
+  std::memcpy(&dims, bytes.data() + at + key.size(), 4);
+  return at + key.size() + 4 + 8 * dims;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string model_refusal(const std::string& path) {
+  try {
+    ck::GgufModel m(path);
+    m.tokenizer();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+// A model written by save_gguf comes back as the same configuration and weights: exact in F32, each matrix
+// value rounded once in BF16 (the rotary rows of Q and K back in our order), for both families, grouped-query
+// attention, an untied head, a head size other than C / NH, Llama 3.1's rope scaling, and tensors of more
+// than the million values the reader takes at a time.
+TEST_F(Gguf, ModelReadsBackTheModelItWrote) {
+  model::GptConfig gpt2 = model::gpt_preset("gpt2-tiny");
+  gpt2.vocab_size = 300;
+  gpt2.padded_vocab_size = 384;
+  model::GptConfig untied = llama_config();
+  untied.tied_embeddings = false;
+  untied.head_dim = 32;  // 4 heads of 32 over 64 channels
+  untied.rope_theta = 500000.0;
+  untied.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  model::GptConfig wide = llama_config();  // Q of 2048 x 2048: read in blocks of whole heads
+  wide.channels = 2048;
+  wide.num_heads = 8;
+  wide.ffn_hidden = 64;
+  wide.num_layers = 1;
+  wide.vocab_size = 600;
+  wide.padded_vocab_size = 640;
+  for (const model::GptConfig& c : {llama_config(), untied, gpt2, wide})
+    for (ck::GgufType type : {ck::GgufType::kF32, ck::GgufType::kBF16}) {
+      SCOPED_TRACE(c.str() + " " + std::string(ck::gguf_type_name(type)));
+      Weights w(c);
+      zero_vocab_padding(w);
+      const std::string path = dir + "/m.gguf";
+      ck::save_gguf(path, c, w.params, type, *byte_tokenizer());
+      const ck::GgufModel m(path);
+      model::GptConfig want = c;
+      if (c.family == model::Family::kLlama) want.eos_token_ids = {256};  // the tokenizer's end of text
+      EXPECT_EQ(m.config(), want) << m.config().str();
+      EXPECT_EQ(m.kind(), std::string("GGUF ") + (c.family == model::Family::kLlama ? "llama" : "gpt2") + " (" +
+                              (type == ck::GgufType::kF32 ? "F32" : "BF16") + ")");
+      Arena got("read");
+      model::reserve_params(got, model::model_spec(c));
+      got.allocate();
+      m.load(got);
+      const model::ModelSpec spec = model::model_spec(c);
+      for (size_t t = 0; t < got.size(); t++) {
+        const Tensor a = got.tensor(t), b = w.params.tensor(t);
+        const bool matrix = spec.params[t].shape.ndim() >= 2 + (spec.params[t].per_layer ? 1 : 0);
+        for (int64_t k = 0; k < a.numel(); k++) {
+          const float expected = type == ck::GgufType::kBF16 && matrix ? bf16_to_f32(f32_to_bf16(b.f32()[k])) : b.f32()[k];
+          ASSERT_EQ(a.f32()[k], expected) << spec.params[t].name << " element " << k;
+        }
+      }
+    }
+}
+
+// The tokenizer inside a GGUF file comes back: byte-level BPE with GPT-2's and Llama 3's pre-tokenizers, and a
+// SentencePiece model axonn trained; each encodes and decodes as the original, has its special ids and its
+// own size (the writer's placeholder tokens left out), and as the file a Hugging Face directory holds
+// (tokenizer.json, tokenizer.model) loads back as the same tokenizer.
+TEST_F(Gguf, ModelTokenizerComesBack) {
+  std::vector<std::unique_ptr<text::Tokenizer>> originals;
+  originals.push_back(byte_tokenizer());
+  originals.push_back(byte_tokenizer(3, text::kLlama3Pattern));
+  std::vector<std::string> lines;
+  for (int i = 0; i < 400; i++)
+    lines.push_back("line " + std::to_string(i) + " of a small corpus about models, tokens and grids; " +
+                    std::string(i % 3 ? "abab" : "the end") + ".");
+  size_t next = 0;
+  text::SentencePieceTrainOptions o;
+  o.vocab_size = 300;
+  o.threads = 2;
+  originals.push_back(text::SentencePieceTokenizer::from_serialized(text::train_sentencepiece(o, [&](std::string& s) {
+    if (next >= lines.size()) return false;
+    s = lines[next++];
+    return true;
+  }), "trained in the test"));
+  const std::vector<std::string> texts = {
+      "ab abab <|endoftext|> line 12 of a small corpus", "  double  spaces,\ttabs\nand newlines ",
+      "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "the end."};
+  for (const auto& original : originals) {
+    SCOPED_TRACE(original->describe());
+    const std::string path = dir + "/t.gguf";
+    model::GptConfig c = llama_config();
+    c.vocab_size = 320;  // more ids than any of the tokenizers: the writer pads with placeholders
+    c.padded_vocab_size = 384;
+    Weights w(c);
+    ck::save_gguf(path, c, w.params, ck::GgufType::kF32, *original);
+    const std::unique_ptr<text::Tokenizer> back = ck::GgufModel(path).tokenizer();
+    ASSERT_TRUE(back);
+    const std::optional<text::TokenizerListing> listing = ck::GgufModel(path).tokenizer_listing();
+    const auto [name, contents] = text::tokenizer_file_from_listing(*listing, "from the test");
+    const std::string hf = dir + "/hf";
+    std::filesystem::create_directories(hf);
+    std::ofstream(hf + "/" + name, std::ios::binary) << contents;
+    const std::unique_ptr<text::Tokenizer> from_file = text::load_tokenizer(hf);
+    for (const text::Tokenizer* t : {back.get(), from_file.get()}) {
+      EXPECT_EQ(t->vocab_size(), original->vocab_size());
+      EXPECT_EQ(t->bos_id(), original->bos_id());
+      // GGUF's EOS is the tokenizer's, else its end of text (as save_gguf writes it)
+      EXPECT_EQ(t->eos_id(), original->eos_id() >= 0 ? original->eos_id() : original->eot_id());
+      EXPECT_EQ(t->eot_id(), original->eot_id());
+      EXPECT_EQ(t->implies_leading_space(), original->implies_leading_space());
+      for (const std::string& text : texts) {
+        const std::vector<int> ids = original->encode(text);
+        EXPECT_EQ(t->encode(text), ids) << text;
+        EXPECT_EQ(t->encode_ordinary(text), original->encode_ordinary(text)) << text;
+        EXPECT_EQ(t->decode(ids), original->decode(ids)) << text;
+      }
+    }
+    std::filesystem::remove_all(hf);
+  }
+  EXPECT_TRUE(ck::GgufModel(dir + "/t.gguf").tokenizer_listing()->kind == text::TokenizerListing::Kind::kSentencePiece);
+}
+
+// What axonn's model cannot be is refused when the file is opened, naming the key or tensor: a quantised
+// tensor, another architecture, rope frequencies that are not Llama 3.1's scaling, a pre-tokenizer axonn
+// does not have.
+TEST_F(Gguf, ModelRefusesWhatItCannotRun) {
+  model::GptConfig c = llama_config();
+  c.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  c.rope_theta = 500000.0;
+  Weights w(c);
+  const std::string path = dir + "/m.gguf";
+  ck::save_gguf(path, c, w.params, ck::GgufType::kF32, *byte_tokenizer());
+  ASSERT_EQ(model_refusal(path), "");
+  const std::string good = read_bytes(path);
+  auto refused = [&](std::string bytes, const std::string& want) {
+    std::ofstream(dir + "/bad.gguf", std::ios::binary | std::ios::trunc) << bytes;
+    const std::string why = model_refusal(dir + "/bad.gguf");
+    EXPECT_NE(why.find(want), std::string::npos) << "want '" << want << "', got '" << why << "'";
+  };
+  std::string b = good;  // Q4_0: 18 bytes per 32 values, smaller than F32, so still inside the file
+  const uint32_t q4_0 = 2;
+  std::memcpy(b.data() + type_offset(b, "blk.0.ffn_up.weight"), &q4_0, 4);
+  refused(b, "tensor 'blk.0.ffn_up.weight' is Q4_0; axonn reads weights stored as F32, F16, BF16 or Q8_0");
+  b = good;
+  b.replace(b.find("llama"), 5, "bloom");
+  refused(b, "holds a 'bloom' model; axonn reads the llama and gpt2 architectures");
+  b = good;  // the last rope frequency divisor, 8, made 7
+  const float seven = 7.0f;
+  GgufFile layout(path);
+  std::memcpy(b.data() + layout.data_start + layout.tensors.at("rope_freqs.weight").offset + 7 * 4, &seven, 4);
+  refused(b, "rope_freqs.weight[");
+  b = good;
+  b.replace(b.find("gpt-2"), 5, "qwen2");
+  refused(b, "splits text with llama.cpp's pre-tokenizer 'qwen2', which axonn does not have");
+}
+
+// llama.cpp's converter writes GPT-2's tied LM head as output.weight, a copy of token_embd.weight: read as the
+// tied head it is. A head that differs is refused (axonn's GPT-2 ties the two).
+TEST_F(Gguf, ModelReadsGpt2HeadCopyAsTied) {
+  model::GptConfig c = model::gpt_preset("gpt2-tiny");
+  c.vocab_size = 300;
+  c.padded_vocab_size = 384;
+  Weights w(c);
+  zero_vocab_padding(w);
+  const std::string path = dir + "/m.gguf";
+  ck::save_gguf(path, c, w.params, ck::GgufType::kF32, *byte_tokenizer());
+  const std::string bytes = read_bytes(path);
+  const GgufFile layout(path);
+  // the file again with one more tensor info, output.weight, at `offset` of the data with token_embd's shape
+  auto with_head = [&](uint64_t offset) {
+    const std::string& last = layout.order.back();
+    const size_t infos_end = type_offset(bytes, last) + 4 + 8;  // its type, then its offset
+    std::string out = bytes.substr(0, infos_end);
+    const uint64_t n_tensors = layout.order.size() + 1;
+    std::memcpy(out.data() + 8, &n_tensors, 8);
+    Crafted info;
+    info.tensor("output.weight", layout.tensors.at("token_embd.weight").ne, 0, offset);
+    out += info.infos;
+    out.resize((out.size() + 31) / 32 * 32, '\0');
+    return out + bytes.substr(layout.data_start);
+  };
+  const uint64_t embd = layout.tensors.at("token_embd.weight").offset;
+  std::ofstream(dir + "/copy.gguf", std::ios::binary) << with_head(embd);
+  const ck::GgufModel m(dir + "/copy.gguf");
+  EXPECT_EQ(m.config(), c);
+  Arena got("read");
+  model::reserve_params(got, model::model_spec(c));
+  got.allocate();
+  m.load(got);
+  for (size_t t = 0; t < got.size(); t++)
+    ASSERT_EQ(std::memcmp(got.tensor(t).f32(), w.params.tensor(t).f32(), got.tensor(t).numel() * sizeof(float)), 0) << t;
+  std::ofstream(dir + "/other.gguf", std::ios::binary) << with_head(embd + 32);
+  EXPECT_NE(model_refusal(dir + "/other.gguf").find("whose LM head (output.weight) differs from its token embedding"),
+            std::string::npos)
+      << model_refusal(dir + "/other.gguf");
 }
