@@ -527,15 +527,13 @@ std::string hf_tokenizer_config_json(const model::GptConfig& c, const text::Toke
   return j.dump(2) + "\n";
 }
 
-namespace {
-
-// Writes the tokenizer's files, {name, contents} under Hugging Face's names, and a tokenizer_config.json where
-// they hold none.
-void write_hf_tokenizer_files(const std::string& dir, const model::GptConfig& c, const text::Tokenizer& tok,
-                              const std::vector<std::pair<std::string, std::string>>& files) {
+void save_hf_tokenizer_files(const std::string& dir, const model::GptConfig& c, const text::Tokenizer& tok,
+                             const std::vector<std::pair<std::string, std::string>>& files) {
+  check_tokenizer_fits(tok, c);
   std::string cls;
   bool has_config = false;
-  for (const auto& [hf_name, contents] : files) {
+  for (const auto& [name, contents] : files) {
+    const std::string hf_name = name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name;
     write_file_atomic((fs::path(dir) / hf_name).string(), contents);
     has_config = has_config || hf_name == "tokenizer_config.json";
     if (hf_name == "tokenizer.json") cls = "PreTrainedTokenizerFast";
@@ -546,8 +544,6 @@ void write_hf_tokenizer_files(const std::string& dir, const model::GptConfig& c,
     write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(), hf_tokenizer_config_json(c, tok, cls));
 }
 
-}  // namespace
-
 void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const std::string& name_or_path) {
   const auto tok = text::load_tokenizer(name_or_path);
   check_tokenizer_fits(*tok, c);
@@ -555,18 +551,15 @@ void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const 
   AXONN_CHECK_ARG(!files.empty(), "the tokenizer ", tok->describe(), " only decodes: it cannot go into a Hugging Face ",
                   "directory; give --tokenizer the model's tokenizer.json, GPT-2 files or tokenizer.model");
   std::vector<std::pair<std::string, std::string>> named;
-  for (const auto& [from, name] : files)
-    named.emplace_back(name == "encoder.json" ? "vocab.json" : name == "vocab.bpe" ? "merges.txt" : name,
-                       read_text_file(from));
-  write_hf_tokenizer_files(dir, c, *tok, named);
+  for (const auto& [from, name] : files) named.emplace_back(name, read_text_file(from));
+  save_hf_tokenizer_files(dir, c, *tok, named);
 }
 
 void save_hf_tokenizer(const std::string& dir, const model::GptConfig& c, const text::Tokenizer& tok) {
-  check_tokenizer_fits(tok, c);
   const std::optional<text::TokenizerListing> listing = tok.listing();
   AXONN_CHECK_ARG(listing.has_value(), "the tokenizer ", tok.describe(), " only decodes: it cannot go into a ",
                   "Hugging Face directory");
-  write_hf_tokenizer_files(dir, c, tok, {text::tokenizer_file_from_listing(*listing, tok.describe())});
+  save_hf_tokenizer_files(dir, c, tok, {text::tokenizer_file_from_listing(*listing, tok.describe())});
 }
 
 // --- reading -----------------------------------------------------------------------------------------

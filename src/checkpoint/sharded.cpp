@@ -331,8 +331,8 @@ SaveResult save_sharded(const std::string& root, Manifest man, const parallel::G
   if (world.rank() == 0) {
     try {
       begin_checkpoint(root, man.step);
-      for (const auto& [from, name] : carry) {
-        const FileDigest d = write_file_atomic(join(tmp, name), read_text_file(from));
+      for (const auto& [name, contents] : carry) {
+        const FileDigest d = write_file_atomic(join(tmp, name), contents);
         carried.push_back(FileEntry{name, d.bytes, d.xxh3});
       }
     } catch (...) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "axonn/checkpoint/atomic_file.hpp"
+#include "axonn/checkpoint/gguf.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
 #include "axonn/core/log.hpp"
@@ -141,17 +143,42 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     resumed_from_ = plan.resume_dir;
     last_saved_ = first_step_;
   }
-  if (const auto dir = data::prepared_tokenizer(c.data)) {
-    tokenizer_ = text::tokenizer_files_in(*dir);
+  namespace fs = std::filesystem;
+  using Kind = checkpoint::ModelSource::Kind;
+  std::string dir;
+  if (const auto prepared = data::prepared_tokenizer(c.data)) {
+    dir = *prepared;
   } else if (!plan.resume_dir.empty()) {
-    tokenizer_ = text::tokenizer_files_in(plan.resume_dir);
-  } else if (plan.init && plan.init->kind == checkpoint::ModelSource::Kind::kCheckpoint) {
-    tokenizer_ = text::tokenizer_files_in(plan.init->path);
+    dir = plan.resume_dir;
+  } else if (plan.init && plan.init->kind == Kind::kCheckpoint) {
+    dir = plan.init->path;
+  } else if (plan.init && plan.init->kind == Kind::kHuggingFace) {  // a directory, or a .safetensors file in one
+    std::error_code ec;
+    const fs::path p(plan.init->path);
+    dir = (fs::is_directory(p, ec) ? p : p.has_parent_path() ? p.parent_path() : fs::path(".")).string();
+  } else if (plan.init && plan.init->kind == Kind::kGguf && checkpoint::GgufModel(plan.init->path).tokenizer_listing()) {
+    tokenizer_gguf_ = plan.init->path;
   }
+  if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) tokenizer_dir_ = dir;
 }
 
-std::string Checkpointer::tokenizer_dir() const {
-  return tokenizer_.empty() ? "" : std::filesystem::path(tokenizer_.front().first).parent_path().string();
+std::unique_ptr<text::Tokenizer> Checkpointer::tokenizer() const {
+  if (!tokenizer_dir_.empty()) return text::load_tokenizer(tokenizer_dir_);
+  if (!tokenizer_gguf_.empty()) return checkpoint::GgufModel(tokenizer_gguf_).tokenizer();
+  return nullptr;
+}
+
+const std::vector<std::pair<std::string, std::string>>& Checkpointer::tokenizer_files() const {
+  if (!tokenizer_files_) {
+    tokenizer_files_.emplace();
+    if (!tokenizer_dir_.empty())
+      for (const auto& [path, name] : text::tokenizer_files_in(tokenizer_dir_))
+        tokenizer_files_->emplace_back(name, checkpoint::read_text_file(path));
+    if (!tokenizer_gguf_.empty())
+      if (const auto listing = checkpoint::GgufModel(tokenizer_gguf_).tokenizer_listing())
+        tokenizer_files_->push_back(text::tokenizer_file_from_listing(*listing, "the tokenizer of " + tokenizer_gguf_));
+  }
+  return *tokenizer_files_;
 }
 
 bool Checkpointer::due(int done) const {
@@ -188,8 +215,9 @@ checkpoint::SaveResult Checkpointer::save(int done, const data::BatchLoader& loa
                  " non-finite weights and ", bad[1], " non-finite optimizer moments (Inf or NaN): the run diverged; "
                  "nothing was saved, the previous checkpoint stays the latest. Lower --lr or enable --grad-clip");
   const checkpoint::SaveResult r =
-      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep, tokenizer_);
-  const int files = grid_.shape().gx * grid_.shape().gy * grid_.shape().gz + static_cast<int>(tokenizer_.size());
+      checkpoint::save_sharded(c_.checkpoint_dir, m, grid_, params, &adam_m, &adam_v, c_.keep, tokenizer_files());
+  const int files =
+      grid_.shape().gx * grid_.shape().gy * grid_.shape().gz + static_cast<int>(tokenizer_files().size());
   log_info("checkpoint %s: %d file%s, %.1f MiB in %.2f s (%.0f MiB/s)", r.dir.c_str(), files, files > 1 ? "s" : "",
            mib(r.bytes), r.seconds, r.seconds > 0 ? mib(r.bytes) / r.seconds : 0.0);
   last_saved_ = done;

@@ -1,14 +1,17 @@
 // train/checkpointing.hpp (private to the train module) — where a run starts and when it saves.
 //
 // A run starts from random weights, an llm.c file, a Hugging Face checkpoint (GPT-2 or Llama: a
-// safetensors file or a model directory) or a checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
+// safetensors file or a model directory), a GGUF file or a checkpoint's weights (--init), or continues a checkpoint with its optimizer, step and data
 // position (--resume, --resume-from), on the same or another grid. With --checkpoint-dir it saves a
 // sharded checkpoint every --checkpoint-every steps and at the end (checkpoint/sharded.hpp).
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "axonn/checkpoint/checkpoint_dir.hpp"
 #include "axonn/checkpoint/sharded.hpp"
@@ -16,6 +19,7 @@
 #include "axonn/model/gpt.hpp"
 #include "axonn/optim/adamw.hpp"
 #include "axonn/parallel/grid.hpp"
+#include "axonn/text/tokenizer.hpp"
 #include "axonn/train/config.hpp"
 #include "axonn/checkpoint/model_source.hpp"
 
@@ -58,8 +62,11 @@ class Checkpointer {
                               const optim::AdamW& opt, const std::map<std::string, std::string>& state);
   // The step of the last checkpoint saved or resumed from (-1: none).
   int last_saved() const { return last_saved_; }
-  // The directory of the tokenizer the checkpoints carry (text::load_tokenizer reads it); "" if none.
-  std::string tokenizer_dir() const;
+  // The tokenizer the checkpoints carry (nullptr if none is known), and the files they carry it as,
+  // {name, contents} (the names text::tokenizer_files gives, or tokenizer.json / tokenizer.model for one a GGUF
+  // file held), for a Hugging Face --save too.
+  std::unique_ptr<text::Tokenizer> tokenizer() const;
+  const std::vector<std::pair<std::string, std::string>>& tokenizer_files() const;
 
  private:
   const TrainConfig& c_;
@@ -68,9 +75,12 @@ class Checkpointer {
   int first_step_ = 0;
   int64_t tokens_before_ = 0;
   std::string resumed_from_;
-  // the tokenizer each checkpoint carries, {path, name} (text::tokenizer_files): --data's (prepare copied it
-  // into DIR/tokenizer), else that of the checkpoint the run started from; empty: none is known
-  std::vector<std::pair<std::string, std::string>> tokenizer_;
+  // the tokenizer each checkpoint carries: --data's (prepare copied it into DIR/tokenizer), else that of the
+  // checkpoint the run resumes or starts from, else the --init model's (an HF directory's files, or the one
+  // inside a GGUF file); none known: neither set
+  std::string tokenizer_dir_;   // a directory of its files (text::tokenizer_files_in)
+  std::string tokenizer_gguf_;  // a GGUF file holding it
+  mutable std::optional<std::vector<std::pair<std::string, std::string>>> tokenizer_files_;  // read once
   int last_saved_ = -1;
 };
 

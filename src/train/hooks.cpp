@@ -279,25 +279,24 @@ namespace {
 // and checked against the model; null where the format holds none or the run has none. A GGUF file needs one:
 // InvalidArgument without. CheckpointHook's constructor asks before step 1, write_save again at the end.
 std::unique_ptr<text::Tokenizer> save_tokenizer(const std::string& path, const model::GptConfig& config,
-                                                const std::string& tokenizer) {
+                                                const Checkpointer& carried) {
   const SaveFormat f = save_format(path, config.family);
-  AXONN_CHECK_ARG(f != SaveFormat::kGguf || !tokenizer.empty(), "--save '", path, "': a GGUF file holds the model's "
-                  "tokenizer, and this run carries none (train on prepared --data, or save a directory DIR/ or, for "
-                  "GPT-2, FILE.bin)");
-  if (f == SaveFormat::kLlmc || tokenizer.empty()) return nullptr;
-  std::unique_ptr<text::Tokenizer> tok = text::load_tokenizer(tokenizer);
-  checkpoint::check_tokenizer_fits(*tok, config);
+  if (f == SaveFormat::kLlmc) return nullptr;
+  std::unique_ptr<text::Tokenizer> tok = carried.tokenizer();
+  AXONN_CHECK_ARG(f != SaveFormat::kGguf || tok, "--save '", path, "': a GGUF file holds the model's tokenizer, and ",
+                  "this run carries none (train on prepared --data, or save a directory DIR/ or, for GPT-2, FILE.bin)");
+  if (tok) checkpoint::check_tokenizer_fits(*tok, config);
   return tok;
 }
 
-// Writes --save from the full tensors (rank 0), in the format its path names, with the run's tokenizer
-// (`tokenizer`: its directory, "" if none) where the format holds one, as `axonn convert` does.
+// Writes --save from the full tensors (rank 0), in the format its path names, with the run's tokenizer (the one
+// its checkpoints carry) where the format holds one, as `axonn convert` does.
 void write_save(const std::string& path, const model::GptConfig& config, const Arena& params,
-                const std::string& tokenizer, int done) {
+                const Checkpointer& carried, int done) {
   const int64_t bad = count_nonfinite(params);
   AXONN_CHECK_IO(bad == 0, "the weights after step ", done, " hold ", bad, " non-finite values (Inf or NaN): the "
                  "run diverged; --save '", path, "' was not written. Lower --lr or enable --grad-clip");
-  const std::unique_ptr<text::Tokenizer> tok = save_tokenizer(path, config, tokenizer);  // before anything is written
+  const std::unique_ptr<text::Tokenizer> tok = save_tokenizer(path, config, carried);  // before anything is written
   switch (save_format(path, config.family)) {
     case SaveFormat::kLlmc:
       checkpoint::save_llmc(path, config, params);
@@ -307,7 +306,7 @@ void write_save(const std::string& path, const model::GptConfig& config, const A
       break;
     case SaveFormat::kHf:
       checkpoint::save_hf_dir(path, config, params);
-      if (tok) checkpoint::save_hf_tokenizer(path, config, tokenizer);
+      if (tok) checkpoint::save_hf_tokenizer_files(path, config, *tok, carried.tokenizer_files());
       break;
   }
 }
@@ -324,7 +323,7 @@ CheckpointHook::CheckpointHook(Session& s)
     probe_writable(c.checkpoint_dir + "/.probe-" + std::to_string(::getpid()), "--checkpoint-dir", c.checkpoint_dir);
   }
   if (!c.save.empty()) {
-    save_tokenizer(c.save, s.model_config(), checkpointer_.tokenizer_dir());  // one the format needs, and fits
+    save_tokenizer(c.save, s.model_config(), checkpointer_);  // one the format needs, and fits
     if (save_format(c.save, s.model_config().family) == SaveFormat::kHf) {
       std::error_code ec;
       fs::create_directories(c.save, ec);  // where the user pointed; each file is written into it atomically
@@ -384,7 +383,7 @@ void CheckpointHook::at_end(Session& s, int done) {
   std::exception_ptr error;
   if (root) {
     try {
-      write_save(c.save, s.model_config(), *full, checkpointer_.tokenizer_dir(), done);
+      write_save(c.save, s.model_config(), *full, checkpointer_, done);
     } catch (...) {
       error = std::current_exception();
     }

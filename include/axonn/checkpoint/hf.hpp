@@ -85,6 +85,9 @@ void save_hf_tokenizer(const std::string& dir, const model::GptConfig& config, c
 // The same for a tokenizer that has no files of its own (one read from a GGUF file): its listing written as
 // tokenizer.json or tokenizer.model (text::tokenizer_file_from_listing), and a tokenizer_config.json.
 void save_hf_tokenizer(const std::string& dir, const model::GptConfig& config, const text::Tokenizer& tok);
+// The same for the files `tok` is made of, given as {name, contents} (names as text::tokenizer_files gives them).
+void save_hf_tokenizer_files(const std::string& dir, const model::GptConfig& config, const text::Tokenizer& tok,
+                             const std::vector<std::pair<std::string, std::string>>& files);
 std::string hf_tokenizer_config_json(const model::GptConfig& config, const text::Tokenizer& tok,
                                      const std::string& tokenizer_class);
 

@@ -55,8 +55,8 @@ struct SaveResult {
 // when adam_m/adam_v are given, the moments; arenas laid out as Gpt::params() on this rank); the
 // entries are gathered to rank 0, which commits (manifest, rename, `latest`, prune to `keep`; 0 keeps
 // all). `manifest` gives model, step, tokens, loader, RNG and extra; grid and files are filled in
-// here. `carry`: files rank 0 copies into the step as they are, {path, name} (the tokenizer's, from
-// text::tokenizer_files), listed in the manifest with their checksums like the shards. A failure on any
+// here. `carry`: files rank 0 writes into the step, {name, contents} (the tokenizer's files), listed in the
+// manifest with their checksums like the shards. A failure on any
 // rank throws the same IoError on every rank, and the previous checkpoint stays the latest.
 SaveResult save_sharded(const std::string& root, Manifest manifest, const parallel::Grid& grid, const Arena& params,
                         const Arena* adam_m, const Arena* adam_v, int keep = 0,

@@ -20,6 +20,14 @@ train_on() {
     --quiet --checkpoint-dir "$tmp/ck"
 }
 
+# same_encoding TOKENIZER_A TOKENIZER_B: the two encode docs/text.md alike
+same_encoding() {
+  run "$axonn" tokenizer encode --tokenizer "$1" <"$docs/text.md"
+  cp "$tmp/out" "$tmp/a.enc"
+  run "$axonn" tokenizer encode --tokenizer "$2" <"$docs/text.md"
+  same "$tmp/a.enc" "$tmp/out"
+}
+
 # save_matches MODEL NP GRID FORMAT...: MODEL trained 4 steps on GRID with --save in each FORMAT (bin: an llm.c
 # file, gguf: a GGUF file, hf: a Hugging Face directory), each byte for byte what `axonn convert` makes of the
 # run's last checkpoint (same file names: GGUF names the model by its file's stem)
@@ -208,12 +216,6 @@ case "$case_name" in
           --print-logprobs
       fi
     }
-    same_encoding() {  # same_encoding TOKENIZER_A TOKENIZER_B: the two encode docs/text.md alike
-      run "$axonn" tokenizer encode --tokenizer "$1" <"$docs/text.md"
-      cp "$tmp/out" "$tmp/a.enc"
-      run "$axonn" tokenizer encode --tokenizer "$2" <"$docs/text.md"
-      same "$tmp/a.enc" "$tmp/out"
-    }
     prepare_sp
     train_on 1 1,1,1,1 llama-tiny
     run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
@@ -272,6 +274,25 @@ case "$case_name" in
     # a tokenizer inside a GGUF file is not a tokenizer file: the message says how to write it out
     expect_error "is a GGUF model file; the tokenizer inside one is read with its model .* axonn convert --from" \
       "$axonn" prepare "$docs/cli.md" --tokenizer "$tmp/m.gguf" --output "$tmp/x" ;;
+
+  init_carries)
+    # a run from a model that carries a tokenizer (an HF directory's files, the one inside a GGUF file) on data
+    # that names none (a token shard alone) carries the model's into its checkpoints and --save (before:
+    # none, and --save FILE.gguf refused: "this run carries none")
+    prepare_sp
+    train_on 1 1,1,1,1 llama-tiny
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/hf/"
+    run "$axonn" convert --from "$tmp/ck" --to "$tmp/m.gguf"
+    for init in hf m.gguf; do
+      run "$axonn" train --init "$tmp/$init" --data "$tmp/data/train_000000.bin" --batch-size 4 --seq-len 32 \
+        --steps 2 --quiet --checkpoint-dir "$tmp/ck-$init" --save "$tmp/out-$init.gguf"
+      step=$tmp/ck-$init/step-00000002
+      [ -f "$step/tokenizer.model" ] || fail "the checkpoint of a run from $init carries no tokenizer.model"
+      same_encoding "$tmp/sp.model" "$step"
+      run "$axonn" inspect "$tmp/out-$init.gguf"
+      expect_output '^    tokenizer.ggml.model = "llama"$'
+    done
+    check "an HF directory's tokenizer is carried as it is" cmp "$tmp/hf/tokenizer.model" "$tmp/ck-hf/step-00000002/tokenizer.model" ;;
 
   refused)
     # no tokenizer known: GGUF needs one, and says how to give it
