@@ -9,12 +9,17 @@
 # resident memory (llama.cpp's with node's), decode tokens/s, and axonn's ratio to llama.cpp's; and whether the
 # greedy ids agree.
 #
+# AXONN_FROM=gguf has axonn read the GGUF file llama.cpp reads (its start then includes widening the tensors).
+#
 #   bash bench/generate_peer/generate_vs_llamacpp.sh
 #   MODEL=llama-tiny NEW=32 ROUNDS=1 bash bench/generate_peer/generate_vs_llamacpp.sh
+#   AXONN_FROM=gguf bash bench/generate_peer/generate_vs_llamacpp.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build/bin}
 MODEL=${MODEL:-llama-124m} NEW=${NEW:-128} ROUNDS=${ROUNDS:-2} PROMPT=${PROMPT:-1,2,3,4,5,6,7,8}
+AXONN_FROM=${AXONN_FROM:-hf}
+case $AXONN_FROM in hf | gguf) ;; *) echo "AXONN_FROM is hf or gguf, not '$AXONN_FROM'" >&2; exit 2 ;; esac
 MODULES=${MODULES:-tests/peer/llamacpp/node_modules}
 [ -f "$MODULES/node-llama-cpp/package.json" ] || {
   echo "no node-llama-cpp in $MODULES: run scripts/fetch-llamacpp.sh (needs node >= 20)" >&2
@@ -31,11 +36,13 @@ trap 'stop_busy; rm -rf "$tmp"' EXIT
 vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$tmp/hf/config.json")
 python3 bench/generate_peer/byte_tokenizer.py "$vocab" "$tmp/tok.json"
 "$BIN/axonn" convert --from "$tmp/hf" --to "$tmp/model.gguf" --tokenizer "$tmp/tok.json" >/dev/null 2>&1
-echo "model $MODEL: $(du -m "$tmp/model.gguf" | cut -f1) MB GGUF F32, vocabulary $vocab; prompt $PROMPT, $NEW new tokens, $ROUNDS rounds; $(nproc) CPUs"
+echo "model $MODEL: $(du -m "$tmp/model.gguf" | cut -f1) MB GGUF F32, vocabulary $vocab; prompt $PROMPT, $NEW new tokens, $ROUNDS rounds; $(nproc) CPUs; axonn reads the $AXONN_FROM"
 
 # run_axonn THREADS TAG / run_llama THREADS TAG: one run, its figures appended to $tmp/TAG as "start rss_mb tok_s"
 run_axonn() {
-  OMP_NUM_THREADS=$1 /usr/bin/time -f "%M" -o "$tmp/time" "$BIN/axonn" generate --init "$tmp/hf" \
+  local init=$tmp/hf
+  [ "$AXONN_FROM" = gguf ] && init=$tmp/model.gguf
+  OMP_NUM_THREADS=$1 /usr/bin/time -f "%M" -o "$tmp/time" "$BIN/axonn" generate --init "$init" \
     --prompt-ids "$PROMPT" --max-new-tokens "$NEW" --temperature 0 --print-ids >"$tmp/ids.axonn" 2>"$tmp/log"
   python3 - "$tmp/log" "$tmp/time" >>"$tmp/$2" <<'PY'
 import re, sys

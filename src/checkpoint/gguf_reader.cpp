@@ -2,6 +2,7 @@
 // checked before they are used, since a GGUF file comes from anywhere.
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <set>
 #include <utility>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -389,30 +392,50 @@ std::vector<float> GgufFile::read_floats(const GgufTensorInfo& t, uint64_t first
                   count <= t.elements() - first,
               "read_floats: values [", first, ", ", first + count, ") of '", t.name, "' are not whole blocks within its ",
               t.elements());
-  std::string raw(static_cast<size_t>(count / size.block * size.bytes), '\0');
-  std::ifstream in(path_, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(t.offset + first / size.block * size.bytes));
-  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-  AXONN_CHECK_IO(in.good(), "cannot read tensor '", t.name, "' of '", path_, "' (", t.bytes, " bytes at ", t.offset,
-                 "): the file changed since it was opened?");
+  if (count == 0) return {};
+  // the range mapped for this read alone (no copy into a buffer first; its pages leave this process's memory
+  // when it is unmapped, the file staying in the page cache)
+  const uint64_t at = t.offset + first / size.block * size.bytes, bytes = count / size.block * size.bytes;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)), map_at = at / page * page;
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  const bool whole = fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= at + bytes;
+  void* map = whole ? ::mmap(nullptr, at + bytes - map_at, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(map_at))
+                    : nullptr;
+  const int map_errno = errno;
+  if (fd >= 0) ::close(fd);
+  AXONN_CHECK_IO(map != nullptr && map != MAP_FAILED, "cannot read tensor '", t.name, "' of '", path_, "' (", bytes,
+                 " bytes at ", at, "): ", whole ? std::strerror(map_errno) : "the file changed since it was opened?");
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { if (p) ::munmap(p, n); }
+  } unmap{map, static_cast<size_t>(at + bytes - map_at)};
   const uint64_t n = count;
   std::vector<float> out(static_cast<size_t>(n));
-  const char* p = raw.data();
-  for (uint64_t i = 0; i < n; i++) {
-    uint16_t h = 0;
-    switch (t.type) {
-      case 0: std::memcpy(&out[i], p + 4 * i, 4); break;
-      case 1:
-      case 30:
+  const char* p = static_cast<const char*>(map) + (at - map_at);
+  uint16_t h = 0;
+  switch (t.type) {
+    case 0: std::memcpy(out.data(), p, 4 * n); break;
+    case 1:
+      for (uint64_t i = 0; i < n; i++) {
         std::memcpy(&h, p + 2 * i, 2);
-        out[i] = t.type == 1 ? f16_to_f32(h) : bf16_to_f32(h);
-        break;
-      default: {  // Q8_0: per 32 values an f16 scale and 32 int8s
-        const char* block = p + i / 32 * 34;
-        std::memcpy(&h, block, 2);
-        out[i] = f16_to_f32(h) * static_cast<float>(static_cast<int8_t>(block[2 + i % 32]));
+        out[i] = f16_to_f32(h);
       }
-    }
+      break;
+    case 30:
+      for (uint64_t i = 0; i < n; i++) {
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      break;
+    default:  // Q8_0: per 32 values an f16 scale and 32 int8s
+      for (uint64_t b = 0; b < n / 32; b++) {
+        const char* block = p + b * 34;
+        std::memcpy(&h, block, 2);
+        const float d = f16_to_f32(h);
+        for (uint64_t i = 0; i < 32; i++) out[b * 32 + i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
+      }
   }
   return out;
 }
