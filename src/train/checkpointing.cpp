@@ -156,8 +156,13 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     std::error_code ec;
     const fs::path p(plan.init->path);
     dir = (fs::is_directory(p, ec) ? p : p.has_parent_path() ? p.parent_path() : fs::path(".")).string();
-  } else if (plan.init && plan.init->kind == Kind::kGguf && checkpoint::GgufModel(plan.init->path).tokenizer_listing()) {
-    tokenizer_gguf_ = plan.init->path;
+  } else if (plan.init && plan.init->kind == Kind::kGguf) {
+    try {
+      if (checkpoint::GgufModel(plan.init->path).tokenizer_listing()) tokenizer_gguf_ = plan.init->path;
+    } catch (const IoError& e) {  // the weights are still the model's: train on, carrying no tokenizer
+      log_warn("the checkpoints carry no tokenizer: the one inside %s is not one axonn reads (%s)",
+               plan.init->path.c_str(), e.what());
+    }
   }
   if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) tokenizer_dir_ = dir;
 }

@@ -179,7 +179,8 @@ int run_convert(const ConvertOptions& o) {
                   "Hugging Face output only");
   // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files, or
   // the one inside a GGUF file)
-  const bool from_gguf = o.tokenizer.empty() && checkpoint::looks_like_gguf(o.from);
+  const bool holds_tokenizer = gguf || (format == "safetensors-hf" && names_directory(o.to));
+  const bool from_gguf = o.tokenizer.empty() && holds_tokenizer && checkpoint::looks_like_gguf(o.from);
   std::unique_ptr<text::Tokenizer> gguf_tok = from_gguf ? checkpoint::GgufModel(o.from).tokenizer() : nullptr;
   const std::string carried = carried_tokenizer_dir(o.from);
   const std::string tok_name = !o.tokenizer.empty() ? o.tokenizer : carried;

@@ -271,6 +271,22 @@ case "$case_name" in
     expect_output "^generate  weights of the GGUF gpt2 \(BF16\) file"
     grep -E '^[-0-9.,]+$' "$tmp/out" >"$tmp/bgguf.ids"
     same "$tmp/bhf.ids" "$tmp/bgguf.ids"
+    # a tokenizer axonn does not read (llama.cpp's pre-tokenizer qwen2) leaves the weights usable: convert to
+    # llm.c, train (carrying none, said once), generate with --tokenizer; generate without says what to give
+    python3 - "$tmp/f.gguf" "$tmp/q.gguf" <<'PY'
+import sys
+b = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(b.replace(b"gpt-2", b"qwen2", 1))
+PY
+    run "$axonn" convert --from "$tmp/q.gguf" --to "$tmp/q.bin"
+    run "$axonn" train --init "$tmp/q.gguf" --data "$tmp/bdata/train_000000.bin" --batch-size 4 --seq-len 32 \
+      --steps 1 --checkpoint-dir "$tmp/qck"
+    expect_output "the checkpoints carry no tokenizer: the one inside $tmp/q.gguf is not one axonn reads .*qwen2"
+    expect_error "pre-tokenizer 'qwen2', which axonn does not have .*give --tokenizer" \
+      "$axonn" generate --init "$tmp/q.gguf" --prompt "The model"
+    run "$axonn" generate --init "$tmp/q.gguf" --tokenizer "$tmp/bytes.json" --prompt "The model" --max-new-tokens 4 \
+      --temperature 0
+    expect_output "^The model"
     # a tokenizer inside a GGUF file is not a tokenizer file: the message says how to write it out
     expect_error "is a GGUF model file; the tokenizer inside one is read with its model .* axonn convert --from" \
       "$axonn" prepare "$docs/cli.md" --tokenizer "$tmp/m.gguf" --output "$tmp/x" ;;
