@@ -479,7 +479,10 @@ model::GptConfig gguf_config(const GgufFile& f) {
                    ": llama.attention.value_length differs from key_length; axonn's heads have one width");
     c.head_dim = key_length * c.num_heads == c.channels ? 0 : key_length;
     c.ffn_hidden = count("feed_forward_length");
-    c.norm_eps = static_cast<float>(number("attention.layer_norm_rms_epsilon"));
+    const double eps = number("attention.layer_norm_rms_epsilon");
+    AXONN_CHECK_IO(eps > 0 && eps < 1, where, ": llama.attention.layer_norm_rms_epsilon is ", eps,
+                   ", not a small positive number");
+    c.norm_eps = static_cast<float>(eps);
     c.rope_theta = number("rope.freq_base", 10000.0);
     AXONN_CHECK_IO(count("rope.dimension_count", c.head_size()) == c.head_size(), where,
                    ": llama.rope.dimension_count is ", count("rope.dimension_count"), "; axonn rotates whole heads (",
@@ -606,7 +609,8 @@ std::optional<text::TokenizerListing> GgufModel::tokenizer_listing() const {
   Listing l;
   l.tokens = strings("tokenizer.ggml.tokens");
   const size_t n = l.tokens.size();
-  for (double t : numbers("tokenizer.ggml.token_type", n, Listing::kNormal)) l.types.push_back(static_cast<int>(t));
+  for (double t : numbers("tokenizer.ggml.token_type", n, Listing::kNormal))  // a type no one has: -1
+    l.types.push_back(t >= 0 && t <= 255 ? static_cast<int>(t) : -1);
   if (*kind == "gpt2") {
     l.kind = Listing::Kind::kByteBpe;
     l.merges = strings("tokenizer.ggml.merges");
@@ -625,7 +629,8 @@ std::optional<text::TokenizerListing> GgufModel::tokenizer_listing() const {
     }
   } else if (*kind == "llama") {
     l.kind = Listing::Kind::kSentencePiece;
-    for (double s : numbers("tokenizer.ggml.scores", n, 0.0)) l.scores.push_back(static_cast<float>(s));
+    for (double s : numbers("tokenizer.ggml.scores", n, 0.0))  // f32 in files; a wider value is clamped
+      l.scores.push_back(std::isnan(s) ? 0.0f : static_cast<float>(std::clamp(s, -3.4e38, 3.4e38)));
     l.dummy_prefix = flag("tokenizer.ggml.add_space_prefix", true);  // llama.cpp's default for this vocabulary
   } else {
     throw IoError(where + " holds a '" + *kind + "' tokenizer; axonn reads llama.cpp's gpt2 (byte-level BPE) and " +
