@@ -124,6 +124,12 @@ std::string byte_to_symbol(unsigned char b) {
   return s;
 }
 
+std::string bytes_to_symbols(std::string_view bytes) {
+  std::string s;
+  for (unsigned char b : bytes) s += byte_to_symbol(b);
+  return s;
+}
+
 std::optional<std::string> symbols_to_bytes(std::string_view symbols) {
   std::string out;
   out.reserve(symbols.size());
@@ -334,23 +340,18 @@ std::string BpeTokenizer::decode(std::span<const int> ids) const {
 std::optional<TokenizerListing> BpeTokenizer::listing() const {
   TokenizerListing l;
   l.kind = TokenizerListing::Kind::kByteBpe;
-  auto spell = [](const std::string& bytes) {
-    std::string s;
-    for (unsigned char b : bytes) s += byte_to_symbol(b);
-    return s;
-  };
   l.tokens.resize(bytes_of_.size());
   l.types.assign(bytes_of_.size(), TokenizerListing::kNormal);
   for (size_t id = 0; id < bytes_of_.size(); id++) {
     if (bytes_of_[id].empty()) l.types[id] = TokenizerListing::kUnused;
-    else l.tokens[id] = spell(bytes_of_[id]);
+    else l.tokens[id] = bytes_to_symbols(bytes_of_[id]);
   }
   for (const auto& [text, id] : specials_) {  // their text as it is, as tokenizer files keep it
     l.tokens[static_cast<size_t>(id)] = text;
     l.types[static_cast<size_t>(id)] = TokenizerListing::kControl;
   }
   l.merges.reserve(merge_list_.size());
-  for (const auto& [left, right] : merge_list_) l.merges.push_back(spell(left) + " " + spell(right));
+  for (const auto& [left, right] : merge_list_) l.merges.push_back(bytes_to_symbols(left) + " " + bytes_to_symbols(right));
   l.patterns = patterns_;
   l.add_prefix_space = add_prefix_space_;
   l.ignore_merges = ignore_merges_;

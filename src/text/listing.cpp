@@ -134,11 +134,6 @@ std::string sentencepiece_model(const Listing& l, const std::string& describe) {
 // steps, then ByteLevel; the special tokens as added tokens.
 std::string hf_tokenizer_json(const BpeSpec& spec) {
   using nlohmann::ordered_json;
-  auto spell = [](const std::string& bytes) {
-    std::string s;
-    for (unsigned char b : bytes) s += byte_to_symbol(b);
-    return s;
-  };
   ordered_json added = ordered_json::array();
   for (const auto& [text, id] : spec.specials)
     added.push_back({{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
@@ -150,9 +145,9 @@ std::string hf_tokenizer_json(const BpeSpec& spec) {
                                    {"trim_offsets", true}, {"use_regex", false}};
   steps.push_back(byte_level);
   ordered_json vocab = ordered_json::object();
-  for (const auto& [bytes, id] : spec.vocab) vocab[spell(bytes)] = id;
+  for (const auto& [bytes, id] : spec.vocab) vocab[bytes_to_symbols(bytes)] = id;
   ordered_json merges = ordered_json::array();
-  for (const auto& [left, right] : spec.merges) merges.push_back(spell(left) + " " + spell(right));
+  for (const auto& [left, right] : spec.merges) merges.push_back(bytes_to_symbols(left) + " " + bytes_to_symbols(right));
   const ordered_json t = {
       {"version", "1.0"},
       {"truncation", nullptr},

@@ -143,9 +143,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
   AXONN_CHECK_IO(fs::exists(p, ec), "cannot open tokenizer '", spec,
                  "': no such file or directory (give gpt2, or a tokenizer file or directory)");
   const std::string ext = p.extension().string(), name = p.filename().string();
-  if (first_int(spec) == kLlmcTokenizerMagic) return std::make_unique<LlmcTokenizer>(spec);
+  const std::optional<int32_t> magic = first_int(spec);
+  if (magic == kLlmcTokenizerMagic) return std::make_unique<LlmcTokenizer>(spec);
   constexpr int32_t kGgufMagic = 0x46554747;  // "GGUF", little-endian
-  AXONN_CHECK_ARG(first_int(spec) != kGgufMagic, "'", spec, "' is a GGUF model file; the tokenizer inside one is ",
+  AXONN_CHECK_ARG(magic != kGgufMagic, "'", spec, "' is a GGUF model file; the tokenizer inside one is ",
                   "read with its model (--init ", spec, "). To use it elsewhere, write it out as files: axonn convert ",
                   "--from ", spec, " --to DIR/ (a Hugging Face directory with the tokenizer's files), then give DIR");
   if (ext == ".model") return std::make_unique<SentencePieceTokenizer>(spec);

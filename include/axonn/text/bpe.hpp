@@ -29,9 +29,10 @@
 
 namespace axonn::text {
 
-// GPT-2's byte-to-character map: the UTF-8 of the character that stands for byte b in the files,
-// and back (nullopt for a character that stands for no byte).
+// GPT-2's byte-to-character map: the UTF-8 of the character that stands for byte b in the files, a
+// token's bytes so spelled, and back (nullopt for a character that stands for no byte).
 std::string byte_to_symbol(unsigned char b);
+std::string bytes_to_symbols(std::string_view bytes);
 std::optional<std::string> symbols_to_bytes(std::string_view symbols);
 
 // What a byte-level BPE model is made of, in raw bytes (not the files' characters).
