@@ -14,6 +14,7 @@
 #include "axonn/checkpoint/safetensors.hpp"
 #include "axonn/checkpoint/sharded.hpp"
 #include "axonn/core/error.hpp"
+#include "axonn/text/tokenizer.hpp"
 
 namespace axonn::checkpoint {
 
@@ -54,13 +55,25 @@ ModelSource find_model_source(const std::string& path) {
       s.config = read_manifest(s.path).model;
       break;
     case ModelSource::Kind::kGguf:
-      s.config = GgufModel(path).config();
+      s.gguf = std::make_shared<const GgufModel>(path);
+      s.config = s.gguf->config();
       break;
     case ModelSource::Kind::kLlmc:
       s.config = read_llmc_config(path);
       break;
   }
   return s;
+}
+
+std::string carried_tokenizer_dir(const ModelSource& source) {
+  std::string dir;
+  if (source.kind == ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (source.kind == ModelSource::Kind::kHuggingFace) {
+    std::error_code ec;
+    const fs::path p(source.path);
+    dir = (fs::is_directory(p, ec) ? p : p.has_parent_path() ? p.parent_path() : fs::path(".")).string();
+  }
+  return !dir.empty() && !text::tokenizer_files_in(dir).empty() ? dir : "";
 }
 
 namespace {
@@ -109,7 +122,7 @@ std::string load_weights(const ModelSource& source, const parallel::Grid& grid, 
       return "weights of the Hugging Face checkpoint " + source.path;
     }
     case ModelSource::Kind::kGguf: {
-      const GgufModel gguf(source.path);
+      const GgufModel& gguf = *source.gguf;
       load_by_ranges([&](const TensorRangeSink& sink) { gguf.load_ranges(sink); }, gpt);
       return "weights of the " + gguf.kind() + " file " + source.path;
     }

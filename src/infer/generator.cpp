@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,15 +47,9 @@ std::unique_ptr<text::Tokenizer> model_tokenizer(const checkpoint::ModelSource& 
   if (!name.empty()) return text::load_tokenizer(name);
   // the tokenizer the model carries: an HF directory's files, those a checkpoint step holds (train copies
   // them from the prepared data), or the one inside a GGUF file
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string dir;
-  if (source.kind == checkpoint::ModelSource::Kind::kHuggingFace)
-    dir = fs::is_directory(source.path, ec) ? source.path : fs::path(source.path).parent_path().string();
-  if (source.kind == checkpoint::ModelSource::Kind::kCheckpoint) dir = source.path;
+  if (const std::string dir = checkpoint::carried_tokenizer_dir(source); !dir.empty()) return text::load_tokenizer(dir);
   if (source.kind == checkpoint::ModelSource::Kind::kGguf)
-    if (auto tok = checkpoint::GgufModel(source.path).tokenizer()) return tok;
-  if (!dir.empty() && !text::tokenizer_files_in(dir).empty()) return text::load_tokenizer(dir);
+    if (auto tok = source.gguf->tokenizer()) return tok;
   if (source.config.family == model::Family::kGpt2) return text::load_tokenizer("gpt2");
   return nullptr;
 }

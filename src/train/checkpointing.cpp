@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
-#include <filesystem>
 
 #include "axonn/checkpoint/atomic_file.hpp"
 #include "axonn/checkpoint/gguf.hpp"
@@ -143,22 +142,16 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
     resumed_from_ = plan.resume_dir;
     last_saved_ = first_step_;
   }
-  namespace fs = std::filesystem;
-  using Kind = checkpoint::ModelSource::Kind;
   std::string dir;
   if (const auto prepared = data::prepared_tokenizer(c.data)) {
     dir = *prepared;
   } else if (!plan.resume_dir.empty()) {
     dir = plan.resume_dir;
-  } else if (plan.init && plan.init->kind == Kind::kCheckpoint) {
-    dir = plan.init->path;
-  } else if (plan.init && plan.init->kind == Kind::kHuggingFace) {  // a directory, or a .safetensors file in one
-    std::error_code ec;
-    const fs::path p(plan.init->path);
-    dir = (fs::is_directory(p, ec) ? p : p.has_parent_path() ? p.parent_path() : fs::path(".")).string();
-  } else if (plan.init && plan.init->kind == Kind::kGguf) {
+  } else if (plan.init && plan.init->kind != checkpoint::ModelSource::Kind::kGguf) {
+    dir = checkpoint::carried_tokenizer_dir(*plan.init);
+  } else if (plan.init) {
     try {
-      if (checkpoint::GgufModel(plan.init->path).tokenizer_listing()) tokenizer_gguf_ = plan.init->path;
+      if (plan.init->gguf->tokenizer_listing()) tokenizer_gguf_ = plan.init->gguf;
     } catch (const IoError& e) {  // the weights are still the model's: train on, carrying no tokenizer
       log_warn("the checkpoints carry no tokenizer: the one inside %s is not one axonn reads (%s)",
                plan.init->path.c_str(), e.what());
@@ -169,7 +162,7 @@ Checkpointer::Checkpointer(const TrainConfig& c, const model::GptConfig& mc, con
 
 std::unique_ptr<text::Tokenizer> Checkpointer::tokenizer() const {
   if (!tokenizer_dir_.empty()) return text::load_tokenizer(tokenizer_dir_);
-  if (!tokenizer_gguf_.empty()) return checkpoint::GgufModel(tokenizer_gguf_).tokenizer();
+  if (tokenizer_gguf_) return tokenizer_gguf_->tokenizer();
   return nullptr;
 }
 
@@ -179,9 +172,10 @@ const std::vector<std::pair<std::string, std::string>>& Checkpointer::tokenizer_
     if (!tokenizer_dir_.empty())
       for (const auto& [path, name] : text::tokenizer_files_in(tokenizer_dir_))
         tokenizer_files_->emplace_back(name, checkpoint::read_text_file(path));
-    if (!tokenizer_gguf_.empty())
-      if (const auto listing = checkpoint::GgufModel(tokenizer_gguf_).tokenizer_listing())
-        tokenizer_files_->push_back(text::tokenizer_file_from_listing(*listing, "the tokenizer of " + tokenizer_gguf_));
+    if (tokenizer_gguf_)
+      if (const auto listing = tokenizer_gguf_->tokenizer_listing())
+        tokenizer_files_->push_back(
+            text::tokenizer_file_from_listing(*listing, "the tokenizer of " + tokenizer_gguf_->file().path()));
   }
   return *tokenizer_files_;
 }

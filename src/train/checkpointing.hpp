@@ -79,7 +79,7 @@ class Checkpointer {
   // checkpoint the run resumes or starts from, else the --init model's (an HF directory's files, or the one
   // inside a GGUF file); none known: neither set
   std::string tokenizer_dir_;   // a directory of its files (text::tokenizer_files_in)
-  std::string tokenizer_gguf_;  // a GGUF file holding it
+  std::shared_ptr<const checkpoint::GgufModel> tokenizer_gguf_;  // a GGUF file holding it (the --init source's)
   mutable std::optional<std::vector<std::pair<std::string, std::string>>> tokenizer_files_;  // read once
   int last_saved_ = -1;
 };

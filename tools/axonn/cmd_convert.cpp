@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,7 +93,8 @@ int64_t param_bytes(const model::GptConfig& c) {
   return n * static_cast<int64_t>(sizeof(float));
 }
 
-Loaded load_any(const ConvertOptions& o) {
+// `gguf`: the input, opened, when it is a GGUF file.
+Loaded load_any(const ConvertOptions& o, const checkpoint::GgufModel* gguf) {
   Loaded m;
   std::error_code ec;
   AXONN_CHECK_IO(fs::exists(o.from, ec), "cannot open '", o.from, "': no such file or directory");
@@ -121,8 +123,8 @@ Loaded load_any(const ConvertOptions& o) {
   };
   if (kind == checkpoint::ModelSource::Kind::kGguf) {
     AXONN_CHECK_ARG(o.heads == 0, "--heads applies to safetensors input only; a GGUF file records its heads");
-    const checkpoint::GgufModel gguf(o.from);
-    read_whole(gguf.config(), gguf.kind(), [&](Arena& params, Progress* p) { gguf.load(params, p); });
+    AXONN_CHECK(gguf != nullptr, "load_any: the GGUF file '", o.from, "' was not opened");
+    read_whole(gguf->config(), gguf->kind(), [&](Arena& params, Progress* p) { gguf->load(params, p); });
   } else if (kind == checkpoint::ModelSource::Kind::kLlmc) {
     AXONN_CHECK_IO(first_int(o.from) == checkpoint::kLlmcModelMagic, "'", o.from,
                    "' is neither an llm.c model file (magic 20240326), a safetensors file, a GGUF file, nor a "
@@ -180,8 +182,10 @@ int run_convert(const ConvertOptions& o) {
   // the tokenizer: --tokenizer, else the one the model carries (a checkpoint's or an HF directory's files, or
   // the one inside a GGUF file)
   const bool holds_tokenizer = gguf || (format == "safetensors-hf" && names_directory(o.to));
-  const bool from_gguf = o.tokenizer.empty() && holds_tokenizer && checkpoint::looks_like_gguf(o.from);
-  std::unique_ptr<text::Tokenizer> gguf_tok = from_gguf ? checkpoint::GgufModel(o.from).tokenizer() : nullptr;
+  std::optional<checkpoint::GgufModel> gguf_in;  // a GGUF input, opened once: its tokenizer, then its weights
+  if (checkpoint::looks_like_gguf(o.from)) gguf_in.emplace(o.from);
+  const bool from_gguf = o.tokenizer.empty() && holds_tokenizer && gguf_in;
+  std::unique_ptr<text::Tokenizer> gguf_tok = from_gguf ? gguf_in->tokenizer() : nullptr;
   const std::string carried = carried_tokenizer_dir(o.from);
   const std::string tok_name = !o.tokenizer.empty() ? o.tokenizer : carried;
   AXONN_CHECK_ARG(!tok_name.empty() || gguf_tok || !gguf, "a GGUF file holds the model's tokenizer, and '", o.from,
@@ -194,7 +198,7 @@ int run_convert(const ConvertOptions& o) {
   if (format == "safetensors-hf" && names_directory(o.to)) checkpoint::check_hf_dir_output(o.to);
   // the tokenizer before the weights, so that a wrong path is refused at once
   std::unique_ptr<text::Tokenizer> tok = tok_name.empty() ? std::move(gguf_tok) : text::load_tokenizer(tok_name);
-  Loaded m = load_any(o);
+  Loaded m = load_any(o, gguf_in ? &*gguf_in : nullptr);
   if (tok) checkpoint::check_tokenizer_fits(*tok, m.config);  // before anything is written
 
   std::string written = o.to;

@@ -8,6 +8,7 @@
 //   checkpoint::load_weights(src, grid, gpt);                        // collective over the grid
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "axonn/model/gpt.hpp"
@@ -16,11 +17,15 @@
 
 namespace axonn::checkpoint {
 
+class GgufModel;
+
 struct ModelSource {
   enum class Kind { kLlmc, kHuggingFace, kGguf, kCheckpoint };
   Kind kind = Kind::kLlmc;
   std::string path;        // kCheckpoint: the step directory the given path resolves to
   model::GptConfig config;  // the model the files hold
+  // kGguf: the file, opened and checked once (its configuration, then its weights and tokenizer)
+  std::shared_ptr<const GgufModel> gguf;
 };
 
 // The kind of model `path` holds, from what it is (no configuration read): a directory with config.json and
@@ -34,6 +39,11 @@ ModelSource::Kind model_source_kind(const std::string& path);
 // Tells the kind from the path (model_source_kind) and reads the model's configuration (the same on every
 // rank). Throws IoError naming the file and what is wrong with it.
 ModelSource find_model_source(const std::string& path);
+
+// The directory of the tokenizer files a model carries (text::tokenizer_files_in): a Hugging Face model's
+// directory (a .safetensors file's), a checkpoint step (train copies the prepared data's tokenizer into each);
+// "" where it has none, and for an llm.c file or a GGUF file (which holds its tokenizer inside: GgufModel).
+std::string carried_tokenizer_dir(const ModelSource& source);
 
 // Sets gpt's weights from the source: each rank keeps its shards (a checkpoint directory is resharded
 // to gpt's grid). `grid` is the one the checkpoint's collectives use: its communicators take host
